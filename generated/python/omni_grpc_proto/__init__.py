@@ -1,0 +1,1 @@
+"""Code generated from proto/omni/v1 by scripts/generate. DO NOT EDIT."""

@@ -1,0 +1,97 @@
+"""The engine contract: what the server runs behind AgentService.Run.
+
+It mirrors the reference SDK's ``session.run(newMessages, {signal, approve,
+thinkingLevel})``: an engine receives this run's new user-side messages and
+yields OmniMessages as JSON-shaped dicts (or ``omni_pb2.OmniMessage``). The
+engine owns its history; errors are yielded as messages, never raised.
+
+Rules every engine follows (the hub checks none of them, ``omni-grpc validate``
+checks most):
+
+* Each streamed segment is ``partial_*`` start, delta..., stop, then the
+  complete message at once.
+* ``options.approve`` is awaited exactly once per complete ``tool_call`` whose
+  stop_reason is ``completed``, one call at a time. The engine then yields
+  ``approval_decision``; a decision other than ``allow`` is followed by the
+  synthetic aborted ``tool_call_output`` (``protocol.denied_tool_output``).
+* When ``options.abort`` is set, the engine yields ``abort`` as its last
+  message and returns promptly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from omni_grpc_proto.omni.v1 import omni_pb2
+
+Decision = Literal["allow", "deny", "forbidden"]
+JsonObject = dict[str, Any]
+# What an engine may yield: a JSON-shaped dict, or the protobuf message.
+EngineMessage = Mapping[str, Any] | omni_pb2.OmniMessage
+ApproveFn = Callable[[JsonObject], Awaitable[Decision]]
+
+
+class AbortSignal:
+    """An asyncio event that also carries the abort reason."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+        self.reason: str | None = None
+
+    def set(self, reason: str | None = None) -> None:
+        if not self._event.is_set():
+            self.reason = reason
+            self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+
+
+@dataclass
+class RunOptions:
+    session_id: str
+    approve: ApproveFn
+    abort: AbortSignal
+    # "none" | "low" | "medium" | "high" | "xhigh" | "max", or None for the default.
+    thinking_level: str | None = None
+    # A directory the engine may use as the session's workspace.
+    workspace: Path = field(default_factory=Path.cwd)
+    # The session's trace file (JSONL), for engines that rebuild history from it.
+    trace_path: Path | None = None
+    # RunRequest.metadata, as plain JSON.
+    metadata: JsonObject = field(default_factory=dict)
+
+
+@runtime_checkable
+class Engine(Protocol):
+    def run(self, input: list[JsonObject], options: RunOptions) -> AsyncIterator[EngineMessage]:
+        """Yields the run's messages (an async generator)."""
+        ...
+
+
+@runtime_checkable
+class DescribesSession(Protocol):
+    """Optional: engines that know their model describe it for session_meta."""
+
+    def session_meta(self, session_id: str, workspace: Path) -> JsonObject:
+        """The session_meta payload (session_id, provider, model_id, ...)."""
+        ...
+
+
+@runtime_checkable
+class ClosableEngine(Protocol):
+    """Optional: engines holding resources (processes, channels) release them here."""
+
+    async def aclose(self) -> None: ...
+
+
+# A factory named by ``--engine module:factory``: called with the engine
+# options from the command line (``--engine-opt key=value``) as strings.
+EngineFactory = Callable[..., Engine]

@@ -1,0 +1,56 @@
+"""The SSE wire format, byte-identical to the reference server.
+
+The reference writes frames with hono's ``writeSSE``: an ``event:`` line only
+when the event is named, one ``data:`` line per line of the payload, an ``id:``
+line when there is an id, then a blank line. It never writes ``retry:``. The
+heartbeat is an SSE comment. Headers are the five the reference answers with.
+"""
+
+from __future__ import annotations
+
+import re
+
+# hono splits the payload on any line ending, so one data line per line.
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+
+# The event name the reference gives control events; messages carry none.
+SERVER_EVENT = "server_event"
+
+# A comment line: EventSource ignores it, proxies see traffic.
+PING = b": ping\n\n"
+
+DEFAULT_HEARTBEAT_SECONDS = 20.0
+
+# The reference's response headers (tests/conformance/sse_response_headers.json).
+# Starlette lower-cases nothing it is given, so the names are written as the
+# capture shows them.
+SSE_HEADERS: dict[str, str] = {
+    "content-type": "text/event-stream",
+    "cache-control": "no-cache",
+    "connection": "keep-alive",
+    "transfer-encoding": "chunked",
+    "x-accel-buffering": "no",
+}
+
+
+def encode_frame(data: bytes, *, event_id: str | None = None, event: str | None = None) -> bytes:
+    """One SSE frame. ``data`` is the payload (JSON without a trailing newline).
+
+    Empty ``event`` or ``event_id`` write no line, as in hono (which drops
+    falsy fields).
+    """
+    parts: list[bytes] = []
+    if event:
+        _check_field("event", event)
+        parts.append(b"event: " + event.encode())
+    parts.extend(b"data: " + line for line in _LINE_BREAK.split(data))
+    if event_id:
+        _check_field("id", event_id)
+        parts.append(b"id: " + event_id.encode())
+    return b"\n".join(parts) + b"\n\n"
+
+
+def _check_field(name: str, value: str) -> None:
+    # A line break would end the field early and let the rest forge a frame.
+    if "\n" in value or "\r" in value:
+        raise ValueError(f"SSE {name} must be a single line: {value!r}")

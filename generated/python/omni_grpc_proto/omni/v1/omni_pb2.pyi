@@ -275,14 +275,13 @@ class ToolDefinition(_message.Message):
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class Text(_message.Message):
-    __slots__ = ("role", "text", "stop_reason", "fidelity", "sender", "phase", "phase_null", "signature")
+    __slots__ = ("role", "text", "stop_reason", "fidelity", "sender", "phase", "signature")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
     FIDELITY_FIELD_NUMBER: _ClassVar[int]
     SENDER_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
-    PHASE_NULL_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     role: Role
     text: str
@@ -290,9 +289,8 @@ class Text(_message.Message):
     fidelity: _struct_pb2.Struct
     sender: Sender
     phase: str
-    phase_null: _struct_pb2.NullValue
     signature: str
-    def __init__(self, role: _Optional[_Union[Role, str]] = ..., text: _Optional[str] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., fidelity: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., sender: _Optional[_Union[Sender, str]] = ..., phase: _Optional[str] = ..., phase_null: _Optional[_Union[_struct_pb2.NullValue, str]] = ..., signature: _Optional[str] = ...) -> None: ...
+    def __init__(self, role: _Optional[_Union[Role, str]] = ..., text: _Optional[str] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., fidelity: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., sender: _Optional[_Union[Sender, str]] = ..., phase: _Optional[str] = ..., signature: _Optional[str] = ...) -> None: ...
 
 class ImageUrl(_message.Message):
     __slots__ = ("role", "image_url", "stop_reason")
@@ -447,12 +445,10 @@ class ApprovalDecision(_message.Message):
     def __init__(self, decision: _Optional[_Union[Decision, str]] = ..., tool_call_id: _Optional[str] = ...) -> None: ...
 
 class Abort(_message.Message):
-    __slots__ = ("reason", "reason_null")
+    __slots__ = ("reason",)
     REASON_FIELD_NUMBER: _ClassVar[int]
-    REASON_NULL_FIELD_NUMBER: _ClassVar[int]
     reason: str
-    reason_null: _struct_pb2.NullValue
-    def __init__(self, reason: _Optional[str] = ..., reason_null: _Optional[_Union[_struct_pb2.NullValue, str]] = ...) -> None: ...
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
 
 class RequestBegin(_message.Message):
     __slots__ = ()

@@ -16,6 +16,7 @@ private static final long serialVersionUID = 0L;
     super(builder);
   }
   private Abort() {
+    reason_ = "";
   }
 
   @java.lang.Override
@@ -43,128 +44,67 @@ private static final long serialVersionUID = 0L;
             io.omnigrpc.omni.v1.Abort.class, io.omnigrpc.omni.v1.Abort.Builder.class);
   }
 
-  private int reasonValueCase_ = 0;
-  private java.lang.Object reasonValue_;
-  public enum ReasonValueCase
-      implements com.google.protobuf.Internal.EnumLite,
-          com.google.protobuf.AbstractMessage.InternalOneOfEnum {
-    REASON(1),
-    REASON_NULL(2),
-    REASONVALUE_NOT_SET(0);
-    private final int value;
-    private ReasonValueCase(int value) {
-      this.value = value;
-    }
-    /**
-     * @param value The number of the enum to look for.
-     * @return The enum associated with the given number.
-     * @deprecated Use {@link #forNumber(int)} instead.
-     */
-    @java.lang.Deprecated
-    public static ReasonValueCase valueOf(int value) {
-      return forNumber(value);
-    }
-
-    public static ReasonValueCase forNumber(int value) {
-      switch (value) {
-        case 1: return REASON;
-        case 2: return REASON_NULL;
-        case 0: return REASONVALUE_NOT_SET;
-        default: return null;
-      }
-    }
-    public int getNumber() {
-      return this.value;
-    }
-  };
-
-  public ReasonValueCase
-  getReasonValueCase() {
-    return ReasonValueCase.forNumber(
-        reasonValueCase_);
-  }
-
+  private int bitField0_;
   public static final int REASON_FIELD_NUMBER = 1;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object reason_ = "";
   /**
-   * <code>string reason = 1 [json_name = "reason"];</code>
+   * <pre>
+   * Unset is written as "reason": null, as the reference builder does; a
+   * hand-written abort without the key keeps that shape through JsonShape.
+   * </pre>
+   *
+   * <code>optional string reason = 1 [json_name = "reason"];</code>
    * @return Whether the reason field is set.
    */
+  @java.lang.Override
   public boolean hasReason() {
-    return reasonValueCase_ == 1;
+    return ((bitField0_ & 0x00000001) != 0);
   }
   /**
-   * <code>string reason = 1 [json_name = "reason"];</code>
+   * <pre>
+   * Unset is written as "reason": null, as the reference builder does; a
+   * hand-written abort without the key keeps that shape through JsonShape.
+   * </pre>
+   *
+   * <code>optional string reason = 1 [json_name = "reason"];</code>
    * @return The reason.
    */
+  @java.lang.Override
   public java.lang.String getReason() {
-    java.lang.Object ref = "";
-    if (reasonValueCase_ == 1) {
-      ref = reasonValue_;
-    }
+    java.lang.Object ref = reason_;
     if (ref instanceof java.lang.String) {
       return (java.lang.String) ref;
     } else {
       com.google.protobuf.ByteString bs = 
           (com.google.protobuf.ByteString) ref;
       java.lang.String s = bs.toStringUtf8();
-      if (reasonValueCase_ == 1) {
-        reasonValue_ = s;
-      }
+      reason_ = s;
       return s;
     }
   }
   /**
-   * <code>string reason = 1 [json_name = "reason"];</code>
+   * <pre>
+   * Unset is written as "reason": null, as the reference builder does; a
+   * hand-written abort without the key keeps that shape through JsonShape.
+   * </pre>
+   *
+   * <code>optional string reason = 1 [json_name = "reason"];</code>
    * @return The bytes for reason.
    */
+  @java.lang.Override
   public com.google.protobuf.ByteString
       getReasonBytes() {
-    java.lang.Object ref = "";
-    if (reasonValueCase_ == 1) {
-      ref = reasonValue_;
-    }
+    java.lang.Object ref = reason_;
     if (ref instanceof java.lang.String) {
       com.google.protobuf.ByteString b = 
           com.google.protobuf.ByteString.copyFromUtf8(
               (java.lang.String) ref);
-      if (reasonValueCase_ == 1) {
-        reasonValue_ = b;
-      }
+      reason_ = b;
       return b;
     } else {
       return (com.google.protobuf.ByteString) ref;
     }
-  }
-
-  public static final int REASON_NULL_FIELD_NUMBER = 2;
-  /**
-   * <code>.google.protobuf.NullValue reason_null = 2 [json_name = "reasonNull"];</code>
-   * @return Whether the reasonNull field is set.
-   */
-  public boolean hasReasonNull() {
-    return reasonValueCase_ == 2;
-  }
-  /**
-   * <code>.google.protobuf.NullValue reason_null = 2 [json_name = "reasonNull"];</code>
-   * @return The enum numeric value on the wire for reasonNull.
-   */
-  public int getReasonNullValue() {
-    if (reasonValueCase_ == 2) {
-      return (java.lang.Integer) reasonValue_;
-    }
-    return 0;
-  }
-  /**
-   * <code>.google.protobuf.NullValue reason_null = 2 [json_name = "reasonNull"];</code>
-   * @return The reasonNull.
-   */
-  public com.google.protobuf.NullValue getReasonNull() {
-    if (reasonValueCase_ == 2) {
-      com.google.protobuf.NullValue result = com.google.protobuf.NullValue.forNumber(
-          (java.lang.Integer) reasonValue_);
-      return result == null ? com.google.protobuf.NullValue.UNRECOGNIZED : result;
-    }
-    return com.google.protobuf.NullValue.NULL_VALUE;
   }
 
   private byte memoizedIsInitialized = -1;
@@ -181,11 +121,8 @@ private static final long serialVersionUID = 0L;
   @java.lang.Override
   public void writeTo(com.google.protobuf.CodedOutputStream output)
                       throws java.io.IOException {
-    if (reasonValueCase_ == 1) {
-      com.google.protobuf.GeneratedMessageV3.writeString(output, 1, reasonValue_);
-    }
-    if (reasonValueCase_ == 2) {
-      output.writeEnum(2, ((java.lang.Integer) reasonValue_));
+    if (((bitField0_ & 0x00000001) != 0)) {
+      com.google.protobuf.GeneratedMessageV3.writeString(output, 1, reason_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -196,12 +133,8 @@ private static final long serialVersionUID = 0L;
     if (size != -1) return size;
 
     size = 0;
-    if (reasonValueCase_ == 1) {
-      size += com.google.protobuf.GeneratedMessageV3.computeStringSize(1, reasonValue_);
-    }
-    if (reasonValueCase_ == 2) {
-      size += com.google.protobuf.CodedOutputStream
-        .computeEnumSize(2, ((java.lang.Integer) reasonValue_));
+    if (((bitField0_ & 0x00000001) != 0)) {
+      size += com.google.protobuf.GeneratedMessageV3.computeStringSize(1, reason_);
     }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
@@ -218,18 +151,10 @@ private static final long serialVersionUID = 0L;
     }
     io.omnigrpc.omni.v1.Abort other = (io.omnigrpc.omni.v1.Abort) obj;
 
-    if (!getReasonValueCase().equals(other.getReasonValueCase())) return false;
-    switch (reasonValueCase_) {
-      case 1:
-        if (!getReason()
-            .equals(other.getReason())) return false;
-        break;
-      case 2:
-        if (getReasonNullValue()
-            != other.getReasonNullValue()) return false;
-        break;
-      case 0:
-      default:
+    if (hasReason() != other.hasReason()) return false;
+    if (hasReason()) {
+      if (!getReason()
+          .equals(other.getReason())) return false;
     }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
@@ -242,17 +167,9 @@ private static final long serialVersionUID = 0L;
     }
     int hash = 41;
     hash = (19 * hash) + getDescriptor().hashCode();
-    switch (reasonValueCase_) {
-      case 1:
-        hash = (37 * hash) + REASON_FIELD_NUMBER;
-        hash = (53 * hash) + getReason().hashCode();
-        break;
-      case 2:
-        hash = (37 * hash) + REASON_NULL_FIELD_NUMBER;
-        hash = (53 * hash) + getReasonNullValue();
-        break;
-      case 0:
-      default:
+    if (hasReason()) {
+      hash = (37 * hash) + REASON_FIELD_NUMBER;
+      hash = (53 * hash) + getReason().hashCode();
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -383,8 +300,7 @@ private static final long serialVersionUID = 0L;
     public Builder clear() {
       super.clear();
       bitField0_ = 0;
-      reasonValueCase_ = 0;
-      reasonValue_ = null;
+      reason_ = "";
       return this;
     }
 
@@ -412,18 +328,18 @@ private static final long serialVersionUID = 0L;
     public io.omnigrpc.omni.v1.Abort buildPartial() {
       io.omnigrpc.omni.v1.Abort result = new io.omnigrpc.omni.v1.Abort(this);
       if (bitField0_ != 0) { buildPartial0(result); }
-      buildPartialOneofs(result);
       onBuilt();
       return result;
     }
 
     private void buildPartial0(io.omnigrpc.omni.v1.Abort result) {
       int from_bitField0_ = bitField0_;
-    }
-
-    private void buildPartialOneofs(io.omnigrpc.omni.v1.Abort result) {
-      result.reasonValueCase_ = reasonValueCase_;
-      result.reasonValue_ = this.reasonValue_;
+      int to_bitField0_ = 0;
+      if (((from_bitField0_ & 0x00000001) != 0)) {
+        result.reason_ = reason_;
+        to_bitField0_ |= 0x00000001;
+      }
+      result.bitField0_ |= to_bitField0_;
     }
 
     @java.lang.Override
@@ -470,20 +386,10 @@ private static final long serialVersionUID = 0L;
 
     public Builder mergeFrom(io.omnigrpc.omni.v1.Abort other) {
       if (other == io.omnigrpc.omni.v1.Abort.getDefaultInstance()) return this;
-      switch (other.getReasonValueCase()) {
-        case REASON: {
-          reasonValueCase_ = 1;
-          reasonValue_ = other.reasonValue_;
-          onChanged();
-          break;
-        }
-        case REASON_NULL: {
-          setReasonNullValue(other.getReasonNullValue());
-          break;
-        }
-        case REASONVALUE_NOT_SET: {
-          break;
-        }
+      if (other.hasReason()) {
+        reason_ = other.reason_;
+        bitField0_ |= 0x00000001;
+        onChanged();
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -512,17 +418,10 @@ private static final long serialVersionUID = 0L;
               done = true;
               break;
             case 10: {
-              java.lang.String s = input.readStringRequireUtf8();
-              reasonValueCase_ = 1;
-              reasonValue_ = s;
+              reason_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000001;
               break;
             } // case 10
-            case 16: {
-              int rawValue = input.readEnum();
-              reasonValueCase_ = 2;
-              reasonValue_ = rawValue;
-              break;
-            } // case 16
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -538,103 +437,104 @@ private static final long serialVersionUID = 0L;
       } // finally
       return this;
     }
-    private int reasonValueCase_ = 0;
-    private java.lang.Object reasonValue_;
-    public ReasonValueCase
-        getReasonValueCase() {
-      return ReasonValueCase.forNumber(
-          reasonValueCase_);
-    }
-
-    public Builder clearReasonValue() {
-      reasonValueCase_ = 0;
-      reasonValue_ = null;
-      onChanged();
-      return this;
-    }
-
     private int bitField0_;
 
+    private java.lang.Object reason_ = "";
     /**
-     * <code>string reason = 1 [json_name = "reason"];</code>
+     * <pre>
+     * Unset is written as "reason": null, as the reference builder does; a
+     * hand-written abort without the key keeps that shape through JsonShape.
+     * </pre>
+     *
+     * <code>optional string reason = 1 [json_name = "reason"];</code>
      * @return Whether the reason field is set.
      */
-    @java.lang.Override
     public boolean hasReason() {
-      return reasonValueCase_ == 1;
+      return ((bitField0_ & 0x00000001) != 0);
     }
     /**
-     * <code>string reason = 1 [json_name = "reason"];</code>
+     * <pre>
+     * Unset is written as "reason": null, as the reference builder does; a
+     * hand-written abort without the key keeps that shape through JsonShape.
+     * </pre>
+     *
+     * <code>optional string reason = 1 [json_name = "reason"];</code>
      * @return The reason.
      */
-    @java.lang.Override
     public java.lang.String getReason() {
-      java.lang.Object ref = "";
-      if (reasonValueCase_ == 1) {
-        ref = reasonValue_;
-      }
+      java.lang.Object ref = reason_;
       if (!(ref instanceof java.lang.String)) {
         com.google.protobuf.ByteString bs =
             (com.google.protobuf.ByteString) ref;
         java.lang.String s = bs.toStringUtf8();
-        if (reasonValueCase_ == 1) {
-          reasonValue_ = s;
-        }
+        reason_ = s;
         return s;
       } else {
         return (java.lang.String) ref;
       }
     }
     /**
-     * <code>string reason = 1 [json_name = "reason"];</code>
+     * <pre>
+     * Unset is written as "reason": null, as the reference builder does; a
+     * hand-written abort without the key keeps that shape through JsonShape.
+     * </pre>
+     *
+     * <code>optional string reason = 1 [json_name = "reason"];</code>
      * @return The bytes for reason.
      */
-    @java.lang.Override
     public com.google.protobuf.ByteString
         getReasonBytes() {
-      java.lang.Object ref = "";
-      if (reasonValueCase_ == 1) {
-        ref = reasonValue_;
-      }
+      java.lang.Object ref = reason_;
       if (ref instanceof String) {
         com.google.protobuf.ByteString b = 
             com.google.protobuf.ByteString.copyFromUtf8(
                 (java.lang.String) ref);
-        if (reasonValueCase_ == 1) {
-          reasonValue_ = b;
-        }
+        reason_ = b;
         return b;
       } else {
         return (com.google.protobuf.ByteString) ref;
       }
     }
     /**
-     * <code>string reason = 1 [json_name = "reason"];</code>
+     * <pre>
+     * Unset is written as "reason": null, as the reference builder does; a
+     * hand-written abort without the key keeps that shape through JsonShape.
+     * </pre>
+     *
+     * <code>optional string reason = 1 [json_name = "reason"];</code>
      * @param value The reason to set.
      * @return This builder for chaining.
      */
     public Builder setReason(
         java.lang.String value) {
       if (value == null) { throw new NullPointerException(); }
-      reasonValueCase_ = 1;
-      reasonValue_ = value;
+      reason_ = value;
+      bitField0_ |= 0x00000001;
       onChanged();
       return this;
     }
     /**
-     * <code>string reason = 1 [json_name = "reason"];</code>
+     * <pre>
+     * Unset is written as "reason": null, as the reference builder does; a
+     * hand-written abort without the key keeps that shape through JsonShape.
+     * </pre>
+     *
+     * <code>optional string reason = 1 [json_name = "reason"];</code>
      * @return This builder for chaining.
      */
     public Builder clearReason() {
-      if (reasonValueCase_ == 1) {
-        reasonValueCase_ = 0;
-        reasonValue_ = null;
-        onChanged();
-      }
+      reason_ = getDefaultInstance().getReason();
+      bitField0_ = (bitField0_ & ~0x00000001);
+      onChanged();
       return this;
     }
     /**
-     * <code>string reason = 1 [json_name = "reason"];</code>
+     * <pre>
+     * Unset is written as "reason": null, as the reference builder does; a
+     * hand-written abort without the key keeps that shape through JsonShape.
+     * </pre>
+     *
+     * <code>optional string reason = 1 [json_name = "reason"];</code>
      * @param value The bytes for reason to set.
      * @return This builder for chaining.
      */
@@ -642,79 +542,9 @@ private static final long serialVersionUID = 0L;
         com.google.protobuf.ByteString value) {
       if (value == null) { throw new NullPointerException(); }
       checkByteStringIsUtf8(value);
-      reasonValueCase_ = 1;
-      reasonValue_ = value;
+      reason_ = value;
+      bitField0_ |= 0x00000001;
       onChanged();
-      return this;
-    }
-
-    /**
-     * <code>.google.protobuf.NullValue reason_null = 2 [json_name = "reasonNull"];</code>
-     * @return Whether the reasonNull field is set.
-     */
-    @java.lang.Override
-    public boolean hasReasonNull() {
-      return reasonValueCase_ == 2;
-    }
-    /**
-     * <code>.google.protobuf.NullValue reason_null = 2 [json_name = "reasonNull"];</code>
-     * @return The enum numeric value on the wire for reasonNull.
-     */
-    @java.lang.Override
-    public int getReasonNullValue() {
-      if (reasonValueCase_ == 2) {
-        return ((java.lang.Integer) reasonValue_).intValue();
-      }
-      return 0;
-    }
-    /**
-     * <code>.google.protobuf.NullValue reason_null = 2 [json_name = "reasonNull"];</code>
-     * @param value The enum numeric value on the wire for reasonNull to set.
-     * @return This builder for chaining.
-     */
-    public Builder setReasonNullValue(int value) {
-      reasonValueCase_ = 2;
-      reasonValue_ = value;
-      onChanged();
-      return this;
-    }
-    /**
-     * <code>.google.protobuf.NullValue reason_null = 2 [json_name = "reasonNull"];</code>
-     * @return The reasonNull.
-     */
-    @java.lang.Override
-    public com.google.protobuf.NullValue getReasonNull() {
-      if (reasonValueCase_ == 2) {
-        com.google.protobuf.NullValue result = com.google.protobuf.NullValue.forNumber(
-            (java.lang.Integer) reasonValue_);
-        return result == null ? com.google.protobuf.NullValue.UNRECOGNIZED : result;
-      }
-      return com.google.protobuf.NullValue.NULL_VALUE;
-    }
-    /**
-     * <code>.google.protobuf.NullValue reason_null = 2 [json_name = "reasonNull"];</code>
-     * @param value The reasonNull to set.
-     * @return This builder for chaining.
-     */
-    public Builder setReasonNull(com.google.protobuf.NullValue value) {
-      if (value == null) {
-        throw new NullPointerException();
-      }
-      reasonValueCase_ = 2;
-      reasonValue_ = value.getNumber();
-      onChanged();
-      return this;
-    }
-    /**
-     * <code>.google.protobuf.NullValue reason_null = 2 [json_name = "reasonNull"];</code>
-     * @return This builder for chaining.
-     */
-    public Builder clearReasonNull() {
-      if (reasonValueCase_ == 2) {
-        reasonValueCase_ = 0;
-        reasonValue_ = null;
-        onChanged();
-      }
       return this;
     }
     @java.lang.Override

@@ -8,37 +8,34 @@ public interface AbortOrBuilder extends
     com.google.protobuf.MessageOrBuilder {
 
   /**
-   * <code>string reason = 1 [json_name = "reason"];</code>
+   * <pre>
+   * Unset is written as "reason": null, as the reference builder does; a
+   * hand-written abort without the key keeps that shape through JsonShape.
+   * </pre>
+   *
+   * <code>optional string reason = 1 [json_name = "reason"];</code>
    * @return Whether the reason field is set.
    */
   boolean hasReason();
   /**
-   * <code>string reason = 1 [json_name = "reason"];</code>
+   * <pre>
+   * Unset is written as "reason": null, as the reference builder does; a
+   * hand-written abort without the key keeps that shape through JsonShape.
+   * </pre>
+   *
+   * <code>optional string reason = 1 [json_name = "reason"];</code>
    * @return The reason.
    */
   java.lang.String getReason();
   /**
-   * <code>string reason = 1 [json_name = "reason"];</code>
+   * <pre>
+   * Unset is written as "reason": null, as the reference builder does; a
+   * hand-written abort without the key keeps that shape through JsonShape.
+   * </pre>
+   *
+   * <code>optional string reason = 1 [json_name = "reason"];</code>
    * @return The bytes for reason.
    */
   com.google.protobuf.ByteString
       getReasonBytes();
-
-  /**
-   * <code>.google.protobuf.NullValue reason_null = 2 [json_name = "reasonNull"];</code>
-   * @return Whether the reasonNull field is set.
-   */
-  boolean hasReasonNull();
-  /**
-   * <code>.google.protobuf.NullValue reason_null = 2 [json_name = "reasonNull"];</code>
-   * @return The enum numeric value on the wire for reasonNull.
-   */
-  int getReasonNullValue();
-  /**
-   * <code>.google.protobuf.NullValue reason_null = 2 [json_name = "reasonNull"];</code>
-   * @return The reasonNull.
-   */
-  com.google.protobuf.NullValue getReasonNull();
-
-  public io.omnigrpc.omni.v1.Abort.ReasonValueCase getReasonValueCase();
 }

@@ -249,157 +249,153 @@ public final class OmniProto {
       "thinking_level\"\177\n\016ToolDefinition\022\022\n\004name" +
       "\030\001 \001(\tR\004name\022 \n\013description\030\002 \001(\tR\013descr" +
       "iption\0227\n\nparameters\030\003 \001(\0132\027.google.prot" +
-      "obuf.StructR\nparameters\"\346\002\n\004Text\022!\n\004role" +
+      "obuf.StructR\nparameters\"\247\002\n\004Text\022!\n\004role" +
       "\030\001 \001(\0162\r.omni.v1.RoleR\004role\022\022\n\004text\030\002 \001(" +
       "\tR\004text\0224\n\013stop_reason\030\003 \001(\0162\023.omni.v1.S" +
       "topReasonR\nstopReason\0223\n\010fidelity\030\004 \001(\0132" +
       "\027.google.protobuf.StructR\010fidelity\022\'\n\006se" +
-      "nder\030\005 \001(\0162\017.omni.v1.SenderR\006sender\022\026\n\005p" +
-      "hase\030\006 \001(\tH\000R\005phase\022;\n\nphase_null\030\007 \001(\0162" +
-      "\032.google.protobuf.NullValueH\000R\tphaseNull" +
-      "\022!\n\tsignature\030\010 \001(\tH\001R\tsignature\210\001\001B\r\n\013p" +
-      "hase_valueB\014\n\n_signature\"\200\001\n\010ImageUrl\022!\n" +
-      "\004role\030\001 \001(\0162\r.omni.v1.RoleR\004role\022\033\n\timag" +
-      "e_url\030\002 \001(\tR\010imageUrl\0224\n\013stop_reason\030\003 \001" +
-      "(\0162\023.omni.v1.StopReasonR\nstopReason\"\374\001\n\n" +
-      "InlineData\022!\n\004role\030\001 \001(\0162\r.omni.v1.RoleR" +
-      "\004role\022\022\n\004data\030\002 \001(\tR\004data\022\033\n\tmime_type\030\003" +
-      " \001(\tR\010mimeType\0224\n\013stop_reason\030\004 \001(\0162\023.om" +
-      "ni.v1.StopReasonR\nstopReason\0223\n\010fidelity" +
-      "\030\005 \001(\0132\027.google.protobuf.StructR\010fidelit" +
-      "y\022!\n\tsignature\030\006 \001(\tH\000R\tsignature\210\001\001B\014\n\n" +
-      "_signature\"\345\001\n\010Thinking\022!\n\004role\030\001 \001(\0162\r." +
-      "omni.v1.RoleR\004role\022\032\n\010thinking\030\002 \001(\tR\010th" +
-      "inking\0224\n\013stop_reason\030\003 \001(\0162\023.omni.v1.St" +
-      "opReasonR\nstopReason\0223\n\010fidelity\030\004 \001(\0132\027" +
-      ".google.protobuf.StructR\010fidelity\022!\n\tsig" +
-      "nature\030\005 \001(\tH\000R\tsignature\210\001\001B\014\n\n_signatu" +
-      "re\"\200\002\n\016InlineThinking\022!\n\004role\030\001 \001(\0162\r.om" +
-      "ni.v1.RoleR\004role\022\022\n\004data\030\002 \001(\tR\004data\022\033\n\t" +
-      "mime_type\030\003 \001(\tR\010mimeType\0224\n\013stop_reason" +
-      "\030\004 \001(\0162\023.omni.v1.StopReasonR\nstopReason\022" +
-      "3\n\010fidelity\030\005 \001(\0132\027.google.protobuf.Stru" +
-      "ctR\010fidelity\022!\n\tsignature\030\006 \001(\tH\000R\tsigna" +
-      "ture\210\001\001B\014\n\n_signature\"\235\002\n\010ToolCall\022!\n\004ro" +
-      "le\030\001 \001(\0162\r.omni.v1.RoleR\004role\022\022\n\004name\030\002 " +
-      "\001(\tR\004name\022\034\n\targuments\030\003 \001(\tR\targuments\022" +
-      " \n\014tool_call_id\030\004 \001(\tR\ntoolCallId\0224\n\013sto" +
-      "p_reason\030\005 \001(\0162\023.omni.v1.StopReasonR\nsto" +
-      "pReason\0223\n\010fidelity\030\006 \001(\0132\027.google.proto" +
-      "buf.StructR\010fidelity\022!\n\tsignature\030\007 \001(\tH" +
-      "\000R\tsignature\210\001\001B\014\n\n_signature\"\273\001\n\016ToolCa" +
-      "llOutput\022!\n\004role\030\001 \001(\0162\r.omni.v1.RoleR\004r" +
-      "ole\022\026\n\006output\030\002 \001(\tR\006output\022\026\n\006images\030\003 " +
-      "\003(\tR\006images\022 \n\014tool_call_id\030\004 \001(\tR\ntoolC" +
-      "allId\0224\n\013stop_reason\030\005 \001(\0162\023.omni.v1.Sto" +
-      "pReasonR\nstopReason\"\255\001\n\013PartialText\022!\n\004r" +
-      "ole\030\001 \001(\0162\r.omni.v1.RoleR\004role\0221\n\nevent_" +
-      "type\030\002 \001(\0162\022.omni.v1.EventTypeR\teventTyp" +
-      "e\022\022\n\004text\030\003 \001(\tR\004text\0224\n\013stop_reason\030\004 \001" +
-      "(\0162\023.omni.v1.StopReasonR\nstopReason\"\271\001\n\017" +
-      "PartialThinking\022!\n\004role\030\001 \001(\0162\r.omni.v1." +
-      "RoleR\004role\0221\n\nevent_type\030\002 \001(\0162\022.omni.v1" +
-      ".EventTypeR\teventType\022\032\n\010thinking\030\003 \001(\tR" +
-      "\010thinking\0224\n\013stop_reason\030\004 \001(\0162\023.omni.v1" +
-      ".StopReasonR\nstopReason\"\361\001\n\017PartialToolC" +
-      "all\022!\n\004role\030\001 \001(\0162\r.omni.v1.RoleR\004role\0221" +
-      "\n\nevent_type\030\002 \001(\0162\022.omni.v1.EventTypeR\t" +
-      "eventType\022\022\n\004name\030\003 \001(\tR\004name\022\034\n\targumen" +
-      "ts\030\004 \001(\tR\targuments\022 \n\014tool_call_id\030\005 \001(" +
-      "\tR\ntoolCallId\0224\n\013stop_reason\030\006 \001(\0162\023.omn" +
-      "i.v1.StopReasonR\nstopReason\"\365\001\n\025PartialT" +
-      "oolCallOutput\022!\n\004role\030\001 \001(\0162\r.omni.v1.Ro" +
-      "leR\004role\0221\n\nevent_type\030\002 \001(\0162\022.omni.v1.E" +
-      "ventTypeR\teventType\022\026\n\006output\030\003 \001(\tR\006out" +
-      "put\022\026\n\006images\030\004 \003(\tR\006images\022 \n\014tool_call" +
-      "_id\030\005 \001(\tR\ntoolCallId\0224\n\013stop_reason\030\006 \001" +
-      "(\0162\023.omni.v1.StopReasonR\nstopReason\"c\n\020A" +
-      "pprovalDecision\022-\n\010decision\030\001 \001(\0162\021.omni" +
-      ".v1.DecisionR\010decision\022 \n\014tool_call_id\030\002" +
-      " \001(\tR\ntoolCallId\"p\n\005Abort\022\030\n\006reason\030\001 \001(" +
-      "\tH\000R\006reason\022=\n\013reason_null\030\002 \001(\0162\032.googl" +
-      "e.protobuf.NullValueH\000R\nreasonNullB\016\n\014re" +
-      "ason_value\"\016\n\014RequestBegin\"\200\002\n\nRequestEn" +
-      "d\022+\n\006status\030\001 \001(\0162\023.omni.v1.StopReasonR\006" +
-      "status\022\035\n\007message\030\002 \001(\tH\000R\007message\210\001\001\022(\n" +
-      "\rerror_message\030\003 \001(\tH\001R\014errorMessage\210\001\001\022" +
-      "\035\n\007attempt\030\004 \001(\003H\002R\007attempt\210\001\001\022#\n\013retry_" +
-      "in_ms\030\005 \001(\003H\003R\tretryInMs\210\001\001B\n\n\010_messageB" +
-      "\020\n\016_error_messageB\n\n\010_attemptB\016\n\014_retry_" +
-      "in_ms\"l\n\nTokenUsage\022.\n\007session\030\001 \001(\0132\024.o" +
-      "mni.v1.TokenCountsR\007session\022.\n\007request\030\002" +
-      " \001(\0132\024.omni.v1.TokenCountsR\007request\"{\n\013T" +
-      "okenCounts\022\035\n\ncache_read\030\001 \001(\003R\tcacheRea" +
-      "d\022\037\n\013cache_write\030\002 \001(\003R\ncacheWrite\022\026\n\006ou" +
-      "tput\030\003 \001(\003R\006output\022\024\n\005total\030\004 \001(\003R\005total" +
-      "\"\241\001\n\017CompactionBegin\0221\n\006reason\030\001 \001(\0162\031.o" +
-      "mni.v1.CompactionReasonR\006reason\022+\n\004mode\030" +
-      "\002 \001(\0162\027.omni.v1.CompactionModeR\004mode\022\030\n\007" +
-      "context\030\003 \001(\003R\007context\022\024\n\005turns\030\004 \001(\003R\005t" +
-      "urns\"\270\002\n\rCompactionEnd\0221\n\006reason\030\001 \001(\0162\031" +
-      ".omni.v1.CompactionReasonR\006reason\022+\n\004mod" +
-      "e\030\002 \001(\0162\027.omni.v1.CompactionModeR\004mode\022+" +
-      "\n\006status\030\003 \001(\0162\023.omni.v1.StopReasonR\006sta" +
-      "tus\022\035\n\007attempt\030\004 \001(\003H\000R\007attempt\210\001\001\022(\n\rer" +
-      "ror_message\030\005 \001(\tH\001R\014errorMessage\210\001\001\022#\n\013" +
-      "retry_in_ms\030\006 \001(\003H\002R\tretryInMs\210\001\001B\n\n\010_at" +
-      "temptB\020\n\016_error_messageB\016\n\014_retry_in_ms\"" +
-      "w\n\014GoalFinished\022.\n\007outcome\030\001 \001(\0162\024.omni." +
-      "v1.GoalOutcomeR\007outcome\022\026\n\006rounds\030\002 \001(\003R" +
-      "\006rounds\022\037\n\013tokens_used\030\003 \001(\003R\ntokensUsed" +
-      "\")\n\010Subagent\022\035\n\nsession_id\030\001 \001(\tR\tsessio" +
-      "nId\">\n\rToolListReady\022-\n\005tools\030\001 \003(\0132\027.om" +
-      "ni.v1.ToolDefinitionR\005tools\"+\n\017McpConnec" +
-      "tBegin\022\030\n\007servers\030\001 \003(\tR\007servers\"o\n\rMcpC" +
-      "onnectEnd\022*\n\006status\030\001 \001(\0162\022.omni.v1.McpS" +
-      "tatusR\006status\0222\n\007results\030\002 \003(\0132\030.omni.v1" +
-      ".McpServerResultR\007results\"\365\001\n\017McpServerR" +
-      "esult\022\026\n\006server\030\001 \001(\tR\006server\0223\n\ttranspo" +
-      "rt\030\002 \001(\0162\025.omni.v1.McpTransportR\ttranspo" +
-      "rt\022*\n\006status\030\003 \001(\0162\022.omni.v1.McpStatusR\006" +
-      "status\022\037\n\013duration_ms\030\004 \001(\003R\ndurationMs\022" +
-      "\031\n\005tools\030\005 \001(\003H\000R\005tools\210\001\001\022\031\n\005error\030\006 \001(" +
-      "\tH\001R\005error\210\001\001B\010\n\006_toolsB\010\n\006_error*\202\001\n\013Me" +
-      "ssageType\022\034\n\030MESSAGE_TYPE_UNSPECIFIED\020\000\022" +
-      "\035\n\031MESSAGE_TYPE_SESSION_META\020\001\022\032\n\026MESSAG" +
-      "E_TYPE_MODEL_MSG\020\002\022\032\n\026MESSAGE_TYPE_EVENT" +
-      "_MSG\020\003*\277\001\n\nStopReason\022\033\n\027STOP_REASON_UNS" +
-      "PECIFIED\020\000\022\031\n\025STOP_REASON_COMPLETED\020\001\022\026\n" +
-      "\022STOP_REASON_FAILED\020\002\022\027\n\023STOP_REASON_ABO" +
-      "RTED\020\003\022\027\n\023STOP_REASON_TIMEOUT\020\004\022\031\n\025STOP_" +
-      "REASON_MALFORMED\020\005\022\024\n\020STOP_REASON_AUTH\020\006" +
-      "*?\n\004Role\022\024\n\020ROLE_UNSPECIFIED\020\000\022\r\n\tROLE_U" +
-      "SER\020\001\022\022\n\016ROLE_ASSISTANT\020\002*h\n\tEventType\022\032" +
-      "\n\026EVENT_TYPE_UNSPECIFIED\020\000\022\024\n\020EVENT_TYPE" +
-      "_START\020\001\022\024\n\020EVENT_TYPE_DELTA\020\002\022\023\n\017EVENT_" +
-      "TYPE_STOP\020\003*q\n\006Sender\022\026\n\022SENDER_UNSPECIF" +
-      "IED\020\000\022\017\n\013SENDER_USER\020\001\022\027\n\023SENDER_PARENT_" +
-      "AGENT\020\002\022\022\n\016SENDER_HARNESS\020\003\022\021\n\rSENDER_SE" +
-      "RVER\020\004*c\n\010Decision\022\030\n\024DECISION_UNSPECIFI" +
-      "ED\020\000\022\022\n\016DECISION_ALLOW\020\001\022\021\n\rDECISION_DEN" +
-      "Y\020\002\022\026\n\022DECISION_FORBIDDEN\020\003*\217\001\n\020Compacti" +
-      "onReason\022!\n\035COMPACTION_REASON_UNSPECIFIE" +
-      "D\020\000\022\035\n\031COMPACTION_REASON_CONTEXT\020\001\022\033\n\027CO" +
-      "MPACTION_REASON_TURNS\020\002\022\034\n\030COMPACTION_RE" +
-      "ASON_MANUAL\020\003*m\n\016CompactionMode\022\037\n\033COMPA" +
-      "CTION_MODE_UNSPECIFIED\020\000\022\035\n\031COMPACTION_M" +
-      "ODE_SUMMARIZE\020\001\022\033\n\027COMPACTION_MODE_DISCA" +
-      "RD\020\002*\233\001\n\013GoalOutcome\022\034\n\030GOAL_OUTCOME_UNS" +
-      "PECIFIED\020\000\022\031\n\025GOAL_OUTCOME_COMPLETE\020\001\022\030\n" +
-      "\024GOAL_OUTCOME_BLOCKED\020\002\022\037\n\033GOAL_OUTCOME_" +
-      "BUDGET_LIMITED\020\003\022\030\n\024GOAL_OUTCOME_ABORTED" +
-      "\020\004*p\n\tMcpStatus\022\032\n\026MCP_STATUS_UNSPECIFIE" +
-      "D\020\000\022\030\n\024MCP_STATUS_COMPLETED\020\001\022\025\n\021MCP_STA" +
-      "TUS_FAILED\020\002\022\026\n\022MCP_STATUS_ABORTED\020\003*u\n\014" +
-      "McpTransport\022\035\n\031MCP_TRANSPORT_UNSPECIFIE" +
-      "D\020\000\022\027\n\023MCP_TRANSPORT_STDIO\020\001\022\026\n\022MCP_TRAN" +
-      "SPORT_HTTP\020\002\022\025\n\021MCP_TRANSPORT_SSE\020\003*i\n\rS" +
-      "essionSource\022\036\n\032SESSION_SOURCE_UNSPECIFI" +
-      "ED\020\000\022\033\n\027SESSION_SOURCE_SUBAGENT\020\001\022\033\n\027SES" +
-      "SION_SOURCE_SCHEDULE\020\002B^\n\023io.omnigrpc.om" +
-      "ni.v1B\tOmniProtoP\001Z:github.com/omni-grpc" +
-      "/omni-grpc/generated/go/omni/v1;omniv1b\006" +
-      "proto3"
+      "nder\030\005 \001(\0162\017.omni.v1.SenderR\006sender\022\031\n\005p" +
+      "hase\030\006 \001(\tH\000R\005phase\210\001\001\022!\n\tsignature\030\007 \001(" +
+      "\tH\001R\tsignature\210\001\001B\010\n\006_phaseB\014\n\n_signatur" +
+      "e\"\200\001\n\010ImageUrl\022!\n\004role\030\001 \001(\0162\r.omni.v1.R" +
+      "oleR\004role\022\033\n\timage_url\030\002 \001(\tR\010imageUrl\0224" +
+      "\n\013stop_reason\030\003 \001(\0162\023.omni.v1.StopReason" +
+      "R\nstopReason\"\374\001\n\nInlineData\022!\n\004role\030\001 \001(" +
+      "\0162\r.omni.v1.RoleR\004role\022\022\n\004data\030\002 \001(\tR\004da" +
+      "ta\022\033\n\tmime_type\030\003 \001(\tR\010mimeType\0224\n\013stop_" +
+      "reason\030\004 \001(\0162\023.omni.v1.StopReasonR\nstopR" +
+      "eason\0223\n\010fidelity\030\005 \001(\0132\027.google.protobu" +
+      "f.StructR\010fidelity\022!\n\tsignature\030\006 \001(\tH\000R" +
+      "\tsignature\210\001\001B\014\n\n_signature\"\345\001\n\010Thinking" +
+      "\022!\n\004role\030\001 \001(\0162\r.omni.v1.RoleR\004role\022\032\n\010t" +
+      "hinking\030\002 \001(\tR\010thinking\0224\n\013stop_reason\030\003" +
+      " \001(\0162\023.omni.v1.StopReasonR\nstopReason\0223\n" +
+      "\010fidelity\030\004 \001(\0132\027.google.protobuf.Struct" +
+      "R\010fidelity\022!\n\tsignature\030\005 \001(\tH\000R\tsignatu" +
+      "re\210\001\001B\014\n\n_signature\"\200\002\n\016InlineThinking\022!" +
+      "\n\004role\030\001 \001(\0162\r.omni.v1.RoleR\004role\022\022\n\004dat" +
+      "a\030\002 \001(\tR\004data\022\033\n\tmime_type\030\003 \001(\tR\010mimeTy" +
+      "pe\0224\n\013stop_reason\030\004 \001(\0162\023.omni.v1.StopRe" +
+      "asonR\nstopReason\0223\n\010fidelity\030\005 \001(\0132\027.goo" +
+      "gle.protobuf.StructR\010fidelity\022!\n\tsignatu" +
+      "re\030\006 \001(\tH\000R\tsignature\210\001\001B\014\n\n_signature\"\235" +
+      "\002\n\010ToolCall\022!\n\004role\030\001 \001(\0162\r.omni.v1.Role" +
+      "R\004role\022\022\n\004name\030\002 \001(\tR\004name\022\034\n\targuments\030" +
+      "\003 \001(\tR\targuments\022 \n\014tool_call_id\030\004 \001(\tR\n" +
+      "toolCallId\0224\n\013stop_reason\030\005 \001(\0162\023.omni.v" +
+      "1.StopReasonR\nstopReason\0223\n\010fidelity\030\006 \001" +
+      "(\0132\027.google.protobuf.StructR\010fidelity\022!\n" +
+      "\tsignature\030\007 \001(\tH\000R\tsignature\210\001\001B\014\n\n_sig" +
+      "nature\"\273\001\n\016ToolCallOutput\022!\n\004role\030\001 \001(\0162" +
+      "\r.omni.v1.RoleR\004role\022\026\n\006output\030\002 \001(\tR\006ou" +
+      "tput\022\026\n\006images\030\003 \003(\tR\006images\022 \n\014tool_cal" +
+      "l_id\030\004 \001(\tR\ntoolCallId\0224\n\013stop_reason\030\005 " +
+      "\001(\0162\023.omni.v1.StopReasonR\nstopReason\"\255\001\n" +
+      "\013PartialText\022!\n\004role\030\001 \001(\0162\r.omni.v1.Rol" +
+      "eR\004role\0221\n\nevent_type\030\002 \001(\0162\022.omni.v1.Ev" +
+      "entTypeR\teventType\022\022\n\004text\030\003 \001(\tR\004text\0224" +
+      "\n\013stop_reason\030\004 \001(\0162\023.omni.v1.StopReason" +
+      "R\nstopReason\"\271\001\n\017PartialThinking\022!\n\004role" +
+      "\030\001 \001(\0162\r.omni.v1.RoleR\004role\0221\n\nevent_typ" +
+      "e\030\002 \001(\0162\022.omni.v1.EventTypeR\teventType\022\032" +
+      "\n\010thinking\030\003 \001(\tR\010thinking\0224\n\013stop_reaso" +
+      "n\030\004 \001(\0162\023.omni.v1.StopReasonR\nstopReason" +
+      "\"\361\001\n\017PartialToolCall\022!\n\004role\030\001 \001(\0162\r.omn" +
+      "i.v1.RoleR\004role\0221\n\nevent_type\030\002 \001(\0162\022.om" +
+      "ni.v1.EventTypeR\teventType\022\022\n\004name\030\003 \001(\t" +
+      "R\004name\022\034\n\targuments\030\004 \001(\tR\targuments\022 \n\014" +
+      "tool_call_id\030\005 \001(\tR\ntoolCallId\0224\n\013stop_r" +
+      "eason\030\006 \001(\0162\023.omni.v1.StopReasonR\nstopRe" +
+      "ason\"\365\001\n\025PartialToolCallOutput\022!\n\004role\030\001" +
+      " \001(\0162\r.omni.v1.RoleR\004role\0221\n\nevent_type\030" +
+      "\002 \001(\0162\022.omni.v1.EventTypeR\teventType\022\026\n\006" +
+      "output\030\003 \001(\tR\006output\022\026\n\006images\030\004 \003(\tR\006im" +
+      "ages\022 \n\014tool_call_id\030\005 \001(\tR\ntoolCallId\0224" +
+      "\n\013stop_reason\030\006 \001(\0162\023.omni.v1.StopReason" +
+      "R\nstopReason\"c\n\020ApprovalDecision\022-\n\010deci" +
+      "sion\030\001 \001(\0162\021.omni.v1.DecisionR\010decision\022" +
+      " \n\014tool_call_id\030\002 \001(\tR\ntoolCallId\"/\n\005Abo" +
+      "rt\022\033\n\006reason\030\001 \001(\tH\000R\006reason\210\001\001B\t\n\007_reas" +
+      "on\"\016\n\014RequestBegin\"\200\002\n\nRequestEnd\022+\n\006sta" +
+      "tus\030\001 \001(\0162\023.omni.v1.StopReasonR\006status\022\035" +
+      "\n\007message\030\002 \001(\tH\000R\007message\210\001\001\022(\n\rerror_m" +
+      "essage\030\003 \001(\tH\001R\014errorMessage\210\001\001\022\035\n\007attem" +
+      "pt\030\004 \001(\003H\002R\007attempt\210\001\001\022#\n\013retry_in_ms\030\005 " +
+      "\001(\003H\003R\tretryInMs\210\001\001B\n\n\010_messageB\020\n\016_erro" +
+      "r_messageB\n\n\010_attemptB\016\n\014_retry_in_ms\"l\n" +
+      "\nTokenUsage\022.\n\007session\030\001 \001(\0132\024.omni.v1.T" +
+      "okenCountsR\007session\022.\n\007request\030\002 \001(\0132\024.o" +
+      "mni.v1.TokenCountsR\007request\"{\n\013TokenCoun" +
+      "ts\022\035\n\ncache_read\030\001 \001(\003R\tcacheRead\022\037\n\013cac" +
+      "he_write\030\002 \001(\003R\ncacheWrite\022\026\n\006output\030\003 \001" +
+      "(\003R\006output\022\024\n\005total\030\004 \001(\003R\005total\"\241\001\n\017Com" +
+      "pactionBegin\0221\n\006reason\030\001 \001(\0162\031.omni.v1.C" +
+      "ompactionReasonR\006reason\022+\n\004mode\030\002 \001(\0162\027." +
+      "omni.v1.CompactionModeR\004mode\022\030\n\007context\030" +
+      "\003 \001(\003R\007context\022\024\n\005turns\030\004 \001(\003R\005turns\"\270\002\n" +
+      "\rCompactionEnd\0221\n\006reason\030\001 \001(\0162\031.omni.v1" +
+      ".CompactionReasonR\006reason\022+\n\004mode\030\002 \001(\0162" +
+      "\027.omni.v1.CompactionModeR\004mode\022+\n\006status" +
+      "\030\003 \001(\0162\023.omni.v1.StopReasonR\006status\022\035\n\007a" +
+      "ttempt\030\004 \001(\003H\000R\007attempt\210\001\001\022(\n\rerror_mess" +
+      "age\030\005 \001(\tH\001R\014errorMessage\210\001\001\022#\n\013retry_in" +
+      "_ms\030\006 \001(\003H\002R\tretryInMs\210\001\001B\n\n\010_attemptB\020\n" +
+      "\016_error_messageB\016\n\014_retry_in_ms\"w\n\014GoalF" +
+      "inished\022.\n\007outcome\030\001 \001(\0162\024.omni.v1.GoalO" +
+      "utcomeR\007outcome\022\026\n\006rounds\030\002 \001(\003R\006rounds\022" +
+      "\037\n\013tokens_used\030\003 \001(\003R\ntokensUsed\")\n\010Suba" +
+      "gent\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\">\n\rT" +
+      "oolListReady\022-\n\005tools\030\001 \003(\0132\027.omni.v1.To" +
+      "olDefinitionR\005tools\"+\n\017McpConnectBegin\022\030" +
+      "\n\007servers\030\001 \003(\tR\007servers\"o\n\rMcpConnectEn" +
+      "d\022*\n\006status\030\001 \001(\0162\022.omni.v1.McpStatusR\006s" +
+      "tatus\0222\n\007results\030\002 \003(\0132\030.omni.v1.McpServ" +
+      "erResultR\007results\"\365\001\n\017McpServerResult\022\026\n" +
+      "\006server\030\001 \001(\tR\006server\0223\n\ttransport\030\002 \001(\016" +
+      "2\025.omni.v1.McpTransportR\ttransport\022*\n\006st" +
+      "atus\030\003 \001(\0162\022.omni.v1.McpStatusR\006status\022\037" +
+      "\n\013duration_ms\030\004 \001(\003R\ndurationMs\022\031\n\005tools" +
+      "\030\005 \001(\003H\000R\005tools\210\001\001\022\031\n\005error\030\006 \001(\tH\001R\005err" +
+      "or\210\001\001B\010\n\006_toolsB\010\n\006_error*\202\001\n\013MessageTyp" +
+      "e\022\034\n\030MESSAGE_TYPE_UNSPECIFIED\020\000\022\035\n\031MESSA" +
+      "GE_TYPE_SESSION_META\020\001\022\032\n\026MESSAGE_TYPE_M" +
+      "ODEL_MSG\020\002\022\032\n\026MESSAGE_TYPE_EVENT_MSG\020\003*\277" +
+      "\001\n\nStopReason\022\033\n\027STOP_REASON_UNSPECIFIED" +
+      "\020\000\022\031\n\025STOP_REASON_COMPLETED\020\001\022\026\n\022STOP_RE" +
+      "ASON_FAILED\020\002\022\027\n\023STOP_REASON_ABORTED\020\003\022\027" +
+      "\n\023STOP_REASON_TIMEOUT\020\004\022\031\n\025STOP_REASON_M" +
+      "ALFORMED\020\005\022\024\n\020STOP_REASON_AUTH\020\006*?\n\004Role" +
+      "\022\024\n\020ROLE_UNSPECIFIED\020\000\022\r\n\tROLE_USER\020\001\022\022\n" +
+      "\016ROLE_ASSISTANT\020\002*h\n\tEventType\022\032\n\026EVENT_" +
+      "TYPE_UNSPECIFIED\020\000\022\024\n\020EVENT_TYPE_START\020\001" +
+      "\022\024\n\020EVENT_TYPE_DELTA\020\002\022\023\n\017EVENT_TYPE_STO" +
+      "P\020\003*q\n\006Sender\022\026\n\022SENDER_UNSPECIFIED\020\000\022\017\n" +
+      "\013SENDER_USER\020\001\022\027\n\023SENDER_PARENT_AGENT\020\002\022" +
+      "\022\n\016SENDER_HARNESS\020\003\022\021\n\rSENDER_SERVER\020\004*c" +
+      "\n\010Decision\022\030\n\024DECISION_UNSPECIFIED\020\000\022\022\n\016" +
+      "DECISION_ALLOW\020\001\022\021\n\rDECISION_DENY\020\002\022\026\n\022D" +
+      "ECISION_FORBIDDEN\020\003*\217\001\n\020CompactionReason" +
+      "\022!\n\035COMPACTION_REASON_UNSPECIFIED\020\000\022\035\n\031C" +
+      "OMPACTION_REASON_CONTEXT\020\001\022\033\n\027COMPACTION" +
+      "_REASON_TURNS\020\002\022\034\n\030COMPACTION_REASON_MAN" +
+      "UAL\020\003*m\n\016CompactionMode\022\037\n\033COMPACTION_MO" +
+      "DE_UNSPECIFIED\020\000\022\035\n\031COMPACTION_MODE_SUMM" +
+      "ARIZE\020\001\022\033\n\027COMPACTION_MODE_DISCARD\020\002*\233\001\n" +
+      "\013GoalOutcome\022\034\n\030GOAL_OUTCOME_UNSPECIFIED" +
+      "\020\000\022\031\n\025GOAL_OUTCOME_COMPLETE\020\001\022\030\n\024GOAL_OU" +
+      "TCOME_BLOCKED\020\002\022\037\n\033GOAL_OUTCOME_BUDGET_L" +
+      "IMITED\020\003\022\030\n\024GOAL_OUTCOME_ABORTED\020\004*p\n\tMc" +
+      "pStatus\022\032\n\026MCP_STATUS_UNSPECIFIED\020\000\022\030\n\024M" +
+      "CP_STATUS_COMPLETED\020\001\022\025\n\021MCP_STATUS_FAIL" +
+      "ED\020\002\022\026\n\022MCP_STATUS_ABORTED\020\003*u\n\014McpTrans" +
+      "port\022\035\n\031MCP_TRANSPORT_UNSPECIFIED\020\000\022\027\n\023M" +
+      "CP_TRANSPORT_STDIO\020\001\022\026\n\022MCP_TRANSPORT_HT" +
+      "TP\020\002\022\025\n\021MCP_TRANSPORT_SSE\020\003*i\n\rSessionSo" +
+      "urce\022\036\n\032SESSION_SOURCE_UNSPECIFIED\020\000\022\033\n\027" +
+      "SESSION_SOURCE_SUBAGENT\020\001\022\033\n\027SESSION_SOU" +
+      "RCE_SCHEDULE\020\002B^\n\023io.omnigrpc.omni.v1B\tO" +
+      "mniProtoP\001Z:github.com/omni-grpc/omni-gr" +
+      "pc/generated/go/omni/v1;omniv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -453,7 +449,7 @@ public final class OmniProto {
     internal_static_omni_v1_Text_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_Text_descriptor,
-        new java.lang.String[] { "Role", "Text", "StopReason", "Fidelity", "Sender", "Phase", "PhaseNull", "Signature", "PhaseValue", "Signature", });
+        new java.lang.String[] { "Role", "Text", "StopReason", "Fidelity", "Sender", "Phase", "Signature", "Phase", "Signature", });
     internal_static_omni_v1_ImageUrl_descriptor =
       getDescriptor().getMessageTypes().get(8);
     internal_static_omni_v1_ImageUrl_fieldAccessorTable = new
@@ -525,7 +521,7 @@ public final class OmniProto {
     internal_static_omni_v1_Abort_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_Abort_descriptor,
-        new java.lang.String[] { "Reason", "ReasonNull", "ReasonValue", });
+        new java.lang.String[] { "Reason", "Reason", });
     internal_static_omni_v1_RequestBegin_descriptor =
       getDescriptor().getMessageTypes().get(20);
     internal_static_omni_v1_RequestBegin_fieldAccessorTable = new

@@ -20,6 +20,7 @@ private static final long serialVersionUID = 0L;
     text_ = "";
     stopReason_ = 0;
     sender_ = 0;
+    phase_ = "";
     signature_ = "";
   }
 
@@ -49,47 +50,6 @@ private static final long serialVersionUID = 0L;
   }
 
   private int bitField0_;
-  private int phaseValueCase_ = 0;
-  private java.lang.Object phaseValue_;
-  public enum PhaseValueCase
-      implements com.google.protobuf.Internal.EnumLite,
-          com.google.protobuf.AbstractMessage.InternalOneOfEnum {
-    PHASE(6),
-    PHASE_NULL(7),
-    PHASEVALUE_NOT_SET(0);
-    private final int value;
-    private PhaseValueCase(int value) {
-      this.value = value;
-    }
-    /**
-     * @param value The number of the enum to look for.
-     * @return The enum associated with the given number.
-     * @deprecated Use {@link #forNumber(int)} instead.
-     */
-    @java.lang.Deprecated
-    public static PhaseValueCase valueOf(int value) {
-      return forNumber(value);
-    }
-
-    public static PhaseValueCase forNumber(int value) {
-      switch (value) {
-        case 6: return PHASE;
-        case 7: return PHASE_NULL;
-        case 0: return PHASEVALUE_NOT_SET;
-        default: return null;
-      }
-    }
-    public int getNumber() {
-      return this.value;
-    }
-  };
-
-  public PhaseValueCase
-  getPhaseValueCase() {
-    return PhaseValueCase.forNumber(
-        phaseValueCase_);
-  }
-
   public static final int ROLE_FIELD_NUMBER = 1;
   private int role_ = 0;
   /**
@@ -222,89 +182,68 @@ private static final long serialVersionUID = 0L;
   }
 
   public static final int PHASE_FIELD_NUMBER = 6;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object phase_ = "";
   /**
-   * <code>string phase = 6 [json_name = "phase"];</code>
+   * <pre>
+   * Legacy (v0.0.1): a segment label. Unset is written as null when the
+   * source had "phase": null (JsonShape lists the key).
+   * </pre>
+   *
+   * <code>optional string phase = 6 [json_name = "phase"];</code>
    * @return Whether the phase field is set.
    */
+  @java.lang.Override
   public boolean hasPhase() {
-    return phaseValueCase_ == 6;
+    return ((bitField0_ & 0x00000001) != 0);
   }
   /**
-   * <code>string phase = 6 [json_name = "phase"];</code>
+   * <pre>
+   * Legacy (v0.0.1): a segment label. Unset is written as null when the
+   * source had "phase": null (JsonShape lists the key).
+   * </pre>
+   *
+   * <code>optional string phase = 6 [json_name = "phase"];</code>
    * @return The phase.
    */
+  @java.lang.Override
   public java.lang.String getPhase() {
-    java.lang.Object ref = "";
-    if (phaseValueCase_ == 6) {
-      ref = phaseValue_;
-    }
+    java.lang.Object ref = phase_;
     if (ref instanceof java.lang.String) {
       return (java.lang.String) ref;
     } else {
       com.google.protobuf.ByteString bs = 
           (com.google.protobuf.ByteString) ref;
       java.lang.String s = bs.toStringUtf8();
-      if (phaseValueCase_ == 6) {
-        phaseValue_ = s;
-      }
+      phase_ = s;
       return s;
     }
   }
   /**
-   * <code>string phase = 6 [json_name = "phase"];</code>
+   * <pre>
+   * Legacy (v0.0.1): a segment label. Unset is written as null when the
+   * source had "phase": null (JsonShape lists the key).
+   * </pre>
+   *
+   * <code>optional string phase = 6 [json_name = "phase"];</code>
    * @return The bytes for phase.
    */
+  @java.lang.Override
   public com.google.protobuf.ByteString
       getPhaseBytes() {
-    java.lang.Object ref = "";
-    if (phaseValueCase_ == 6) {
-      ref = phaseValue_;
-    }
+    java.lang.Object ref = phase_;
     if (ref instanceof java.lang.String) {
       com.google.protobuf.ByteString b = 
           com.google.protobuf.ByteString.copyFromUtf8(
               (java.lang.String) ref);
-      if (phaseValueCase_ == 6) {
-        phaseValue_ = b;
-      }
+      phase_ = b;
       return b;
     } else {
       return (com.google.protobuf.ByteString) ref;
     }
   }
 
-  public static final int PHASE_NULL_FIELD_NUMBER = 7;
-  /**
-   * <code>.google.protobuf.NullValue phase_null = 7 [json_name = "phaseNull"];</code>
-   * @return Whether the phaseNull field is set.
-   */
-  public boolean hasPhaseNull() {
-    return phaseValueCase_ == 7;
-  }
-  /**
-   * <code>.google.protobuf.NullValue phase_null = 7 [json_name = "phaseNull"];</code>
-   * @return The enum numeric value on the wire for phaseNull.
-   */
-  public int getPhaseNullValue() {
-    if (phaseValueCase_ == 7) {
-      return (java.lang.Integer) phaseValue_;
-    }
-    return 0;
-  }
-  /**
-   * <code>.google.protobuf.NullValue phase_null = 7 [json_name = "phaseNull"];</code>
-   * @return The phaseNull.
-   */
-  public com.google.protobuf.NullValue getPhaseNull() {
-    if (phaseValueCase_ == 7) {
-      com.google.protobuf.NullValue result = com.google.protobuf.NullValue.forNumber(
-          (java.lang.Integer) phaseValue_);
-      return result == null ? com.google.protobuf.NullValue.UNRECOGNIZED : result;
-    }
-    return com.google.protobuf.NullValue.NULL_VALUE;
-  }
-
-  public static final int SIGNATURE_FIELD_NUMBER = 8;
+  public static final int SIGNATURE_FIELD_NUMBER = 7;
   @SuppressWarnings("serial")
   private volatile java.lang.Object signature_ = "";
   /**
@@ -312,19 +251,19 @@ private static final long serialVersionUID = 0L;
    * Legacy (v0.0.1): replaced by fidelity.
    * </pre>
    *
-   * <code>optional string signature = 8 [json_name = "signature"];</code>
+   * <code>optional string signature = 7 [json_name = "signature"];</code>
    * @return Whether the signature field is set.
    */
   @java.lang.Override
   public boolean hasSignature() {
-    return ((bitField0_ & 0x00000001) != 0);
+    return ((bitField0_ & 0x00000002) != 0);
   }
   /**
    * <pre>
    * Legacy (v0.0.1): replaced by fidelity.
    * </pre>
    *
-   * <code>optional string signature = 8 [json_name = "signature"];</code>
+   * <code>optional string signature = 7 [json_name = "signature"];</code>
    * @return The signature.
    */
   @java.lang.Override
@@ -345,7 +284,7 @@ private static final long serialVersionUID = 0L;
    * Legacy (v0.0.1): replaced by fidelity.
    * </pre>
    *
-   * <code>optional string signature = 8 [json_name = "signature"];</code>
+   * <code>optional string signature = 7 [json_name = "signature"];</code>
    * @return The bytes for signature.
    */
   @java.lang.Override
@@ -392,14 +331,11 @@ private static final long serialVersionUID = 0L;
     if (sender_ != io.omnigrpc.omni.v1.Sender.SENDER_UNSPECIFIED.getNumber()) {
       output.writeEnum(5, sender_);
     }
-    if (phaseValueCase_ == 6) {
-      com.google.protobuf.GeneratedMessageV3.writeString(output, 6, phaseValue_);
-    }
-    if (phaseValueCase_ == 7) {
-      output.writeEnum(7, ((java.lang.Integer) phaseValue_));
-    }
     if (((bitField0_ & 0x00000001) != 0)) {
-      com.google.protobuf.GeneratedMessageV3.writeString(output, 8, signature_);
+      com.google.protobuf.GeneratedMessageV3.writeString(output, 6, phase_);
+    }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      com.google.protobuf.GeneratedMessageV3.writeString(output, 7, signature_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -429,15 +365,11 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeEnumSize(5, sender_);
     }
-    if (phaseValueCase_ == 6) {
-      size += com.google.protobuf.GeneratedMessageV3.computeStringSize(6, phaseValue_);
-    }
-    if (phaseValueCase_ == 7) {
-      size += com.google.protobuf.CodedOutputStream
-        .computeEnumSize(7, ((java.lang.Integer) phaseValue_));
-    }
     if (((bitField0_ & 0x00000001) != 0)) {
-      size += com.google.protobuf.GeneratedMessageV3.computeStringSize(8, signature_);
+      size += com.google.protobuf.GeneratedMessageV3.computeStringSize(6, phase_);
+    }
+    if (((bitField0_ & 0x00000002) != 0)) {
+      size += com.google.protobuf.GeneratedMessageV3.computeStringSize(7, signature_);
     }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
@@ -464,23 +396,15 @@ private static final long serialVersionUID = 0L;
           .equals(other.getFidelity())) return false;
     }
     if (sender_ != other.sender_) return false;
+    if (hasPhase() != other.hasPhase()) return false;
+    if (hasPhase()) {
+      if (!getPhase()
+          .equals(other.getPhase())) return false;
+    }
     if (hasSignature() != other.hasSignature()) return false;
     if (hasSignature()) {
       if (!getSignature()
           .equals(other.getSignature())) return false;
-    }
-    if (!getPhaseValueCase().equals(other.getPhaseValueCase())) return false;
-    switch (phaseValueCase_) {
-      case 6:
-        if (!getPhase()
-            .equals(other.getPhase())) return false;
-        break;
-      case 7:
-        if (getPhaseNullValue()
-            != other.getPhaseNullValue()) return false;
-        break;
-      case 0:
-      default:
     }
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
@@ -505,21 +429,13 @@ private static final long serialVersionUID = 0L;
     }
     hash = (37 * hash) + SENDER_FIELD_NUMBER;
     hash = (53 * hash) + sender_;
+    if (hasPhase()) {
+      hash = (37 * hash) + PHASE_FIELD_NUMBER;
+      hash = (53 * hash) + getPhase().hashCode();
+    }
     if (hasSignature()) {
       hash = (37 * hash) + SIGNATURE_FIELD_NUMBER;
       hash = (53 * hash) + getSignature().hashCode();
-    }
-    switch (phaseValueCase_) {
-      case 6:
-        hash = (37 * hash) + PHASE_FIELD_NUMBER;
-        hash = (53 * hash) + getPhase().hashCode();
-        break;
-      case 7:
-        hash = (37 * hash) + PHASE_NULL_FIELD_NUMBER;
-        hash = (53 * hash) + getPhaseNullValue();
-        break;
-      case 0:
-      default:
     }
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
@@ -659,9 +575,8 @@ private static final long serialVersionUID = 0L;
         fidelityBuilder_ = null;
       }
       sender_ = 0;
+      phase_ = "";
       signature_ = "";
-      phaseValueCase_ = 0;
-      phaseValue_ = null;
       return this;
     }
 
@@ -689,7 +604,6 @@ private static final long serialVersionUID = 0L;
     public io.omnigrpc.omni.v1.Text buildPartial() {
       io.omnigrpc.omni.v1.Text result = new io.omnigrpc.omni.v1.Text(this);
       if (bitField0_ != 0) { buildPartial0(result); }
-      buildPartialOneofs(result);
       onBuilt();
       return result;
     }
@@ -714,16 +628,15 @@ private static final long serialVersionUID = 0L;
         result.sender_ = sender_;
       }
       int to_bitField0_ = 0;
-      if (((from_bitField0_ & 0x00000080) != 0)) {
-        result.signature_ = signature_;
+      if (((from_bitField0_ & 0x00000020) != 0)) {
+        result.phase_ = phase_;
         to_bitField0_ |= 0x00000001;
       }
+      if (((from_bitField0_ & 0x00000040) != 0)) {
+        result.signature_ = signature_;
+        to_bitField0_ |= 0x00000002;
+      }
       result.bitField0_ |= to_bitField0_;
-    }
-
-    private void buildPartialOneofs(io.omnigrpc.omni.v1.Text result) {
-      result.phaseValueCase_ = phaseValueCase_;
-      result.phaseValue_ = this.phaseValue_;
     }
 
     @java.lang.Override
@@ -787,25 +700,15 @@ private static final long serialVersionUID = 0L;
       if (other.sender_ != 0) {
         setSenderValue(other.getSenderValue());
       }
-      if (other.hasSignature()) {
-        signature_ = other.signature_;
-        bitField0_ |= 0x00000080;
+      if (other.hasPhase()) {
+        phase_ = other.phase_;
+        bitField0_ |= 0x00000020;
         onChanged();
       }
-      switch (other.getPhaseValueCase()) {
-        case PHASE: {
-          phaseValueCase_ = 6;
-          phaseValue_ = other.phaseValue_;
-          onChanged();
-          break;
-        }
-        case PHASE_NULL: {
-          setPhaseNullValue(other.getPhaseNullValue());
-          break;
-        }
-        case PHASEVALUE_NOT_SET: {
-          break;
-        }
+      if (other.hasSignature()) {
+        signature_ = other.signature_;
+        bitField0_ |= 0x00000040;
+        onChanged();
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -861,22 +764,15 @@ private static final long serialVersionUID = 0L;
               break;
             } // case 40
             case 50: {
-              java.lang.String s = input.readStringRequireUtf8();
-              phaseValueCase_ = 6;
-              phaseValue_ = s;
+              phase_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000020;
               break;
             } // case 50
-            case 56: {
-              int rawValue = input.readEnum();
-              phaseValueCase_ = 7;
-              phaseValue_ = rawValue;
-              break;
-            } // case 56
-            case 66: {
+            case 58: {
               signature_ = input.readStringRequireUtf8();
-              bitField0_ |= 0x00000080;
+              bitField0_ |= 0x00000040;
               break;
-            } // case 66
+            } // case 58
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -892,21 +788,6 @@ private static final long serialVersionUID = 0L;
       } // finally
       return this;
     }
-    private int phaseValueCase_ = 0;
-    private java.lang.Object phaseValue_;
-    public PhaseValueCase
-        getPhaseValueCase() {
-      return PhaseValueCase.forNumber(
-          phaseValueCase_);
-    }
-
-    public Builder clearPhaseValue() {
-      phaseValueCase_ = 0;
-      phaseValue_ = null;
-      onChanged();
-      return this;
-    }
-
     private int bitField0_;
 
     private int role_ = 0;
@@ -1295,86 +1176,102 @@ private static final long serialVersionUID = 0L;
       return this;
     }
 
+    private java.lang.Object phase_ = "";
     /**
-     * <code>string phase = 6 [json_name = "phase"];</code>
+     * <pre>
+     * Legacy (v0.0.1): a segment label. Unset is written as null when the
+     * source had "phase": null (JsonShape lists the key).
+     * </pre>
+     *
+     * <code>optional string phase = 6 [json_name = "phase"];</code>
      * @return Whether the phase field is set.
      */
-    @java.lang.Override
     public boolean hasPhase() {
-      return phaseValueCase_ == 6;
+      return ((bitField0_ & 0x00000020) != 0);
     }
     /**
-     * <code>string phase = 6 [json_name = "phase"];</code>
+     * <pre>
+     * Legacy (v0.0.1): a segment label. Unset is written as null when the
+     * source had "phase": null (JsonShape lists the key).
+     * </pre>
+     *
+     * <code>optional string phase = 6 [json_name = "phase"];</code>
      * @return The phase.
      */
-    @java.lang.Override
     public java.lang.String getPhase() {
-      java.lang.Object ref = "";
-      if (phaseValueCase_ == 6) {
-        ref = phaseValue_;
-      }
+      java.lang.Object ref = phase_;
       if (!(ref instanceof java.lang.String)) {
         com.google.protobuf.ByteString bs =
             (com.google.protobuf.ByteString) ref;
         java.lang.String s = bs.toStringUtf8();
-        if (phaseValueCase_ == 6) {
-          phaseValue_ = s;
-        }
+        phase_ = s;
         return s;
       } else {
         return (java.lang.String) ref;
       }
     }
     /**
-     * <code>string phase = 6 [json_name = "phase"];</code>
+     * <pre>
+     * Legacy (v0.0.1): a segment label. Unset is written as null when the
+     * source had "phase": null (JsonShape lists the key).
+     * </pre>
+     *
+     * <code>optional string phase = 6 [json_name = "phase"];</code>
      * @return The bytes for phase.
      */
-    @java.lang.Override
     public com.google.protobuf.ByteString
         getPhaseBytes() {
-      java.lang.Object ref = "";
-      if (phaseValueCase_ == 6) {
-        ref = phaseValue_;
-      }
+      java.lang.Object ref = phase_;
       if (ref instanceof String) {
         com.google.protobuf.ByteString b = 
             com.google.protobuf.ByteString.copyFromUtf8(
                 (java.lang.String) ref);
-        if (phaseValueCase_ == 6) {
-          phaseValue_ = b;
-        }
+        phase_ = b;
         return b;
       } else {
         return (com.google.protobuf.ByteString) ref;
       }
     }
     /**
-     * <code>string phase = 6 [json_name = "phase"];</code>
+     * <pre>
+     * Legacy (v0.0.1): a segment label. Unset is written as null when the
+     * source had "phase": null (JsonShape lists the key).
+     * </pre>
+     *
+     * <code>optional string phase = 6 [json_name = "phase"];</code>
      * @param value The phase to set.
      * @return This builder for chaining.
      */
     public Builder setPhase(
         java.lang.String value) {
       if (value == null) { throw new NullPointerException(); }
-      phaseValueCase_ = 6;
-      phaseValue_ = value;
+      phase_ = value;
+      bitField0_ |= 0x00000020;
       onChanged();
       return this;
     }
     /**
-     * <code>string phase = 6 [json_name = "phase"];</code>
+     * <pre>
+     * Legacy (v0.0.1): a segment label. Unset is written as null when the
+     * source had "phase": null (JsonShape lists the key).
+     * </pre>
+     *
+     * <code>optional string phase = 6 [json_name = "phase"];</code>
      * @return This builder for chaining.
      */
     public Builder clearPhase() {
-      if (phaseValueCase_ == 6) {
-        phaseValueCase_ = 0;
-        phaseValue_ = null;
-        onChanged();
-      }
+      phase_ = getDefaultInstance().getPhase();
+      bitField0_ = (bitField0_ & ~0x00000020);
+      onChanged();
       return this;
     }
     /**
-     * <code>string phase = 6 [json_name = "phase"];</code>
+     * <pre>
+     * Legacy (v0.0.1): a segment label. Unset is written as null when the
+     * source had "phase": null (JsonShape lists the key).
+     * </pre>
+     *
+     * <code>optional string phase = 6 [json_name = "phase"];</code>
      * @param value The bytes for phase to set.
      * @return This builder for chaining.
      */
@@ -1382,79 +1279,9 @@ private static final long serialVersionUID = 0L;
         com.google.protobuf.ByteString value) {
       if (value == null) { throw new NullPointerException(); }
       checkByteStringIsUtf8(value);
-      phaseValueCase_ = 6;
-      phaseValue_ = value;
+      phase_ = value;
+      bitField0_ |= 0x00000020;
       onChanged();
-      return this;
-    }
-
-    /**
-     * <code>.google.protobuf.NullValue phase_null = 7 [json_name = "phaseNull"];</code>
-     * @return Whether the phaseNull field is set.
-     */
-    @java.lang.Override
-    public boolean hasPhaseNull() {
-      return phaseValueCase_ == 7;
-    }
-    /**
-     * <code>.google.protobuf.NullValue phase_null = 7 [json_name = "phaseNull"];</code>
-     * @return The enum numeric value on the wire for phaseNull.
-     */
-    @java.lang.Override
-    public int getPhaseNullValue() {
-      if (phaseValueCase_ == 7) {
-        return ((java.lang.Integer) phaseValue_).intValue();
-      }
-      return 0;
-    }
-    /**
-     * <code>.google.protobuf.NullValue phase_null = 7 [json_name = "phaseNull"];</code>
-     * @param value The enum numeric value on the wire for phaseNull to set.
-     * @return This builder for chaining.
-     */
-    public Builder setPhaseNullValue(int value) {
-      phaseValueCase_ = 7;
-      phaseValue_ = value;
-      onChanged();
-      return this;
-    }
-    /**
-     * <code>.google.protobuf.NullValue phase_null = 7 [json_name = "phaseNull"];</code>
-     * @return The phaseNull.
-     */
-    @java.lang.Override
-    public com.google.protobuf.NullValue getPhaseNull() {
-      if (phaseValueCase_ == 7) {
-        com.google.protobuf.NullValue result = com.google.protobuf.NullValue.forNumber(
-            (java.lang.Integer) phaseValue_);
-        return result == null ? com.google.protobuf.NullValue.UNRECOGNIZED : result;
-      }
-      return com.google.protobuf.NullValue.NULL_VALUE;
-    }
-    /**
-     * <code>.google.protobuf.NullValue phase_null = 7 [json_name = "phaseNull"];</code>
-     * @param value The phaseNull to set.
-     * @return This builder for chaining.
-     */
-    public Builder setPhaseNull(com.google.protobuf.NullValue value) {
-      if (value == null) {
-        throw new NullPointerException();
-      }
-      phaseValueCase_ = 7;
-      phaseValue_ = value.getNumber();
-      onChanged();
-      return this;
-    }
-    /**
-     * <code>.google.protobuf.NullValue phase_null = 7 [json_name = "phaseNull"];</code>
-     * @return This builder for chaining.
-     */
-    public Builder clearPhaseNull() {
-      if (phaseValueCase_ == 7) {
-        phaseValueCase_ = 0;
-        phaseValue_ = null;
-        onChanged();
-      }
       return this;
     }
 
@@ -1464,18 +1291,18 @@ private static final long serialVersionUID = 0L;
      * Legacy (v0.0.1): replaced by fidelity.
      * </pre>
      *
-     * <code>optional string signature = 8 [json_name = "signature"];</code>
+     * <code>optional string signature = 7 [json_name = "signature"];</code>
      * @return Whether the signature field is set.
      */
     public boolean hasSignature() {
-      return ((bitField0_ & 0x00000080) != 0);
+      return ((bitField0_ & 0x00000040) != 0);
     }
     /**
      * <pre>
      * Legacy (v0.0.1): replaced by fidelity.
      * </pre>
      *
-     * <code>optional string signature = 8 [json_name = "signature"];</code>
+     * <code>optional string signature = 7 [json_name = "signature"];</code>
      * @return The signature.
      */
     public java.lang.String getSignature() {
@@ -1495,7 +1322,7 @@ private static final long serialVersionUID = 0L;
      * Legacy (v0.0.1): replaced by fidelity.
      * </pre>
      *
-     * <code>optional string signature = 8 [json_name = "signature"];</code>
+     * <code>optional string signature = 7 [json_name = "signature"];</code>
      * @return The bytes for signature.
      */
     public com.google.protobuf.ByteString
@@ -1516,7 +1343,7 @@ private static final long serialVersionUID = 0L;
      * Legacy (v0.0.1): replaced by fidelity.
      * </pre>
      *
-     * <code>optional string signature = 8 [json_name = "signature"];</code>
+     * <code>optional string signature = 7 [json_name = "signature"];</code>
      * @param value The signature to set.
      * @return This builder for chaining.
      */
@@ -1524,7 +1351,7 @@ private static final long serialVersionUID = 0L;
         java.lang.String value) {
       if (value == null) { throw new NullPointerException(); }
       signature_ = value;
-      bitField0_ |= 0x00000080;
+      bitField0_ |= 0x00000040;
       onChanged();
       return this;
     }
@@ -1533,12 +1360,12 @@ private static final long serialVersionUID = 0L;
      * Legacy (v0.0.1): replaced by fidelity.
      * </pre>
      *
-     * <code>optional string signature = 8 [json_name = "signature"];</code>
+     * <code>optional string signature = 7 [json_name = "signature"];</code>
      * @return This builder for chaining.
      */
     public Builder clearSignature() {
       signature_ = getDefaultInstance().getSignature();
-      bitField0_ = (bitField0_ & ~0x00000080);
+      bitField0_ = (bitField0_ & ~0x00000040);
       onChanged();
       return this;
     }
@@ -1547,7 +1374,7 @@ private static final long serialVersionUID = 0L;
      * Legacy (v0.0.1): replaced by fidelity.
      * </pre>
      *
-     * <code>optional string signature = 8 [json_name = "signature"];</code>
+     * <code>optional string signature = 7 [json_name = "signature"];</code>
      * @param value The bytes for signature to set.
      * @return This builder for chaining.
      */
@@ -1556,7 +1383,7 @@ private static final long serialVersionUID = 0L;
       if (value == null) { throw new NullPointerException(); }
       checkByteStringIsUtf8(value);
       signature_ = value;
-      bitField0_ |= 0x00000080;
+      bitField0_ |= 0x00000040;
       onChanged();
       return this;
     }

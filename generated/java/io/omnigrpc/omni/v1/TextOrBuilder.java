@@ -80,44 +80,43 @@ public interface TextOrBuilder extends
   io.omnigrpc.omni.v1.Sender getSender();
 
   /**
-   * <code>string phase = 6 [json_name = "phase"];</code>
+   * <pre>
+   * Legacy (v0.0.1): a segment label. Unset is written as null when the
+   * source had "phase": null (JsonShape lists the key).
+   * </pre>
+   *
+   * <code>optional string phase = 6 [json_name = "phase"];</code>
    * @return Whether the phase field is set.
    */
   boolean hasPhase();
   /**
-   * <code>string phase = 6 [json_name = "phase"];</code>
+   * <pre>
+   * Legacy (v0.0.1): a segment label. Unset is written as null when the
+   * source had "phase": null (JsonShape lists the key).
+   * </pre>
+   *
+   * <code>optional string phase = 6 [json_name = "phase"];</code>
    * @return The phase.
    */
   java.lang.String getPhase();
   /**
-   * <code>string phase = 6 [json_name = "phase"];</code>
+   * <pre>
+   * Legacy (v0.0.1): a segment label. Unset is written as null when the
+   * source had "phase": null (JsonShape lists the key).
+   * </pre>
+   *
+   * <code>optional string phase = 6 [json_name = "phase"];</code>
    * @return The bytes for phase.
    */
   com.google.protobuf.ByteString
       getPhaseBytes();
 
   /**
-   * <code>.google.protobuf.NullValue phase_null = 7 [json_name = "phaseNull"];</code>
-   * @return Whether the phaseNull field is set.
-   */
-  boolean hasPhaseNull();
-  /**
-   * <code>.google.protobuf.NullValue phase_null = 7 [json_name = "phaseNull"];</code>
-   * @return The enum numeric value on the wire for phaseNull.
-   */
-  int getPhaseNullValue();
-  /**
-   * <code>.google.protobuf.NullValue phase_null = 7 [json_name = "phaseNull"];</code>
-   * @return The phaseNull.
-   */
-  com.google.protobuf.NullValue getPhaseNull();
-
-  /**
    * <pre>
    * Legacy (v0.0.1): replaced by fidelity.
    * </pre>
    *
-   * <code>optional string signature = 8 [json_name = "signature"];</code>
+   * <code>optional string signature = 7 [json_name = "signature"];</code>
    * @return Whether the signature field is set.
    */
   boolean hasSignature();
@@ -126,7 +125,7 @@ public interface TextOrBuilder extends
    * Legacy (v0.0.1): replaced by fidelity.
    * </pre>
    *
-   * <code>optional string signature = 8 [json_name = "signature"];</code>
+   * <code>optional string signature = 7 [json_name = "signature"];</code>
    * @return The signature.
    */
   java.lang.String getSignature();
@@ -135,11 +134,9 @@ public interface TextOrBuilder extends
    * Legacy (v0.0.1): replaced by fidelity.
    * </pre>
    *
-   * <code>optional string signature = 8 [json_name = "signature"];</code>
+   * <code>optional string signature = 7 [json_name = "signature"];</code>
    * @return The bytes for signature.
    */
   com.google.protobuf.ByteString
       getSignatureBytes();
-
-  public io.omnigrpc.omni.v1.Text.PhaseValueCase getPhaseValueCase();
 }

@@ -42,9 +42,7 @@ class ListValue(betterproto2.Message):
     Represents a JSON array.
     """
 
-    values: "list[Value]" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    values: "list[Value]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     Repeated field of dynamically typed values.
     """
@@ -90,9 +88,7 @@ class Struct(betterproto2.Message):
     fields: "dict[str, Value]" = betterproto2.field(
         1,
         betterproto2.TYPE_MAP,
-        map_meta=betterproto2.map_meta(
-            betterproto2.TYPE_STRING, betterproto2.TYPE_MESSAGE
-        ),
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_MESSAGE),
     )
     """
     Unordered map of dynamically typed values.

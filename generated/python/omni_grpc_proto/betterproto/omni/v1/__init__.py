@@ -554,20 +554,11 @@ class ThinkingLevel(betterproto2.Enum):
 
 @dataclass(eq=False, repr=False)
 class Abort(betterproto2.Message):
+    reason: "str | None" = betterproto2.field(1, betterproto2.TYPE_STRING, optional=True)
     """
-
-
-    Oneofs:
-        - reason_value: The builder writes null by default; a hand-written abort may have no key.
+    Unset is written as "reason": null, as the reference builder does; a
+    hand-written abort without the key keeps that shape through JsonShape.
     """
-
-    reason: "str | None" = betterproto2.field(
-        1, betterproto2.TYPE_STRING, optional=True, group="reason_value"
-    )
-
-    reason_null: "__google__protobuf__.NullValue | None" = betterproto2.field(
-        2, betterproto2.TYPE_ENUM, optional=True, group="reason_value"
-    )
 
 
 default_message_pool.register_message("omni.v1", "Abort", Abort)
@@ -727,17 +718,11 @@ class CompactionEnd(betterproto2.Message):
         3, betterproto2.TYPE_ENUM, default_factory=lambda: StopReason(0)
     )
 
-    attempt: "int | None" = betterproto2.field(
-        4, betterproto2.TYPE_INT64, optional=True
-    )
+    attempt: "int | None" = betterproto2.field(4, betterproto2.TYPE_INT64, optional=True)
 
-    error_message: "str | None" = betterproto2.field(
-        5, betterproto2.TYPE_STRING, optional=True
-    )
+    error_message: "str | None" = betterproto2.field(5, betterproto2.TYPE_STRING, optional=True)
 
-    retry_in_ms: "int | None" = betterproto2.field(
-        6, betterproto2.TYPE_INT64, optional=True
-    )
+    retry_in_ms: "int | None" = betterproto2.field(6, betterproto2.TYPE_INT64, optional=True)
 
 
 default_message_pool.register_message("omni.v1", "CompactionEnd", CompactionEnd)
@@ -753,14 +738,10 @@ default_message_pool.register_message("omni.v1", "GetHistoryRequest", GetHistory
 
 @dataclass(eq=False, repr=False)
 class GetHistoryResponse(betterproto2.Message):
-    message: "OmniMessage | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    message: "OmniMessage | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
 
 
-default_message_pool.register_message(
-    "omni.v1", "GetHistoryResponse", GetHistoryResponse
-)
+default_message_pool.register_message("omni.v1", "GetHistoryResponse", GetHistoryResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -779,9 +760,7 @@ default_message_pool.register_message("omni.v1", "GoalFinished", GoalFinished)
 
 @dataclass(eq=False, repr=False)
 class ImageUrl(betterproto2.Message):
-    role: "Role" = betterproto2.field(
-        1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0)
-    )
+    role: "Role" = betterproto2.field(1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0))
 
     image_url: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
     """
@@ -798,9 +777,7 @@ default_message_pool.register_message("omni.v1", "ImageUrl", ImageUrl)
 
 @dataclass(eq=False, repr=False)
 class InlineData(betterproto2.Message):
-    role: "Role" = betterproto2.field(
-        1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0)
-    )
+    role: "Role" = betterproto2.field(1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0))
 
     data: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
     """
@@ -817,9 +794,7 @@ class InlineData(betterproto2.Message):
         5, betterproto2.TYPE_MESSAGE, optional=True
     )
 
-    signature: "str | None" = betterproto2.field(
-        6, betterproto2.TYPE_STRING, optional=True
-    )
+    signature: "str | None" = betterproto2.field(6, betterproto2.TYPE_STRING, optional=True)
 
 
 default_message_pool.register_message("omni.v1", "InlineData", InlineData)
@@ -827,9 +802,7 @@ default_message_pool.register_message("omni.v1", "InlineData", InlineData)
 
 @dataclass(eq=False, repr=False)
 class InlineThinking(betterproto2.Message):
-    role: "Role" = betterproto2.field(
-        1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0)
-    )
+    role: "Role" = betterproto2.field(1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0))
 
     data: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
@@ -843,9 +816,7 @@ class InlineThinking(betterproto2.Message):
         5, betterproto2.TYPE_MESSAGE, optional=True
     )
 
-    signature: "str | None" = betterproto2.field(
-        6, betterproto2.TYPE_STRING, optional=True
-    )
+    signature: "str | None" = betterproto2.field(6, betterproto2.TYPE_STRING, optional=True)
 
 
 default_message_pool.register_message("omni.v1", "InlineThinking", InlineThinking)
@@ -858,17 +829,13 @@ class JsonShape(betterproto2.Message):
     "" is the envelope itself, "/payload/fidelity" the fidelity object.
     """
 
-    key_orders: "list[KeyOrder]" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    key_orders: "list[KeyOrder]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     Objects whose keys are not in reference order, lack a key the reference
     always writes, or carry a key the schema does not know.
     """
 
-    raw_values: "list[RawValue]" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    raw_values: "list[RawValue]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     Exact JSON text for values the typed fields hold only approximately (or
     not at all): unknown keys, unknown enum strings, numbers a field cannot
@@ -900,28 +867,20 @@ class ListSessionsRequest(betterproto2.Message):
     pass
 
 
-default_message_pool.register_message(
-    "omni.v1", "ListSessionsRequest", ListSessionsRequest
-)
+default_message_pool.register_message("omni.v1", "ListSessionsRequest", ListSessionsRequest)
 
 
 @dataclass(eq=False, repr=False)
 class ListSessionsResponse(betterproto2.Message):
-    sessions: "list[SessionInfo]" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    sessions: "list[SessionInfo]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
 
 
-default_message_pool.register_message(
-    "omni.v1", "ListSessionsResponse", ListSessionsResponse
-)
+default_message_pool.register_message("omni.v1", "ListSessionsResponse", ListSessionsResponse)
 
 
 @dataclass(eq=False, repr=False)
 class McpConnectBegin(betterproto2.Message):
-    servers: "list[str]" = betterproto2.field(
-        1, betterproto2.TYPE_STRING, repeated=True
-    )
+    servers: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
 
 
 default_message_pool.register_message("omni.v1", "McpConnectBegin", McpConnectBegin)
@@ -1099,9 +1058,7 @@ class OmniMessage(betterproto2.Message):
     A payload kind this schema does not know yet, kept as its JSON text.
     """
 
-    shape: "JsonShape | None" = betterproto2.field(
-        101, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    shape: "JsonShape | None" = betterproto2.field(101, betterproto2.TYPE_MESSAGE, optional=True)
     """
     What the typed fields cannot say about the source JSON. Empty for
     messages in reference form; producers in other languages leave it unset.
@@ -1117,9 +1074,7 @@ class PartialText(betterproto2.Message):
     ---- streaming partials -----------------------------------------------------
     """
 
-    role: "Role" = betterproto2.field(
-        1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0)
-    )
+    role: "Role" = betterproto2.field(1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0))
 
     event_type: "EventType" = betterproto2.field(
         2, betterproto2.TYPE_ENUM, default_factory=lambda: EventType(0)
@@ -1140,9 +1095,7 @@ default_message_pool.register_message("omni.v1", "PartialText", PartialText)
 
 @dataclass(eq=False, repr=False)
 class PartialThinking(betterproto2.Message):
-    role: "Role" = betterproto2.field(
-        1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0)
-    )
+    role: "Role" = betterproto2.field(1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0))
 
     event_type: "EventType" = betterproto2.field(
         2, betterproto2.TYPE_ENUM, default_factory=lambda: EventType(0)
@@ -1160,9 +1113,7 @@ default_message_pool.register_message("omni.v1", "PartialThinking", PartialThink
 
 @dataclass(eq=False, repr=False)
 class PartialToolCall(betterproto2.Message):
-    role: "Role" = betterproto2.field(
-        1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0)
-    )
+    role: "Role" = betterproto2.field(1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0))
 
     event_type: "EventType" = betterproto2.field(
         2, betterproto2.TYPE_ENUM, default_factory=lambda: EventType(0)
@@ -1187,9 +1138,7 @@ default_message_pool.register_message("omni.v1", "PartialToolCall", PartialToolC
 
 @dataclass(eq=False, repr=False)
 class PartialToolCallOutput(betterproto2.Message):
-    role: "Role" = betterproto2.field(
-        1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0)
-    )
+    role: "Role" = betterproto2.field(1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0))
 
     event_type: "EventType" = betterproto2.field(
         2, betterproto2.TYPE_ENUM, default_factory=lambda: EventType(0)
@@ -1209,9 +1158,7 @@ class PartialToolCallOutput(betterproto2.Message):
     )
 
 
-default_message_pool.register_message(
-    "omni.v1", "PartialToolCallOutput", PartialToolCallOutput
-)
+default_message_pool.register_message("omni.v1", "PartialToolCallOutput", PartialToolCallOutput)
 
 
 @dataclass(eq=False, repr=False)
@@ -1242,24 +1189,16 @@ class RequestEnd(betterproto2.Message):
         1, betterproto2.TYPE_ENUM, default_factory=lambda: StopReason(0)
     )
 
-    message: "str | None" = betterproto2.field(
-        2, betterproto2.TYPE_STRING, optional=True
-    )
+    message: "str | None" = betterproto2.field(2, betterproto2.TYPE_STRING, optional=True)
     """
     Legacy (v0.1.3 to v0.2.0): renamed error_message.
     """
 
-    error_message: "str | None" = betterproto2.field(
-        3, betterproto2.TYPE_STRING, optional=True
-    )
+    error_message: "str | None" = betterproto2.field(3, betterproto2.TYPE_STRING, optional=True)
 
-    attempt: "int | None" = betterproto2.field(
-        4, betterproto2.TYPE_INT64, optional=True
-    )
+    attempt: "int | None" = betterproto2.field(4, betterproto2.TYPE_INT64, optional=True)
 
-    retry_in_ms: "int | None" = betterproto2.field(
-        5, betterproto2.TYPE_INT64, optional=True
-    )
+    retry_in_ms: "int | None" = betterproto2.field(5, betterproto2.TYPE_INT64, optional=True)
 
 
 default_message_pool.register_message("omni.v1", "RequestEnd", RequestEnd)
@@ -1284,9 +1223,7 @@ class RunRequest(betterproto2.Message):
     Empty starts a new session.
     """
 
-    input: "list[OmniMessage]" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    input: "list[OmniMessage]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     This run's new user-side messages.
     """
@@ -1376,9 +1313,7 @@ class ServerEvent(betterproto2.Message):
     A server event this schema does not know, kept as its JSON text.
     """
 
-    shape: "JsonShape | None" = betterproto2.field(
-        101, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    shape: "JsonShape | None" = betterproto2.field(101, betterproto2.TYPE_MESSAGE, optional=True)
     """
     Exact-bytes hints for the event's JSON object (paths from its root).
     """
@@ -1443,16 +1378,12 @@ class SessionMeta(betterproto2.Message):
 
     system_prompt: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
 
-    tools: "list[ToolDefinition]" = betterproto2.field(
-        7, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    tools: "list[ToolDefinition]" = betterproto2.field(7, betterproto2.TYPE_MESSAGE, repeated=True)
     """
     Legacy (v0.0.1 to v0.2.1): the tool list lived in the meta.
     """
 
-    thinking_level: "str | None" = betterproto2.field(
-        8, betterproto2.TYPE_STRING, optional=True
-    )
+    thinking_level: "str | None" = betterproto2.field(8, betterproto2.TYPE_STRING, optional=True)
     """
     Legacy (v0.0.1 to v0.1.1).
     """
@@ -1497,14 +1428,9 @@ default_message_pool.register_message("omni.v1", "TaskState", TaskState)
 class Text(betterproto2.Message):
     """
     ---- complete model payloads ----------------------------------------------
-
-    Oneofs:
-        - phase_value: Legacy (v0.0.1): a segment label that could be null.
     """
 
-    role: "Role" = betterproto2.field(
-        1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0)
-    )
+    role: "Role" = betterproto2.field(1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0))
 
     text: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
@@ -1523,17 +1449,13 @@ class Text(betterproto2.Message):
         5, betterproto2.TYPE_ENUM, default_factory=lambda: Sender(0)
     )
 
-    phase: "str | None" = betterproto2.field(
-        6, betterproto2.TYPE_STRING, optional=True, group="phase_value"
-    )
+    phase: "str | None" = betterproto2.field(6, betterproto2.TYPE_STRING, optional=True)
+    """
+    Legacy (v0.0.1): a segment label. Unset is written as null when the
+    source had "phase": null (JsonShape lists the key).
+    """
 
-    phase_null: "__google__protobuf__.NullValue | None" = betterproto2.field(
-        7, betterproto2.TYPE_ENUM, optional=True, group="phase_value"
-    )
-
-    signature: "str | None" = betterproto2.field(
-        8, betterproto2.TYPE_STRING, optional=True
-    )
+    signature: "str | None" = betterproto2.field(7, betterproto2.TYPE_STRING, optional=True)
     """
     Legacy (v0.0.1): replaced by fidelity.
     """
@@ -1544,9 +1466,7 @@ default_message_pool.register_message("omni.v1", "Text", Text)
 
 @dataclass(eq=False, repr=False)
 class Thinking(betterproto2.Message):
-    role: "Role" = betterproto2.field(
-        1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0)
-    )
+    role: "Role" = betterproto2.field(1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0))
 
     thinking: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
@@ -1558,9 +1478,7 @@ class Thinking(betterproto2.Message):
         4, betterproto2.TYPE_MESSAGE, optional=True
     )
 
-    signature: "str | None" = betterproto2.field(
-        5, betterproto2.TYPE_STRING, optional=True
-    )
+    signature: "str | None" = betterproto2.field(5, betterproto2.TYPE_STRING, optional=True)
 
 
 default_message_pool.register_message("omni.v1", "Thinking", Thinking)
@@ -1585,16 +1503,12 @@ default_message_pool.register_message("omni.v1", "TokenCounts", TokenCounts)
 
 @dataclass(eq=False, repr=False)
 class TokenUsage(betterproto2.Message):
-    session: "TokenCounts | None" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    session: "TokenCounts | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
     """
     Session cumulative.
     """
 
-    request: "TokenCounts | None" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    request: "TokenCounts | None" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, optional=True)
     """
     This request.
     """
@@ -1605,9 +1519,7 @@ default_message_pool.register_message("omni.v1", "TokenUsage", TokenUsage)
 
 @dataclass(eq=False, repr=False)
 class ToolCall(betterproto2.Message):
-    role: "Role" = betterproto2.field(
-        1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0)
-    )
+    role: "Role" = betterproto2.field(1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0))
 
     name: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
@@ -1626,9 +1538,7 @@ class ToolCall(betterproto2.Message):
         6, betterproto2.TYPE_MESSAGE, optional=True
     )
 
-    signature: "str | None" = betterproto2.field(
-        7, betterproto2.TYPE_STRING, optional=True
-    )
+    signature: "str | None" = betterproto2.field(7, betterproto2.TYPE_STRING, optional=True)
 
 
 default_message_pool.register_message("omni.v1", "ToolCall", ToolCall)
@@ -1636,9 +1546,7 @@ default_message_pool.register_message("omni.v1", "ToolCall", ToolCall)
 
 @dataclass(eq=False, repr=False)
 class ToolCallOutput(betterproto2.Message):
-    role: "Role" = betterproto2.field(
-        1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0)
-    )
+    role: "Role" = betterproto2.field(1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0))
 
     output: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
@@ -1676,9 +1584,7 @@ default_message_pool.register_message("omni.v1", "ToolDefinition", ToolDefinitio
 
 @dataclass(eq=False, repr=False)
 class ToolListReady(betterproto2.Message):
-    tools: "list[ToolDefinition]" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    tools: "list[ToolDefinition]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
 
 
 default_message_pool.register_message("omni.v1", "ToolListReady", ToolListReady)
@@ -1711,9 +1617,7 @@ class UnknownServerEvent(betterproto2.Message):
     json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
 
-default_message_pool.register_message(
-    "omni.v1", "UnknownServerEvent", UnknownServerEvent
-)
+default_message_pool.register_message("omni.v1", "UnknownServerEvent", UnknownServerEvent)
 
 
 class AgentServiceStub:
@@ -1768,9 +1672,7 @@ class AgentServiceStub:
             AbortResponse.FromString,
         )(message)
 
-    def get_history(
-        self, message: "GetHistoryRequest"
-    ) -> "Iterator[GetHistoryResponse]":
+    def get_history(self, message: "GetHistoryRequest") -> "Iterator[GetHistoryResponse]":
         """
         Streams the session's recorded messages (its trace).
         """
@@ -1781,9 +1683,7 @@ class AgentServiceStub:
             GetHistoryResponse.FromString,
         )(message)
 
-    def list_sessions(
-        self, message: "ListSessionsRequest | None" = None
-    ) -> "ListSessionsResponse":
+    def list_sessions(self, message: "ListSessionsRequest | None" = None) -> "ListSessionsResponse":
 
         if message is None:
             message = ListSessionsRequest()

@@ -1,0 +1,197 @@
+"""The seed's "Omni SSE" dialect: a projection of one run onto six named events.
+
+``thought``, ``tool_call``, ``tool_result``, ``message``, ``error`` and ``done``
+are all a dumb client sees. :class:`DialectProjection` is a pure state machine:
+feed it the run's OmniMessages in hub order and it returns the dialect events
+to send, in the same order; :meth:`DialectProjection.finish` closes the run
+with exactly one ``done``. The mapping and what it drops are in docs/sse.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+from omni_grpc_proto.omni.v1 import omni_pb2
+
+from omni_grpc.transport.sse.wire import encode_frame
+
+EventName = Literal["thought", "tool_call", "tool_result", "message", "error", "done"]
+RunStatus = Literal["completed", "aborted", "failed"]
+
+# request_end statuses the engine retries: unrecoverable only if nothing
+# follows them but the end of the run.
+_RETRIED = {
+    omni_pb2.STOP_REASON_FAILED: "failed",
+    omni_pb2.STOP_REASON_TIMEOUT: "timeout",
+    omni_pb2.STOP_REASON_MALFORMED: "malformed",
+}
+
+
+@dataclass(frozen=True)
+class DialectEvent:
+    event: EventName
+    data: dict[str, Any]
+
+    def encode(self) -> bytes:
+        """The SSE frame: a named event with compact JSON data and no id."""
+        return encode_frame(orjson.dumps(self.data), event=self.event)
+
+
+@dataclass(frozen=True)
+class _Failure:
+    code: str
+    message: str
+
+
+def parse_tool_arguments(arguments: str) -> tuple[dict[str, Any], str | None]:
+    """``args`` for a tool_call event, plus the raw text when it is not an object.
+
+    Models sometimes write invalid or non-object JSON. The dialect promises an
+    object, so such arguments become ``{}`` and their exact text travels in
+    ``raw_args``; empty arguments (a tool without parameters) are just ``{}``.
+    """
+    if arguments.strip() == "":
+        return {}, None
+    try:
+        parsed = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return {}, arguments
+    if isinstance(parsed, dict):
+        return parsed, None
+    return {}, arguments
+
+
+class DialectProjection:
+    """Turns one run's messages into dialect events (see the module doc)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.total_tokens = 0
+        self._streamed = ""  # assistant text sent as deltas since the last complete text
+        self._in_compaction = False
+        self._aborted = False
+        self._pending_failure: _Failure | None = None
+        self._error_sent = False
+        self._done = False
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def feed(self, msg: Any) -> list[DialectEvent]:
+        """The dialect events for one OmniMessage (``omni_pb2.OmniMessage``)."""
+        if self._done:
+            return []
+        kind = msg.WhichOneof("payload")
+        if kind == "token_usage":
+            # Subagents spend tokens for this run too, so origin does not matter.
+            self.total_tokens += int(msg.token_usage.request.total)
+            return []
+        if len(msg.origin) > 0:
+            # The dialect has no notion of child sessions: their output would
+            # read as the main agent's.
+            return []
+        handler = getattr(self, f"_on_{kind}", None)
+        if handler is None:
+            return []
+        events: list[DialectEvent] = handler(getattr(msg, kind))
+        return events
+
+    def fail(self, code: str, message: str) -> list[DialectEvent]:
+        """An unrecoverable failure outside the messages (engine crash, hub gone)."""
+        if self._done or self._error_sent:
+            return []
+        self._pending_failure = None
+        return [self._error(code, message)]
+
+    def finish(self) -> list[DialectEvent]:
+        """Ends the run: a still-pending failure becomes ``error``, then ``done``."""
+        if self._done:
+            return []
+        events: list[DialectEvent] = []
+        if self._pending_failure is not None and not self._error_sent:
+            failure = self._pending_failure
+            events.append(self._error(failure.code, failure.message))
+        status: RunStatus = "completed"
+        if self._error_sent:
+            status = "failed"
+        elif self._aborted:
+            status = "aborted"
+        self._done = True
+        events.append(
+            DialectEvent(
+                "done",
+                {"run_id": self.run_id, "total_tokens": self.total_tokens, "status": status},
+            )
+        )
+        return events
+
+    # ---- per payload ---------------------------------------------------------
+
+    def _on_thinking(self, p: Any) -> list[DialectEvent]:
+        # Encrypted reasoning has empty text (its content is in fidelity only).
+        if p.thinking == "":
+            return []
+        return [DialectEvent("thought", {"text": p.thinking})]
+
+    def _on_partial_text(self, p: Any) -> list[DialectEvent]:
+        if p.role != omni_pb2.ROLE_ASSISTANT or self._in_compaction or p.text == "":
+            return []
+        self._streamed += p.text
+        return [DialectEvent("message", {"delta": p.text})]
+
+    def _on_text(self, p: Any) -> list[DialectEvent]:
+        if p.role != omni_pb2.ROLE_ASSISTANT or self._in_compaction:
+            return []
+        streamed, self._streamed = self._streamed, ""
+        # Only what the deltas did not already say: the whole text when the
+        # segment was never streamed, the missing tail when the stream fell short.
+        if streamed and not p.text.startswith(streamed):
+            return []
+        rest = p.text[len(streamed) :]
+        return [DialectEvent("message", {"delta": rest})] if rest else []
+
+    def _on_tool_call(self, p: Any) -> list[DialectEvent]:
+        args, raw = parse_tool_arguments(p.arguments)
+        data: dict[str, Any] = {"tool": p.name, "call_id": p.tool_call_id, "args": args}
+        if raw is not None:
+            data["raw_args"] = raw
+        return [DialectEvent("tool_call", data)]
+
+    def _on_tool_call_output(self, p: Any) -> list[DialectEvent]:
+        return [DialectEvent("tool_result", {"call_id": p.tool_call_id, "result": p.output})]
+
+    def _on_request_begin(self, _p: Any) -> list[DialectEvent]:
+        self._pending_failure = None  # a retry is under way
+        return []
+
+    def _on_request_end(self, p: Any) -> list[DialectEvent]:
+        message = p.error_message or p.message
+        if p.status == omni_pb2.STOP_REASON_AUTH:
+            # Never retried: the run stops here.
+            return [self._error("auth", message or "the model provider rejected the credentials")]
+        code = _RETRIED.get(p.status)
+        if code is not None:
+            self._pending_failure = _Failure(code, message or f"model request {code}")
+        else:
+            self._pending_failure = None
+        return []
+
+    def _on_compaction_begin(self, _p: Any) -> list[DialectEvent]:
+        # The summary streams as ordinary text; it is not the reply.
+        self._in_compaction = True
+        return []
+
+    def _on_compaction_end(self, _p: Any) -> list[DialectEvent]:
+        self._in_compaction = False
+        return []
+
+    def _on_abort(self, _p: Any) -> list[DialectEvent]:
+        self._aborted = True
+        return []
+
+    def _error(self, code: str, message: str) -> DialectEvent:
+        self._error_sent = True
+        return DialectEvent("error", {"code": code, "message": message})

@@ -86,6 +86,13 @@ class DescribesSession(Protocol):
 
 
 @runtime_checkable
+class ReadOnlyTools(Protocol):
+    """Optional: engines say which tools only read (approval mode read-only runs them)."""
+
+    def is_read_only_tool(self, name: str) -> bool: ...
+
+
+@runtime_checkable
 class ClosableEngine(Protocol):
     """Optional: engines holding resources (processes, channels) release them here."""
 

@@ -1,0 +1,39 @@
+"""Request failures the hub reports; each transport maps them to its own status."""
+
+from __future__ import annotations
+
+
+class HubError(Exception):
+    """Base class: a request the hub refuses (never an engine failure)."""
+
+
+class InvalidRequest(HubError):
+    """A request field is wrong; ``field`` names it (e.g. ``input[2].payload``)."""
+
+    def __init__(self, field: str, description: str) -> None:
+        super().__init__(f"{field}: {description}")
+        self.field = field
+        self.description = description
+
+
+class SessionNotFound(HubError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"unknown session {session_id!r}")
+        self.session_id = session_id
+
+
+class SessionBusy(HubError):
+    """The session already runs a task (one task at a time)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} is already running a task")
+        self.session_id = session_id
+
+
+class ApprovalNotPending(HubError):
+    def __init__(self, session_id: str, tool_call_id: str) -> None:
+        super().__init__(
+            f"session {session_id!r} has no pending approval for tool_call_id {tool_call_id!r}"
+        )
+        self.session_id = session_id
+        self.tool_call_id = tool_call_id

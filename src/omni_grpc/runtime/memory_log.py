@@ -1,0 +1,181 @@
+"""The default event log: an in-process ring buffer (reference channel limits)."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections import deque
+from collections.abc import AsyncIterator, Sequence
+
+from omni_grpc.runtime.events import EventBody, HubEvent, format_event_id, parse_event_id
+
+# The reference channel's limits; bytes are counted as UTF-16 code units.
+DEFAULT_MAX_COUNT = 10_000
+DEFAULT_MAX_BYTES = 8 * 1024 * 1024
+
+
+class MemorySubscription:
+    """A subscriber's bounded queue. The log fills it; the transport drains it."""
+
+    def __init__(self, log: MemoryEventLog) -> None:
+        self._log = log
+        self._queue: deque[HubEvent] = deque()
+        self._wakeup = asyncio.Event()
+        self._closed = False
+        # Events dropped by cut-offs, for tests and metrics.
+        self.cutoffs = 0
+
+    def _push(self, event: HubEvent) -> None:
+        if self._closed:
+            return
+        self._queue.append(event)
+        self._wakeup.set()
+
+    def _oldest_seq(self) -> int | None:
+        return self._queue[0].seq if self._queue else None
+
+    def _cut_off(self, resync: HubEvent) -> None:
+        """Drops the backlog this subscriber can no longer be served from."""
+        self.cutoffs += 1
+        self._queue.clear()
+        self._push(resync)
+
+    def _end(self) -> None:
+        self._closed = True
+        self._wakeup.set()
+
+    @property
+    def pending(self) -> int:
+        return len(self._queue)
+
+    async def next(self) -> HubEvent | None:
+        while not self._queue:
+            if self._closed:
+                return None
+            self._wakeup.clear()
+            await self._wakeup.wait()
+        return self._queue.popleft()
+
+    def __aiter__(self) -> AsyncIterator[HubEvent]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[HubEvent]:
+        while (event := await self.next()) is not None:
+            yield event
+
+    def close(self) -> None:
+        if not self._closed:
+            self._queue.clear()
+            self._end()
+            self._log._subscribers.discard(self)
+
+
+class MemoryEventLog:
+    """Ring buffer of at most ``max_count`` events / ``max_bytes`` UTF-16 units.
+
+    No method awaits anything, so each call is atomic on the event loop.
+    """
+
+    def __init__(
+        self,
+        resync_body: EventBody,
+        *,
+        max_count: int = DEFAULT_MAX_COUNT,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        epoch: str | None = None,
+    ) -> None:
+        if max_count < 1 or max_bytes < 1:
+            raise ValueError("max_count and max_bytes must be positive")
+        self._epoch = epoch or secrets.token_hex(4)
+        self._resync_body = resync_body
+        self._max_count = max_count
+        self._max_bytes = max_bytes
+        self._buffer: deque[tuple[HubEvent, int]] = deque()
+        self._bytes = 0
+        self._next_seq = 1
+        self._last_evicted_seq = 0
+        self._subscribers: set[MemorySubscription] = set()
+        self._closed = False
+
+    @property
+    def epoch(self) -> str:
+        return self._epoch
+
+    @property
+    def last_event_id(self) -> str | None:
+        if self._next_seq == 1:
+            return None
+        return format_event_id(self._epoch, self._next_seq - 1)
+
+    @property
+    def subscriber_count(self) -> int:
+        return len(self._subscribers)
+
+    def _take_seq(self, body: EventBody, *, buffered: bool) -> HubEvent:
+        seq = self._next_seq
+        self._next_seq += 1
+        return HubEvent(seq, format_event_id(self._epoch, seq), body, buffered)
+
+    async def publish(self, body: EventBody) -> HubEvent:
+        size = body.size
+        # Evict first, so any resync_required sent to a cut-off subscriber
+        # takes a lower seq than this event.
+        self._evict(incoming=size)
+        event = self._take_seq(body, buffered=True)
+        self._buffer.append((event, size))
+        self._bytes += size
+        for sub in self._subscribers:
+            sub._push(event)
+        return event
+
+    def _evict(self, incoming: int) -> None:
+        # The incoming event always gets in, even when it alone exceeds max_bytes.
+        while self._buffer and (
+            len(self._buffer) + 1 > self._max_count or self._bytes + incoming > self._max_bytes
+        ):
+            old, size = self._buffer.popleft()
+            self._bytes -= size
+            self._last_evicted_seq = old.seq
+            for sub in self._subscribers:
+                oldest = sub._oldest_seq()
+                if oldest is not None and oldest <= old.seq:
+                    # Its backlog reaches past the buffer: serving it would keep
+                    # evicted events alive, so it must resync instead.
+                    sub._cut_off(self._take_seq(self._resync_body, buffered=False))
+
+    async def replay_after(self, event_id: str) -> list[HubEvent] | None:
+        return self._replay_after(event_id)
+
+    def _replay_after(self, event_id: str) -> list[HubEvent] | None:
+        parsed = parse_event_id(event_id)
+        if parsed is None:
+            return None
+        epoch, seq = parsed
+        if epoch != self._epoch or not (self._last_evicted_seq <= seq < self._next_seq):
+            return None
+        return [event for event, _ in self._buffer if event.seq > seq]
+
+    async def subscribe(
+        self, after_event_id: str | None = None, initial: Sequence[EventBody] = ()
+    ) -> MemorySubscription:
+        sub = MemorySubscription(self)
+        if self._closed:
+            sub._end()
+            return sub
+        if after_event_id:
+            replay = self._replay_after(after_event_id)
+            if replay is None:
+                sub._push(self._take_seq(self._resync_body, buffered=False))
+            else:
+                for event in replay:
+                    sub._push(event)
+        for body in initial:
+            sub._push(self._take_seq(body, buffered=False))
+        self._subscribers.add(sub)
+        return sub
+
+    async def close(self) -> None:
+        self._closed = True
+        for sub in list(self._subscribers):
+            sub._end()
+        self._subscribers.clear()

@@ -1,0 +1,160 @@
+"""The in-memory event log against the reference channel's recorded behaviour."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from omni_grpc_proto.omni.v1 import agent_service_pb2
+
+from omni_grpc.runtime.events import EventBody, HubEvent, parse_event_id, utf16_length
+from omni_grpc.runtime.memory_log import MemoryEventLog
+
+CONFORMANCE = Path(__file__).parent / "conformance"
+RESYNC = EventBody(
+    None,
+    agent_service_pb2.ServerEvent(resync_required=agent_service_pb2.ResyncRequired()),
+    b'{"type":"resync_required"}',
+)
+
+
+def body(text: str) -> EventBody:
+    event = agent_service_pb2.ServerEvent(
+        unknown=agent_service_pb2.UnknownServerEvent(type="t", json=text)
+    )
+    return EventBody(None, event, text.encode())
+
+
+async def drain(sub: object, count: int) -> list[HubEvent]:
+    out = []
+    for _ in range(count):
+        event = await asyncio.wait_for(sub.next(), 1)  # type: ignore[attr-defined]
+        assert event is not None
+        out.append(event)
+    return out
+
+
+async def reference_channel() -> MemoryEventLog:
+    """The channel state behind sse_replay_after_cases.json: ids 1-12 with the
+    unicast ids 4, 8, 10 and 11 missing from the buffer."""
+    log = MemoryEventLog(RESYNC, epoch="9f3c2a7e")
+    for n in (1, 2, 3):
+        await log.publish(body(f'"{n}"'))
+    await log.subscribe(initial=[body('"ts4"')])
+    for n in (5, 6, 7):
+        await log.publish(body(f'"{n}"'))
+    await log.subscribe(initial=[body('"ts8"')])
+    await log.publish(body('"9"'))
+    await log.subscribe("deadbeef-1", initial=[body('"ts11"')])  # takes 10 (resync) and 11
+    await log.publish(body('"12"'))
+    return log
+
+
+async def test_replay_after_matches_the_reference_cases() -> None:
+    cases = json.loads((CONFORMANCE / "sse_replay_after_cases.json").read_text())
+    log = await reference_channel()
+    assert log.last_event_id == cases.pop("lastEventId")
+    for event_id, expected in cases.items():
+        replay = await log.replay_after(event_id)
+        assert (replay is not None) == expected["hit"], event_id
+        assert [e.event_id for e in replay or []] == expected["ids"], event_id
+
+
+async def test_reconnect_hit_replays_the_gap_then_initial_then_live() -> None:
+    # sse_reconnect_hit.txt: Last-Event-ID 5 -> 6, 7 replayed, task_state id 8, live 9.
+    log = MemoryEventLog(RESYNC, epoch="9f3c2a7e")
+    for n in range(1, 4):
+        await log.publish(body(f'"{n}"'))
+    await log.subscribe(initial=[body('"ts"')])  # the fresh connect's unicast id 4
+    for n in range(5, 8):
+        await log.publish(body(f'"{n}"'))
+    sub = await log.subscribe("9f3c2a7e-5", initial=[body('"ts"')])
+    await log.publish(body('"9"'))
+    events = await drain(sub, 4)
+    assert [e.event_id for e in events] == [f"9f3c2a7e-{n}" for n in (6, 7, 8, 9)]
+    assert [e.buffered for e in events] == [True, True, False, True]
+
+
+async def test_reconnect_miss_sends_resync_first() -> None:
+    # sse_reconnect_miss_resync.txt: a foreign epoch -> resync_required, task_state, live.
+    log = MemoryEventLog(RESYNC, epoch="9f3c2a7e")
+    for n in range(1, 10):
+        await log.publish(body(f'"{n}"'))
+    sub = await log.subscribe("deadbeef-3", initial=[body('"ts"')])
+    await log.publish(body('"12"'))
+    events = await drain(sub, 3)
+    assert [e.event_id for e in events] == ["9f3c2a7e-10", "9f3c2a7e-11", "9f3c2a7e-12"]
+    assert events[0].data == b'{"type":"resync_required"}'
+    assert not events[0].buffered and not events[1].buffered
+
+
+async def test_fresh_subscribe_replays_nothing() -> None:
+    log = MemoryEventLog(RESYNC)
+    await log.publish(body('"old"'))
+    sub = await log.subscribe()
+    await log.publish(body('"new"'))
+    [event] = await drain(sub, 1)
+    assert event.data == b'"new"'
+    assert parse_event_id(event.event_id) == (log.epoch, 2)
+    assert len(log.epoch) == 8 and int(log.epoch, 16) >= 0
+
+
+async def test_eviction_by_count_turns_old_ids_into_misses() -> None:
+    log = MemoryEventLog(RESYNC, max_count=3)
+    ids = [(await log.publish(body(f'"{n}"'))).event_id for n in range(6)]
+    assert await log.replay_after(ids[1]) is None  # seq 2 was evicted (last evicted is 3)
+    hit = await log.replay_after(ids[2])  # seq 3 == last evicted: still a hit
+    assert hit is not None and [e.event_id for e in hit] == ids[3:]
+
+
+async def test_eviction_by_size_counts_utf16_units() -> None:
+    # "€" is 3 UTF-8 bytes but one UTF-16 unit; "😀" is 4 bytes and two units.
+    assert utf16_length('"€"'.encode()) == 3
+    assert utf16_length('"😀"'.encode()) == 4
+    log = MemoryEventLog(RESYNC, max_bytes=10)
+    first = await log.publish(body('"€€€"'))  # 5 units
+    await log.publish(body('"€€€"'))  # 10 units in total: both fit
+    assert await log.replay_after(first.event_id) is not None
+    assert len(await log.replay_after(f"{log.epoch}-0") or []) == 2
+    await log.publish(body('"x"'))  # 13 units: the first is evicted
+    assert await log.replay_after(f"{log.epoch}-0") is None
+
+
+async def test_a_slow_subscriber_is_cut_off_with_resync_and_keeps_going_live() -> None:
+    log = MemoryEventLog(RESYNC, max_count=4)
+    slow = await log.subscribe()
+    fast = await log.subscribe()
+    received: list[HubEvent] = []
+    for n in range(10):
+        await log.publish(body(f'"{n}"'))
+        received.extend(await drain(fast, 1))
+    # The fast reader saw everything, in order, and the publisher never waited.
+    assert [e.data for e in received] == [f'"{n}"'.encode() for n in range(10)]
+    # The slow one lost its backlog once it reached past the buffer.
+    first = await drain(slow, 1)
+    assert first[0].data == b'{"type":"resync_required"}'
+    assert slow.cutoffs >= 1
+    rest = []
+    while slow.pending:
+        rest.extend(await drain(slow, 1))
+    # What it still holds is newer than the resync and still buffered.
+    assert all(e.seq > first[0].seq for e in rest)
+    assert slow.pending == 0
+
+
+async def test_close_ends_subscriptions() -> None:
+    log = MemoryEventLog(RESYNC)
+    sub = await log.subscribe()
+    waiter = asyncio.create_task(sub.next())
+    await asyncio.sleep(0)
+    await log.close()
+    assert await asyncio.wait_for(waiter, 1) is None
+    late = await log.subscribe()
+    assert await late.next() is None
+
+
+@pytest.mark.parametrize("bad", ["", "garbage", "abc-", "-", "x-1.5"])
+def test_malformed_ids_do_not_parse(bad: str) -> None:
+    assert parse_event_id(bad) is None

@@ -1,0 +1,205 @@
+"""The OmniMessage envelope: JSON text or dict <-> ``omni_pb2.OmniMessage``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from omni_grpc_proto.omni.v1 import omni_pb2
+
+from omni_grpc.convert import _jsontext as jt
+from omni_grpc.convert._errors import ConversionError
+from omni_grpc.convert._fields import MISSING, StrList, wrong_type
+from omni_grpc.convert._objects import decode_object, encode_object
+from omni_grpc.convert._schema import (
+    ENVELOPE_TYPE_OF_ARM,
+    MESSAGE_TYPES,
+    PAYLOAD_BY_ARM,
+    PAYLOAD_BY_TYPE,
+    SESSION_META,
+)
+from omni_grpc.convert._shape import ShapeRecorder, ShapeView, child
+
+OmniMessage = omni_pb2.OmniMessage
+# Large enough for a tool output carrying several images; configurable per call.
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+_MESSAGE_TYPE_TEXT = {number: text for text, number in MESSAGE_TYPES.items()}
+_ORIGIN = StrList("origin")
+
+
+def parse_message(
+    data: bytes | str, *, line: int | None = None, max_bytes: int = DEFAULT_MAX_BYTES
+) -> OmniMessage:
+    """One JSON text (a trace line, an SSE data field) as an OmniMessage."""
+    if len(data) > max_bytes:
+        raise ConversionError(
+            f"message is {len(data)} bytes, over the {max_bytes}-byte limit", line=line
+        )
+    try:
+        obj = jt.loads(data)
+    except ConversionError as exc:
+        raise exc.at_line(line) from None
+    return message_from_dict(obj, line=line)
+
+
+def message_from_dict(obj: Mapping[str, Any], *, line: int | None = None) -> OmniMessage:
+    """A parsed JSON object as an OmniMessage."""
+    if type(obj) is not dict:
+        if isinstance(obj, Mapping):
+            obj = dict(obj)
+        else:
+            raise ConversionError(f"expected a JSON object, got {type(obj).__name__}", line=line)
+    msg = OmniMessage()
+    rec = ShapeRecorder()
+    try:
+        _decode_envelope(obj, msg, rec)
+    except ConversionError as exc:
+        raise exc.at_line(line) from None
+    if rec.orders or rec.raws:
+        rec.fill(msg.shape)
+    return msg
+
+
+def _decode_envelope(obj: dict[str, Any], msg: OmniMessage, rec: ShapeRecorder) -> None:
+    unknown = False
+    for key, value in obj.items():
+        if key == "timestamp":
+            if type(value) is not str:
+                raise wrong_type("/timestamp", "a string", value)
+            if jt.has_surrogate(value):
+                rec.raw("/timestamp", jt.dump_value(value))
+                value = jt.scrub_surrogates(value)
+            msg.timestamp = value
+        elif key == "type":
+            if type(value) is not str:
+                raise wrong_type("/type", "a string", value)
+            number = MESSAGE_TYPES.get(value)
+            if number is None:
+                rec.raw("/type", jt.dump_value(value))
+            else:
+                msg.type = number  # type: ignore[assignment]
+        elif key == "payload":
+            _decode_payload(value, obj.get("type"), msg, rec)
+        elif key == "origin":
+            _ORIGIN.decode(value, msg, "/origin", rec)
+        else:
+            rec.raw(child("", key), jt.dump_value(value))
+            unknown = True
+    if "payload" not in obj:
+        raise ConversionError("missing the payload", path="/payload")
+    keys = list(obj)
+    if unknown or keys != _default_envelope_keys(msg):
+        rec.key_order("", keys)
+
+
+def _decode_payload(payload: Any, envelope_type: Any, msg: OmniMessage, rec: ShapeRecorder) -> None:
+    if type(payload) is not dict:
+        raise wrong_type("/payload", "an object", payload)
+    if envelope_type == "session_meta":
+        spec = SESSION_META
+    else:
+        kind = payload.get("type", MISSING)
+        if kind is MISSING:
+            raise ConversionError("missing the payload type", path="/payload/type")
+        if type(kind) is not str:
+            raise wrong_type("/payload/type", "a string", kind)
+        found = PAYLOAD_BY_TYPE.get(kind)
+        if found is None:
+            msg.unknown.type = jt.scrub_surrogates(kind)
+            msg.unknown.json = jt.dump_value(payload)
+            return
+        spec = found
+    target = getattr(msg, spec.arm or "")
+    target.SetInParent()
+    decode_object(spec, payload, target, "/payload", rec)
+
+
+def _default_envelope_keys(msg: OmniMessage) -> list[str]:
+    keys = ["timestamp", "type", "payload"]
+    if msg.origin:
+        keys.append("origin")
+    return keys
+
+
+def serialize_message(msg: OmniMessage) -> bytes:
+    """Compact JSON in reference form (no trailing newline): byte-identical to
+    the source when ``msg`` came from JSON, reference builder order otherwise."""
+    return jt.dumps(message_to_jsonable(msg))
+
+
+def message_to_jsonable(msg: OmniMessage) -> dict[str, Any]:
+    """The message as a dict orjson writes in reference form (may hold fragments)."""
+    view = ShapeView(msg.shape) if msg.HasField("shape") else None
+    order = view.orders.get("") if view is not None else None
+    keys: list[str] = list(order) if order is not None else _default_envelope_keys(msg)
+    if order is not None and msg.origin and "origin" not in order:
+        keys.append("origin")
+    out: dict[str, Any] = {}
+    for key in keys:
+        if key == "timestamp":
+            out[key] = _exact_string(msg.timestamp, "/timestamp", view)
+        elif key == "type":
+            value = _envelope_type(msg, view)
+            if value is not MISSING:
+                out[key] = value
+        elif key == "payload":
+            out[key] = _encode_payload(msg, view)
+        elif key == "origin":
+            out[key] = _ORIGIN.encode(msg, "/origin", view)
+        elif view is not None:
+            raw = view.raws.get(child("", key))
+            if raw is not None:
+                out[key] = jt.Fragment(raw)
+    return out
+
+
+def _exact_string(value: str, path: str, view: ShapeView | None) -> Any:
+    if view is not None:
+        raw = view.raws.get(path)
+        if raw is not None and jt.scrub_surrogates(jt.loads(raw)) == value:
+            return jt.Fragment(raw)
+    return value
+
+
+def _envelope_type(msg: OmniMessage, view: ShapeView | None) -> Any:
+    if msg.type:
+        return _MESSAGE_TYPE_TEXT.get(msg.type, MISSING)
+    if view is not None:
+        raw = view.raws.get("/type")
+        if raw is not None:
+            return jt.Fragment(raw)
+    arm = msg.WhichOneof("payload")
+    if arm is None or arm == "unknown":
+        return MISSING
+    return ENVELOPE_TYPE_OF_ARM[arm]
+
+
+def _encode_payload(msg: OmniMessage, view: ShapeView | None) -> Any:
+    arm = msg.WhichOneof("payload")
+    if arm is None:
+        raise ConversionError("the message has no payload", path="/payload")
+    if arm == "unknown":
+        try:
+            jt.loads(msg.unknown.json)
+        except ConversionError as exc:
+            raise ConversionError(
+                f"unknown payload is not JSON: {exc.reason}", path="/payload"
+            ) from None
+        return jt.Fragment(msg.unknown.json)
+    return encode_object(PAYLOAD_BY_ARM[arm], getattr(msg, arm), "/payload", view)
+
+
+def message_to_dict(msg: OmniMessage) -> dict[str, Any]:
+    """The message as plain JSON values (parsed back from its exact text)."""
+    result: dict[str, Any] = jt.loads(serialize_message(msg))
+    return result
+
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "message_from_dict",
+    "message_to_dict",
+    "message_to_jsonable",
+    "parse_message",
+    "serialize_message",
+]

@@ -1,0 +1,102 @@
+"""Append-only JSONL trace writer with the reference guarantees.
+
+* One ``write(2)`` per record on an ``O_APPEND`` descriptor, so concurrent writers
+  (threads or processes) never splice records into each other.
+* A torn tail left by a crash is healed: before the first append to an existing
+  file whose last byte is not ``\\n`` (and again after a failed write), the record
+  is prefixed with ``\\n``. The torn line then becomes a malformed *middle* line,
+  which tolerant readers skip and report instead of gluing it to a good record.
+* Only recordable messages are written: no ``partial_*``, nothing with ``origin``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from omni_grpc.protocol.guards import is_recordable
+from omni_grpc.trace.paths import parse_shard_name
+
+if TYPE_CHECKING:
+    from omni_grpc_proto.omni.v1.omni_pb2 import OmniMessage
+
+
+class TraceWriter:
+    """Serialized appends to one trace shard. Safe to share between threads."""
+
+    def __init__(self, path: str | Path) -> None:
+        self._path = Path(path)
+        self._lock = threading.Lock()
+        # None: the tail has not been looked at since construction or a failure.
+        self._needs_newline: bool | None = None
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def write(self, msg: OmniMessage) -> bool:
+        """Append ``msg`` if it is recordable; ``False`` (nothing written) otherwise."""
+        if not is_recordable(msg):
+            return False
+        from omni_grpc.convert import serialize_message
+
+        self.append_line(serialize_message(msg))
+        return True
+
+    def append_line(self, record: bytes) -> None:
+        """Append one already-serialized JSON record (without its newline)."""
+        if b"\n" in record:
+            raise ValueError("a trace record must be a single line")
+        with self._lock:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                if self._needs_newline is None:
+                    self._needs_newline = _tail_is_torn(fd)
+                data = (b"\n" if self._needs_newline else b"") + record + b"\n"
+                # A failure (including a short write) leaves the tail unknown: look
+                # again before the next append.
+                self._needs_newline = None
+                written = os.write(fd, data)
+                if written != len(data):
+                    raise OSError(f"short write to {self._path}: {written} of {len(data)} bytes")
+                self._needs_newline = False
+            finally:
+                os.close(fd)
+
+    def rotate(self) -> Path:
+        """Move to the next shard (``_001`` -> ``_002``) in the same date directory."""
+        parsed = parse_shard_name(self._path)
+        if parsed is None:
+            raise ValueError(f"{self._path.name} is not a <session>_<NNN>.jsonl shard")
+        session_id, index = parsed
+        if index >= 999:
+            raise ValueError(f"{self._path.name} is the last possible shard")
+        with self._lock:
+            self._path = self._path.with_name(f"{session_id}_{index + 1:03d}.jsonl")
+            self._needs_newline = None
+        return self._path
+
+    def close(self) -> None:
+        """Nothing stays open between records; present for ``with`` blocks."""
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _tail_is_torn(fd: int) -> bool:
+    size = os.fstat(fd).st_size
+    if size == 0:
+        return False
+    return os.pread(fd, 1, size - 1) != b"\n"

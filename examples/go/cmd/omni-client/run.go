@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	omniv1 "github.com/omni-grpc/omni-grpc/generated/go/omni/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// response is what Run and Attach both stream.
+type response interface {
+	GetEventId() string
+	GetSessionId() string
+	GetMessage() *omniv1.OmniMessage
+	GetEvent() *omniv1.ServerEvent
+}
+
+type runner struct {
+	client     omniv1.AgentServiceClient
+	out, log   io.Writer
+	approve    bool
+	abortAfter int // call Abort after this many responses (0: never)
+	dropAfter  int // cancel the stream after this many responses, then Attach
+
+	seen, lastEventID, sessionID string
+	received                     int
+	approved                     map[string]bool
+	aborting                     bool
+}
+
+// run starts a task and follows it to the end, re-attaching (from the last
+// event id) when the stream breaks.
+func (r *runner) run(ctx context.Context, prompt string) error {
+	r.approved = map[string]bool{}
+	mode := omniv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL
+	if r.approve || r.abortAfter > 0 {
+		mode = omniv1.ApprovalMode_APPROVAL_MODE_ASK
+	}
+	callCtx, drop := context.WithCancel(ctx)
+	defer drop()
+	// detach_on_cancel keeps the task alive when this call breaks, so it can be re-attached.
+	stream, err := r.client.Run(callCtx, &omniv1.RunRequest{
+		Prompt: prompt, ApprovalMode: mode, DetachOnCancel: true,
+	})
+	if err != nil {
+		return err
+	}
+	err = r.follow(ctx, func() (response, error) { return stream.Recv() }, drop)
+	for errors.Is(err, errDropped) || status.Code(err) == codes.Unavailable {
+		if r.sessionID == "" {
+			return err
+		}
+		fmt.Fprintf(r.log, "[reconnect] attach after %s\n", r.lastEventID)
+		r.dropAfter = 0
+		callCtx, drop = context.WithCancel(ctx)
+		defer drop()
+		attach, aerr := r.client.Attach(callCtx, &omniv1.AttachRequest{
+			SessionId: r.sessionID, AfterEventId: r.lastEventID,
+		})
+		if aerr != nil {
+			return aerr
+		}
+		err = r.follow(ctx, func() (response, error) { return attach.Recv() }, drop)
+	}
+	return err
+}
+
+var errDropped = errors.New("connection dropped on purpose")
+
+// follow handles responses until the stream ends.
+func (r *runner) follow(ctx context.Context, recv func() (response, error), drop context.CancelFunc) error {
+	for {
+		resp, err := recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := r.handle(ctx, resp); err != nil {
+			return err
+		}
+		r.received++
+		if r.dropAfter > 0 && r.received == r.dropAfter {
+			drop()
+			return errDropped
+		}
+		if r.abortAfter > 0 && r.received == r.abortAfter {
+			r.aborting = true
+			res, err := r.client.Abort(ctx, &omniv1.AbortRequest{SessionId: r.sessionID, Reason: "stopped by omni-client"})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(r.log, "[abort] requested, was running: %v\n", res.WasRunning)
+		}
+	}
+}
+
+func (r *runner) handle(ctx context.Context, resp response) error {
+	if r.sessionID == "" {
+		fmt.Fprintf(r.log, "[session] %s\n", resp.GetSessionId())
+	}
+	r.sessionID = resp.GetSessionId()
+	if id := resp.GetEventId(); id != "" {
+		r.lastEventID = id
+	}
+	if msg := resp.GetMessage(); msg != nil {
+		r.print(msg)
+		return nil
+	}
+	ev := resp.GetEvent()
+	switch {
+	case ev.GetApprovalRequest() != nil:
+		call := ev.GetApprovalRequest().GetToolCall().GetToolCall()
+		if !r.approve || r.aborting || r.approved[call.GetToolCallId()] {
+			return nil
+		}
+		// Pending requests are re-sent on Attach; answer each call once.
+		r.approved[call.GetToolCallId()] = true
+		fmt.Fprintf(r.log, "[approve] %s %s\n", call.GetName(), call.GetToolCallId())
+		_, err := r.client.Approve(ctx, &omniv1.ApproveRequest{
+			SessionId: r.sessionID, ToolCallId: call.GetToolCallId(), Decision: omniv1.Decision_DECISION_ALLOW,
+		})
+		return err
+	case ev.GetResyncRequired() != nil:
+		fmt.Fprintln(r.log, "[resync] the event id is gone; GetHistory has the recorded messages")
+	}
+	return nil
+}
+
+// print writes streamed text as it arrives; complete messages from the main
+// session (no origin) end the line or are logged.
+func (r *runner) print(msg *omniv1.OmniMessage) {
+	if len(msg.GetOrigin()) > 0 {
+		return
+	}
+	switch p := msg.Payload.(type) {
+	case *omniv1.OmniMessage_PartialText:
+		if p.PartialText.GetRole() == omniv1.Role_ROLE_ASSISTANT {
+			fmt.Fprint(r.out, p.PartialText.GetText())
+			r.seen += p.PartialText.GetText()
+		}
+	case *omniv1.OmniMessage_Text:
+		if p.Text.GetRole() != omniv1.Role_ROLE_ASSISTANT {
+			return
+		}
+		if r.seen == "" { // an engine that does not stream partials
+			fmt.Fprint(r.out, p.Text.GetText())
+		}
+		fmt.Fprintln(r.out)
+		r.seen = ""
+	case *omniv1.OmniMessage_ToolCall:
+		fmt.Fprintf(r.log, "[tool_call] %s %s\n", p.ToolCall.GetName(), p.ToolCall.GetArguments())
+	case *omniv1.OmniMessage_ApprovalDecision:
+		fmt.Fprintf(r.log, "[decision] %s %s\n", p.ApprovalDecision.GetDecision(), p.ApprovalDecision.GetToolCallId())
+	case *omniv1.OmniMessage_ToolCallOutput:
+		fmt.Fprintf(r.log, "[tool_output] %s\n", p.ToolCallOutput.GetOutput())
+	case *omniv1.OmniMessage_Abort:
+		fmt.Fprintf(r.log, "[aborted] %s\n", p.Abort.GetReason())
+	}
+}

@@ -1,0 +1,283 @@
+"""The embedded ``demo`` engine: deterministic, offline, and complete.
+
+One prompt drives a two-request turn that exercises the whole protocol:
+``tool_list_ready`` (first run of a session), then request 1 with
+thinking, text and a ``list_workspace`` tool call (streamed as partials, each
+followed by its complete message), the approval, ``token_usage`` and
+``request_end``, the tool's streamed output (it really lists the session
+workspace), and request 2 with the final answer. It honours abort at every
+step: open fragments are closed as ``aborted``, then ``request_end aborted``,
+then ``abort`` last. It doubles as a conformance server for client authors.
+
+Options (``--engine-opt``): ``pacing`` seconds between deltas (default 0, for
+benchmarks), ``repeat`` times the final answer is streamed (default 1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+from omni_grpc import protocol
+from omni_grpc.engines.base import Decision, JsonObject, RunOptions
+
+TOOL_NAME = "list_workspace"
+_TOOL = protocol.tool_definition(
+    TOOL_NAME,
+    "List the files in the session workspace.",
+    {
+        "type": "object",
+        "properties": {"path": {"type": "string", "description": "A directory inside it."}},
+        "required": ["path"],
+    },
+)
+_ARGUMENT_CHUNKS = ('{"path":', '"."}')
+
+
+class _Aborted(Exception):
+    """Raised inside the run when the abort signal is seen."""
+
+
+class DemoEngine:
+    name = "demo"
+
+    def __init__(self, pacing: float = 0.0, repeat: int = 1) -> None:
+        if pacing < 0:
+            raise ValueError("pacing must be >= 0")
+        if repeat < 1:
+            raise ValueError("repeat must be >= 1")
+        self.pacing = pacing
+        self.repeat = repeat
+        self._runs: dict[str, int] = {}
+        self._usage: dict[str, JsonObject] = {}
+
+    def session_meta(self, session_id: str, workspace: Path) -> JsonObject:
+        return protocol.session_meta_payload(
+            session_id,
+            "omni-grpc",
+            "demo",
+            32768,
+            "You are the omni-grpc demo engine.",
+            "",
+            str(workspace),
+        )
+
+    def is_read_only_tool(self, name: str) -> bool:
+        return name == TOOL_NAME
+
+    async def run(self, input: list[JsonObject], options: RunOptions) -> AsyncIterator[JsonObject]:
+        turn = _Turn(self, options)
+        try:
+            async for msg in turn.play(_prompt_of(input)):
+                yield msg
+        except _Aborted:
+            for msg in turn.close_aborted():
+                yield msg
+
+    def _next_run(self, session_id: str) -> int:
+        self._runs[session_id] = self._runs.get(session_id, 0) + 1
+        return self._runs[session_id]
+
+    def _count(self, session_id: str, output_text: str, prompt_text: str) -> JsonObject:
+        request = {
+            "cache_read": 0,
+            "cache_write": max(1, len(prompt_text) // 4),
+            "output": max(1, len(output_text) // 4),
+            "total": 0,
+        }
+        request["total"] = request["cache_write"] + request["output"]
+        previous = self._usage.get(session_id, protocol.empty_token_counts())
+        self._usage[session_id] = protocol.add_token_counts(previous, request)
+        return protocol.token_usage(self._usage[session_id], request)
+
+
+class _Turn:
+    """One run's state, so an abort can close exactly what is open."""
+
+    def __init__(self, engine: DemoEngine, options: RunOptions) -> None:
+        self.engine = engine
+        self.options = options
+        self.request_open = False
+        # The open fragment: (partial kind, tool_call_id, name, text so far).
+        self.fragment: tuple[str, str, str, str] | None = None
+
+    async def _tick(self) -> None:
+        """Paces the stream and notices an abort; zero pacing still yields to the loop."""
+        abort = self.options.abort
+        if self.engine.pacing > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(abort.wait(), self.engine.pacing)
+        else:
+            await asyncio.sleep(0)
+        if abort.is_set():
+            raise _Aborted
+
+    async def play(self, prompt: str) -> AsyncIterator[JsonObject]:
+        opts = self.options
+        number = self.engine._next_run(opts.session_id)
+        call_id = f"call_demo_{number}"
+        if number == 1:
+            yield protocol.tool_list_ready([_TOOL])
+
+        # Request 1: think, say what happens next, call the tool.
+        await self._tick()
+        yield self._begin()
+        said = "I'll list the session workspace first."
+        if opts.thinking_level != "none":
+            thought = f"The user wrote {prompt!r}. Listing the workspace gives a concrete answer."
+            async for msg in self._segment("partial_thinking", _words(thought)):
+                yield msg
+        async for msg in self._segment("partial_text", _words(said)):
+            yield msg
+        async for msg in self._segment("partial_tool_call", _ARGUMENT_CHUNKS, call_id, TOOL_NAME):
+            yield msg
+        call = protocol.tool_call(TOOL_NAME, "".join(_ARGUMENT_CHUNKS), call_id)
+        decision = await _ask(opts, call)
+        # The decision is recorded even when an abort resolved it (as deny).
+        yield protocol.approval_decision(decision, call_id)
+        if decision != "allow":
+            yield protocol.denied_tool_output(call, decision)
+        if opts.abort.is_set():
+            raise _Aborted
+        yield self.engine._count(opts.session_id, said, prompt)
+        yield self._end("completed")
+
+        # The approved tool runs after the model's request ended, as in the reference.
+        listing = None
+        if decision == "allow":
+            listing = _list_workspace(opts.workspace)
+            async for msg in self._segment("partial_tool_call_output", [listing], call_id):
+                yield msg
+
+        # Request 2: the final answer.
+        await self._tick()
+        yield self._begin()
+        answer = (_answer(prompt, listing) * self.engine.repeat).rstrip()
+        async for msg in self._segment("partial_text", _words(answer)):
+            yield msg
+        yield self.engine._count(opts.session_id, answer, prompt)
+        yield self._end("completed")
+        if opts.abort.is_set():  # an abort that came with the last message still ends it
+            raise _Aborted
+
+    def _begin(self) -> JsonObject:
+        self.request_open = True
+        return protocol.request_begin()
+
+    def _end(self, status: str) -> JsonObject:
+        self.request_open = False
+        return protocol.request_end(status)
+
+    async def _segment(
+        self, kind: str, chunks: Any, call_id: str = "", name: str = ""
+    ) -> AsyncIterator[JsonObject]:
+        """start, one delta per chunk, stop, then the complete message."""
+        self.fragment = (kind, call_id, name, "")
+        yield _partial(kind, "start", "", call_id, name)
+        for chunk in chunks:
+            await self._tick()
+            self.fragment = (kind, call_id, name, self.fragment[3] + chunk)
+            yield _partial(kind, "delta", chunk, call_id, name)
+        await self._tick()
+        text = self.fragment[3]
+        self.fragment = None
+        yield _partial(kind, "stop", "", call_id, name)
+        yield _complete(kind, text, call_id, name, "completed")
+
+    def close_aborted(self) -> list[JsonObject]:
+        out: list[JsonObject] = []
+        if self.fragment is not None:
+            kind, call_id, name, text = self.fragment
+            out.append(_partial(kind, "stop", "", call_id, name, "aborted"))
+            out.append(_complete(kind, text, call_id, name, "aborted"))
+            self.fragment = None
+        if self.request_open:
+            out.append(self._end("aborted"))
+        out.append(protocol.abort_event(self.options.abort.reason or "aborted by user"))
+        return out
+
+
+async def _ask(options: RunOptions, call: JsonObject) -> Decision:
+    try:
+        return await options.approve(call)
+    except Exception:  # a failing callback counts as deny (reference rule)
+        return "deny"
+
+
+_PARTIALS: dict[str, Callable[..., JsonObject]] = {
+    "partial_text": lambda ev, text, cid, name, sr: protocol.partial_text(ev, text, stop_reason=sr),
+    "partial_thinking": lambda ev, text, cid, name, sr: protocol.partial_thinking(
+        ev, text, stop_reason=sr
+    ),
+    "partial_tool_call": lambda ev, text, cid, name, sr: protocol.partial_tool_call(
+        ev, name, text, cid, stop_reason=sr
+    ),
+    "partial_tool_call_output": lambda ev, text, cid, name, sr: protocol.partial_tool_call_output(
+        ev, text, cid, stop_reason=sr
+    ),
+}
+_COMPLETES: dict[str, Callable[..., JsonObject]] = {
+    "partial_text": lambda text, cid, name, sr: protocol.assistant_text(text, stop_reason=sr),
+    "partial_thinking": lambda text, cid, name, sr: protocol.thinking(text, stop_reason=sr),
+    "partial_tool_call": lambda text, cid, name, sr: protocol.tool_call(
+        name, text, cid, stop_reason=sr
+    ),
+    "partial_tool_call_output": lambda text, cid, name, sr: protocol.tool_call_output(
+        text, cid, stop_reason=sr
+    ),
+}
+
+
+def _partial(
+    kind: str, event: str, text: str, call_id: str, name: str, stop_reason: str = "completed"
+) -> JsonObject:
+    return _PARTIALS[kind](event, text, call_id, name, stop_reason)
+
+
+def _complete(kind: str, text: str, call_id: str, name: str, stop_reason: str) -> JsonObject:
+    return _COMPLETES[kind](text, call_id, name, stop_reason)
+
+
+def _prompt_of(input: list[JsonObject]) -> str:
+    for msg in reversed(input):
+        payload = msg.get("payload", {})
+        if payload.get("type") == "text":
+            return str(payload.get("text", ""))
+    return ""
+
+
+def _words(text: str) -> list[str]:
+    """Word chunks with their trailing whitespace, so they join back exactly."""
+    return re.findall(r"\S+\s*|\s+", text)
+
+
+def _list_workspace(workspace: Path) -> str:
+    try:
+        entries = sorted(workspace.iterdir(), key=lambda p: p.name)
+    except OSError as exc:
+        return f"[tool error] {exc.strerror or exc}"
+    if not entries:
+        return "(the workspace is empty)"
+    lines = []
+    for entry in entries:
+        if entry.is_dir():
+            lines.append(f"{entry.name}/")
+        else:
+            lines.append(f"{entry.name}\t{entry.stat().st_size} bytes")
+    return "\n".join(lines)
+
+
+def _answer(prompt: str, listing: str | None) -> str:
+    if listing is None:
+        return f"You said {prompt!r}. I was not allowed to list the workspace. "
+    count = 0 if listing.startswith("(") else len(listing.splitlines())
+    return f"You said {prompt!r}. The workspace holds {count} entries. "
+
+
+def create(pacing: str = "0", repeat: str = "1") -> DemoEngine:
+    """The ``--engine demo`` factory (options arrive as strings)."""
+    return DemoEngine(pacing=float(pacing), repeat=int(repeat))

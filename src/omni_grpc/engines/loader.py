@@ -1,0 +1,99 @@
+"""``--engine SPEC`` -> an Engine.
+
+A small registry: each entry matches a spec by exact name or prefix (a scheme
+such as ``command:`` or ``grpc://``) and builds the engine from the spec and
+the ``--engine-opt key=value`` options. Adding an engine is one ``register``
+call; anything no entry claims is tried as ``module:factory``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from omni_grpc.engines.base import Engine
+
+# Builds an engine from the full spec string and the --engine-opt options.
+SpecFactory = Callable[[str, dict[str, str]], Engine]
+
+
+class EngineLoadError(ValueError):
+    """The spec names no engine, or its factory refused the options."""
+
+
+@dataclass(frozen=True)
+class _Entry:
+    key: str
+    prefix: bool
+    factory: SpecFactory
+    help: str
+
+
+_REGISTRY: list[_Entry] = []
+
+
+def register(key: str, factory: SpecFactory, *, prefix: bool = False, help: str = "") -> None:
+    """Registers ``key`` (an exact name, or with ``prefix=True`` a spec prefix)."""
+    global _REGISTRY
+    _REGISTRY = [e for e in _REGISTRY if e.key != key]
+    _REGISTRY.append(_Entry(key, prefix, factory, help))
+
+
+def registered() -> list[tuple[str, str]]:
+    """``(spec or prefix, help)`` pairs, for ``--help`` texts."""
+    return [(e.key + ("..." if e.prefix else ""), e.help) for e in _REGISTRY]
+
+
+def load_engine(spec: str = "demo", options: dict[str, str] | None = None) -> Engine:
+    opts = dict(options or {})
+    spec = spec.strip() or "demo"
+    # Longest prefix first, so "grpc+tls://" can sit beside "grpc://".
+    for entry in sorted(_REGISTRY, key=lambda e: -len(e.key)):
+        if spec == entry.key or (entry.prefix and spec.startswith(entry.key)):
+            return _build(spec, entry.factory, opts)
+    if ":" in spec:
+        return _build(spec, _from_module, opts)
+    known = ", ".join(k for k, _ in registered())
+    raise EngineLoadError(f"unknown engine {spec!r}: use one of {known}, or module:factory")
+
+
+def _build(spec: str, factory: SpecFactory, options: dict[str, str]) -> Engine:
+    try:
+        engine = factory(spec, options)
+    except EngineLoadError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise EngineLoadError(f"engine {spec!r}: {exc}") from exc
+    if not callable(getattr(engine, "run", None)):
+        raise EngineLoadError(
+            f"engine {spec!r}: the factory returned {engine!r}, which has no run()"
+        )
+    return engine
+
+
+def _from_module(spec: str, options: dict[str, str]) -> Engine:
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise EngineLoadError(f"engine {spec!r}: cannot import {module_name!r}: {exc}") from exc
+    factory: Any = module
+    for part in attr.split("."):
+        factory = getattr(factory, part, None)
+        if factory is None:
+            raise EngineLoadError(f"engine {spec!r}: {module_name!r} has no {attr!r}")
+    if not callable(factory):
+        raise EngineLoadError(f"engine {spec!r}: {attr!r} is not callable")
+    engine: Engine = factory(**options)
+    return engine
+
+
+def _demo(spec: str, options: dict[str, str]) -> Engine:
+    from omni_grpc.engines import demo
+
+    return demo.create(**options)
+
+
+register("demo", _demo, help="the embedded deterministic demo engine (pacing=, repeat=)")

@@ -1,0 +1,73 @@
+package io.omnigrpc.examples;
+
+import io.grpc.ManagedChannel;
+import io.grpc.netty.NettyChannelBuilder;
+import io.omnigrpc.omni.v1.AgentServiceGrpc;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * How a Java service uses the omni-grpc stubs.
+ *
+ * <pre>
+ * OmniClient run [--addr HOST:PORT] [--approve] [--abort-after N] [--drop-after N] PROMPT
+ * OmniClient trace FILE.binpb   # print a trace written by `omni-grpc convert`
+ * OmniClient echo               # delimited OmniMessages: stdin -> parse -> stdout
+ * </pre>
+ *
+ * run prints the streamed assistant text on stdout and what happens around it
+ * (session, tool calls, approvals, reconnects, abort) on stderr.
+ */
+public final class OmniClient {
+  public static void main(String[] args) throws Exception {
+    if (args.length < 1) {
+      usage();
+    }
+    switch (args[0]) {
+      case "run" -> run(args);
+      case "trace" -> {
+        if (args.length != 2) {
+          usage();
+        }
+        TraceCommand.print(java.nio.file.Path.of(args[1]), System.out);
+      }
+      case "echo" -> TraceCommand.echo(System.in, System.out);
+      default -> usage();
+    }
+  }
+
+  private static void run(String[] args) throws Exception {
+    String addr = "127.0.0.1:50051";
+    String prompt = null;
+    RunCommand.Options options = new RunCommand.Options();
+    for (int i = 1; i < args.length; i++) {
+      switch (args[i]) {
+        case "--addr" -> addr = args[++i];
+        case "--approve" -> options.approve = true;
+        case "--abort-after" -> options.abortAfter = Integer.parseInt(args[++i]);
+        case "--drop-after" -> options.dropAfter = Integer.parseInt(args[++i]);
+        default -> prompt = args[i];
+      }
+    }
+    if (prompt == null) {
+      usage();
+    }
+    int colon = addr.lastIndexOf(':');
+    // Debian ships grpc-netty only (no okhttp); plaintext is for loopback.
+    ManagedChannel channel =
+        NettyChannelBuilder.forAddress(addr.substring(0, colon), Integer.parseInt(addr.substring(colon + 1)))
+            .usePlaintext()
+            .build();
+    try {
+      new RunCommand(AgentServiceGrpc.newBlockingStub(channel), options).run(prompt);
+    } finally {
+      channel.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+    }
+  }
+
+  private static void usage() {
+    System.err.println("usage: OmniClient run [options] PROMPT | trace FILE | echo");
+    System.exit(2);
+  }
+
+  private OmniClient() {}
+}

@@ -1,0 +1,69 @@
+package io.omnigrpc.examples;
+
+import com.google.gson.Gson;
+import com.google.protobuf.Struct;
+import com.google.protobuf.util.JsonFormat;
+import io.omnigrpc.omni.v1.OmniMessage;
+import java.io.BufferedInputStream;
+import java.io.BufferedOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Locale;
+
+/** Reads varint-delimited .binpb traces (the format `omni-grpc convert` writes). */
+final class TraceCommand {
+  private static final Gson GSON = new Gson();
+  private static final JsonFormat.Printer JSON = JsonFormat.printer().omittingInsignificantWhitespace();
+
+  /** One line per message: number, timestamp, payload kind, then text and fidelity when present. */
+  static void print(Path path, PrintStream out) throws IOException {
+    try (InputStream in = new BufferedInputStream(Files.newInputStream(path))) {
+      OmniMessage m;
+      for (int n = 1; (m = OmniMessage.parseDelimitedFrom(in)) != null; n++) {
+        out.println("#" + n + " " + m.getTimestamp() + " " + describe(m));
+      }
+    }
+  }
+
+  private static String describe(OmniMessage m) throws IOException {
+    StringBuilder line = new StringBuilder(m.getPayloadCase().name().toLowerCase(Locale.ROOT));
+    Struct fidelity = null;
+    switch (m.getPayloadCase()) {
+      case TEXT -> {
+        line.append(" text=").append(GSON.toJson(m.getText().getText()));
+        fidelity = m.getText().hasFidelity() ? m.getText().getFidelity() : null;
+      }
+      case THINKING -> fidelity = m.getThinking().hasFidelity() ? m.getThinking().getFidelity() : null;
+      case TOOL_CALL -> {
+        line.append(" name=").append(GSON.toJson(m.getToolCall().getName()));
+        fidelity = m.getToolCall().hasFidelity() ? m.getToolCall().getFidelity() : null;
+      }
+      case INLINE_DATA -> fidelity = m.getInlineData().hasFidelity() ? m.getInlineData().getFidelity() : null;
+      case INLINE_THINKING ->
+          fidelity = m.getInlineThinking().hasFidelity() ? m.getInlineThinking().getFidelity() : null;
+      case UNKNOWN -> line.append(" type=").append(GSON.toJson(m.getUnknown().getType()));
+      default -> {}
+    }
+    if (fidelity != null) {
+      line.append(" fidelity=").append(JSON.print(fidelity));
+    }
+    return line.toString();
+  }
+
+  /** Parses every delimited OmniMessage on in and writes it back, re-serialized from the typed message. */
+  static void echo(InputStream in, OutputStream out) throws IOException {
+    InputStream buffered = new BufferedInputStream(in);
+    OutputStream sink = new BufferedOutputStream(out);
+    OmniMessage m;
+    while ((m = OmniMessage.parseDelimitedFrom(buffered)) != null) {
+      m.writeDelimitedTo(sink);
+    }
+    sink.flush();
+  }
+
+  private TraceCommand() {}
+}

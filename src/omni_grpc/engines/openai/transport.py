@@ -1,0 +1,110 @@
+"""One streaming chat-completions request, reduced to a queue of plain events.
+
+The request runs as its own task so the agent loop can wait on the stream,
+its tools and the abort signal at once; cancelling the task closes the HTTP
+response. Failures are classified per the reference retry ladder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+from httpx_sse import EventSource, SSEError
+
+JsonObject = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StreamChunk:
+    data: Any
+
+
+@dataclass(frozen=True)
+class StreamEnd:
+    # False when the body ended without the ``data: [DONE]`` terminator.
+    done_marker: bool
+
+
+@dataclass(frozen=True)
+class StreamFailure:
+    # A StopReason: timeout, malformed, failed or auth.
+    status: str
+    message: str
+    retryable: bool
+
+
+StreamEvent = StreamChunk | StreamEnd | StreamFailure
+
+
+def classify_status(code: int, detail: str) -> StreamFailure:
+    message = f"{code} {detail}".strip()
+    if code in (401, 403):
+        return StreamFailure("auth", message, retryable=False)
+    if code in (408, 409, 429) or code >= 500:
+        return StreamFailure("failed", message, retryable=True)
+    # Any other 4xx is a request the endpoint will refuse again.
+    return StreamFailure("failed", message, retryable=False)
+
+
+def error_detail(body: bytes) -> str:
+    """The ``error.message`` of an OpenAI-style error body, else its text."""
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body.decode("utf-8", errors="replace").strip()[:500]
+    if isinstance(parsed, dict):
+        error = parsed.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+        if isinstance(parsed.get("message"), str):
+            return str(parsed["message"])
+    return body.decode("utf-8", errors="replace").strip()[:500]
+
+
+async def stream_completion(
+    client: httpx.AsyncClient,
+    url: str,
+    body: JsonObject,
+    headers: dict[str, str],
+    emit: Callable[[StreamEvent], None],
+) -> None:
+    """POSTs ``body`` and emits every chunk, then one end or failure."""
+    try:
+        async with client.stream("POST", url, content=orjson.dumps(body), headers=headers) as resp:
+            if resp.status_code != 200:
+                detail = error_detail(await resp.aread())
+                emit(classify_status(resp.status_code, detail))
+                return
+            async for event in EventSource(resp).aiter_sse():
+                if event.data == "[DONE]":
+                    emit(StreamEnd(done_marker=True))
+                    return
+                if not event.data:
+                    continue
+                try:
+                    emit(StreamChunk(orjson.loads(event.data)))
+                except orjson.JSONDecodeError:
+                    snippet = event.data[:120]
+                    emit(
+                        StreamFailure("malformed", f"a stream event is not JSON: {snippet!r}", True)
+                    )
+                    return
+            emit(StreamEnd(done_marker=False))
+    except httpx.TimeoutException as exc:
+        emit(StreamFailure("timeout", f"timeout: {_describe(exc)}", True))
+    except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+        emit(StreamFailure("timeout", f"connection lost: {_describe(exc)}", True))
+    except SSEError as exc:
+        emit(StreamFailure("malformed", f"not an event stream: {exc}", True))
+    except httpx.HTTPError as exc:
+        emit(StreamFailure("failed", f"request error: {_describe(exc)}", True))
+
+
+def _describe(exc: Exception) -> str:
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,213 @@
+"""``omni-grpc convert INPUT OUTPUT``: JSONL <-> ``.binpb`` trace conversion.
+
+Streams in constant memory. The output appears only when the conversion has
+succeeded (written to a temporary file beside it, then renamed). Exit status:
+0 ok, 1 data error (the message names the line or record), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+from omni_grpc.convert import ConversionError
+from omni_grpc.trace.formats import (
+    FORMATS,
+    TraceFormat,
+    format_from_path,
+    read_records,
+    write_records,
+)
+from omni_grpc.trace.records import SkippedLine, TraceRecord
+
+PROG = "omni-grpc convert"
+# Below this a conversion takes about a second; no progress bar needed.
+PROGRESS_MIN_BYTES = 16 * 1024 * 1024
+
+
+class UsageError(Exception):
+    pass
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "convert",
+        help="convert a trace between JSONL and .binpb",
+        description=(
+            "Convert between JSONL (.jsonl, .ndjson) and delimited protobuf (.binpb). "
+            "Formats come from the extensions; '-' is stdin/stdout and needs --from/--to."
+        ),
+    )
+    parser.add_argument("input", metavar="INPUT", help="input file, or '-' for stdin")
+    parser.add_argument("output", metavar="OUTPUT", help="output file, or '-' for stdout")
+    parser.add_argument("--from", dest="from_fmt", choices=FORMATS, help="input format")
+    parser.add_argument("--to", dest="to_fmt", choices=FORMATS, help="output format")
+    parser.add_argument(
+        "--tolerant",
+        action="store_true",
+        help="skip malformed JSONL lines and a torn last line (reported on stderr) "
+        "instead of stopping at the first",
+    )
+    parser.add_argument(
+        "--progress",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="progress bar on stderr (auto: on a terminal, for inputs over 16 MiB)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        in_fmt = _format(args.input, args.from_fmt, "--from")
+        out_fmt = _format(args.output, args.to_fmt, "--to")
+        if args.tolerant and in_fmt != "jsonl":
+            raise UsageError("--tolerant applies to JSONL input only")
+        if args.input != "-" and args.output != "-" and _same_file(args.input, args.output):
+            raise UsageError("INPUT and OUTPUT are the same file")
+        source = _open_input(args.input)
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    with source as stream:
+        return _convert(args, stream, in_fmt, out_fmt)
+
+
+def _convert(
+    args: argparse.Namespace, source: BinaryIO, in_fmt: TraceFormat, out_fmt: TraceFormat
+) -> int:
+    def on_skip(skipped: SkippedLine) -> None:
+        what = "torn last line ignored" if skipped.last else "malformed line skipped"
+        print(
+            f"{PROG}: warning: {args.input}: line {skipped.line}: {what}: {skipped.reason}",
+            file=sys.stderr,
+        )
+
+    records = read_records(source, in_fmt, tolerant=args.tolerant, on_skip=on_skip)
+    try:
+        with _output(args.output) as sink, _progress(args, source) as advance:
+            write_records((r.message for r in advance(records)), sink, out_fmt)
+    except ConversionError as exc:
+        print(f"{PROG}: error: {args.input}: {exc}", file=sys.stderr)
+        return 1
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _format(path: str, explicit: TraceFormat | None, flag: str) -> TraceFormat:
+    if explicit is not None:
+        return explicit
+    fmt = format_from_path(path)
+    if fmt is None:
+        what = "stdin/stdout" if path == "-" else repr(path)
+        raise UsageError(
+            f"cannot tell the format of {what}: use {flag} jsonl|binpb "
+            "(or a .jsonl, .ndjson or .binpb name)"
+        )
+    return fmt
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _open_input(path: str) -> contextlib.AbstractContextManager[BinaryIO]:
+    if path == "-":
+        return contextlib.nullcontext(sys.stdin.buffer)
+    try:
+        return open(path, "rb", buffering=1024 * 1024)
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+@contextlib.contextmanager
+def _output(path: str) -> Iterator[BinaryIO]:
+    """Yields a sink; a file appears at ``path`` only if the block succeeds."""
+    if path == "-":
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(
+            dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".part"
+        )
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from exc
+    try:
+        with os.fdopen(fd, "wb", buffering=1024 * 1024) as sink:
+            yield sink
+            sink.flush()
+            os.fsync(sink.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def _progress(args: argparse.Namespace, source: BinaryIO) -> Iterator[Any]:
+    total = _size(source)
+    wanted = args.progress == "always" or (
+        args.progress == "auto" and sys.stderr.isatty() and total >= PROGRESS_MIN_BYTES
+    )
+    if not wanted or total <= 0:
+        yield lambda records: records
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
+    progress = Progress(
+        TextColumn("[bold]converting"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+
+    def advance(records: Iterator[TraceRecord]) -> Iterator[TraceRecord]:
+        task = progress.add_task("convert", total=total)
+        for n, record in enumerate(records):
+            if n % 4096 == 0:
+                progress.update(task, completed=source.tell())
+            yield record
+        progress.update(task, completed=total)
+
+    with progress:
+        yield advance
+
+
+def _size(source: BinaryIO) -> int:
+    try:
+        st = os.fstat(source.fileno())
+    except (OSError, ValueError):
+        return 0
+    import stat
+
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0

@@ -1,0 +1,105 @@
+"""``omni-grpc validate FILE``: report protocol violations, change nothing.
+
+Exit status: 0 clean (warnings allowed), 1 violations or unreadable data,
+2 usage (bad arguments, unknown format, missing file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, TextIO
+
+from omni_grpc.convert import ConversionError
+from omni_grpc.trace.formats import FORMATS, TraceFormat, format_from_path, read_records
+from omni_grpc.trace.records import SkippedLine
+from omni_grpc.trace.validate import Issue, TraceValidator
+
+PROG = "omni-grpc validate"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "validate",
+        help="report protocol violations in a trace or stream file",
+        description=(
+            "Check a .jsonl/.ndjson or .binpb file against the OmniMessage protocol: "
+            "streaming discipline, tool_call/output and request pairing, partials or "
+            "origin in a trace, unknown kinds (warnings). Nothing is modified."
+        ),
+    )
+    parser.add_argument("file", metavar="FILE", help="the file to check ('-' for stdin)")
+    parser.add_argument(
+        "--from", dest="fmt", choices=FORMATS, help="input format (default: from the extension)"
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--trace",
+        dest="trace",
+        action="store_const",
+        const=True,
+        help="apply the trace rules (default: when the file starts with session_meta)",
+    )
+    mode.add_argument(
+        "--stream", dest="trace", action="store_const", const=False, help="a recorded stream"
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    fmt: TraceFormat | None = args.fmt or format_from_path(args.file)
+    if fmt is None:
+        return _usage(f"cannot tell the format of {args.file!r}: use --from jsonl|binpb")
+    if args.file != "-":
+        try:
+            open(args.file, "rb").close()
+        except OSError as exc:
+            return _usage(f"cannot read {args.file}: {exc.strerror}")
+
+    out = sys.stdout
+    unit = "line" if fmt == "jsonl" else "record"
+    errors = warnings = 0
+
+    def emit(issue: Issue) -> None:
+        nonlocal errors, warnings
+        if issue.severity == "error":
+            errors += 1
+        else:
+            warnings += 1
+            if args.quiet:
+                return
+        _print(out, args.file, issue)
+
+    def on_skip(skipped: SkippedLine) -> None:
+        what = "torn last line" if skipped.last else "malformed line"
+        emit(Issue(skipped.line, "error", "malformed", f"{what}: {skipped.reason}"))
+
+    from omni_grpc.convert import message_to_dict
+
+    validator = TraceValidator(trace=args.trace)
+    try:
+        for record in read_records(args.file, fmt, tolerant=True, on_skip=on_skip):
+            for issue in validator.check(record.line, message_to_dict(record.message)):
+                emit(issue)
+    except ConversionError as exc:
+        errors += 1
+        print(f"{args.file}: error: {exc}", file=out)
+    for issue in validator.finish():
+        emit(issue)
+    kind = "trace" if validator.trace else "stream"
+    print(
+        f"{args.file}: {validator.count} {unit if validator.count == 1 else unit + 's'} "
+        f"checked as a {kind}: {errors} error(s), {warnings} warning(s)",
+        file=out,
+    )
+    return 1 if errors else 0
+
+
+def _print(out: TextIO, path: str, issue: Issue) -> None:
+    print(f"{path}:{issue.line}: {issue.severity}: {issue.message} [{issue.code}]", file=out)
+
+
+def _usage(message: str) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return 2

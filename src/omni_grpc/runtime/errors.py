@@ -37,3 +37,10 @@ class ApprovalNotPending(HubError):
         )
         self.session_id = session_id
         self.tool_call_id = tool_call_id
+
+
+class HubClosed(HubError):
+    """The server is shutting down and takes no new tasks."""
+
+    def __init__(self) -> None:
+        super().__init__("the server is shutting down")

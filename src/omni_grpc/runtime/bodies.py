@@ -1,0 +1,54 @@
+"""Event bodies the hub publishes, serialized once through the codec."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
+
+from omni_grpc.convert import serialize_message, serialize_server_event
+from omni_grpc.runtime.events import EventBody, HubEvent
+
+TaskStateName = str  # "idle" | "running"
+
+_STATES = {
+    "idle": agent_service_pb2.SESSION_STATE_IDLE,
+    "running": agent_service_pb2.SESSION_STATE_RUNNING,
+}
+
+
+def message_body(msg: omni_pb2.OmniMessage) -> EventBody:
+    return EventBody(msg, None, serialize_message(msg))
+
+
+def server_event_body(event: agent_service_pb2.ServerEvent) -> EventBody:
+    return EventBody(None, event, serialize_server_event(event))
+
+
+def task_state_body(state: TaskStateName, queued: int = 0) -> EventBody:
+    # The reference always writes queued (0 without a queue).
+    event = agent_service_pb2.ServerEvent(
+        task_state=agent_service_pb2.TaskState(state=_STATES[state], queued=queued)
+    )
+    return server_event_body(event)
+
+
+def approval_request_body(tool_call: omni_pb2.OmniMessage, origin: Sequence[str] = ()) -> EventBody:
+    request = agent_service_pb2.ApprovalRequest(tool_call=tool_call, origin=list(origin))
+    return server_event_body(agent_service_pb2.ServerEvent(approval_request=request))
+
+
+def resync_required_body() -> EventBody:
+    event = agent_service_pb2.ServerEvent(resync_required=agent_service_pb2.ResyncRequired())
+    return server_event_body(event)
+
+
+def is_task_end(event: HubEvent) -> bool:
+    """True for the buffered ``task_state idle`` that closes a task."""
+    ev = event.server_event
+    return (
+        event.buffered
+        and ev is not None
+        and ev.WhichOneof("kind") == "task_state"
+        and ev.task_state.state == agent_service_pb2.SESSION_STATE_IDLE
+    )

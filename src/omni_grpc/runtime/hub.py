@@ -1,0 +1,441 @@
+"""The session hub: one owner for each session's events, trace and task.
+
+Transports call the hub and render what its subscriptions yield; they never
+number, buffer or record events themselves. A task publishes, in order: the
+run's input messages, ``task_state running``, every engine message, and
+``task_state idle``. The trace gets ``session_meta`` (first run only), the
+input, then every recordable engine message, each before it is published.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omni_grpc_proto.omni.v1 import omni_pb2
+
+from omni_grpc import protocol
+from omni_grpc.convert import ConversionError, message_from_dict, message_to_dict
+from omni_grpc.engines.base import (
+    AbortSignal,
+    DescribesSession,
+    Engine,
+    EngineMessage,
+    JsonObject,
+    ReadOnlyTools,
+    RunOptions,
+)
+from omni_grpc.runtime import bodies
+from omni_grpc.runtime.approvals import ApprovalBroker, ApprovalMode
+from omni_grpc.runtime.errors import HubClosed, InvalidRequest, SessionBusy, SessionNotFound
+from omni_grpc.runtime.event_log import EventLog, Subscription
+from omni_grpc.runtime.events import EventBody
+from omni_grpc.runtime.memory_log import MemoryEventLog
+from omni_grpc.runtime.run_guard import RunGuard
+from omni_grpc.runtime.store import SessionStore, utc_now
+from omni_grpc.trace import TraceWriter, read_jsonl
+from omni_grpc.trace.paths import new_session_id
+
+log = logging.getLogger(__name__)
+
+SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+DEFAULT_ABORT_REASON = "aborted by user"
+
+# Builds a session's event log; the default is the in-memory ring buffer.
+LogFactory = Callable[[str], EventLog]
+
+
+@dataclass
+class RunRequest:
+    """What a transport asks the hub to run (already decoded from its wire form)."""
+
+    input: list[omni_pb2.OmniMessage]
+    session_id: str | None = None
+    thinking_level: str | None = None
+    approval_mode: ApprovalMode | None = None
+    metadata: JsonObject = field(default_factory=dict)
+
+
+@dataclass
+class SessionInfo:
+    session_id: str
+    state: str  # "idle" | "running"
+    created_at: str
+    updated_at: str
+    message_count: int
+    last_event_id: str | None
+
+
+@dataclass
+class _Session:
+    session_id: str
+    shards: list[Path]
+    workspace: Path
+    created_at: str
+    updated_at: str
+    message_count: int
+    meta_written: bool
+    approvals: ApprovalBroker
+    log: EventLog | None = None
+    task: asyncio.Task[None] | None = None
+    abort: AbortSignal | None = None
+    writer: TraceWriter | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.task is not None
+
+    @property
+    def trace_path(self) -> Path:
+        return self.shards[-1]
+
+
+class Hub:
+    def __init__(
+        self,
+        engine: Engine,
+        data_dir: Path,
+        *,
+        default_approval: ApprovalMode = ApprovalMode.ALLOW_ALL,
+        log_factory: LogFactory | None = None,
+        abort_grace: float = 10.0,
+    ) -> None:
+        self.engine = engine
+        self.store = SessionStore(data_dir)
+        self.default_approval = default_approval
+        self.abort_grace = abort_grace
+        self._log_factory = log_factory or (
+            lambda _sid: MemoryEventLog(bodies.resync_required_body())
+        )
+        self._sessions: dict[str, _Session] = {}
+        self._closing = False
+        self.restore()
+
+    # ---- sessions ---------------------------------------------------------------
+
+    def restore(self) -> None:
+        """Loads the sessions recorded under the data dir (after a restart)."""
+        for stored in self.store.scan():
+            if stored.session_id in self._sessions:
+                continue
+            self._sessions[stored.session_id] = _Session(
+                session_id=stored.session_id,
+                shards=stored.shards,
+                workspace=self.store.workspaces_dir / stored.session_id,
+                created_at=stored.created_at,
+                updated_at=stored.updated_at,
+                message_count=stored.record_count,
+                meta_written=stored.record_count > 0,
+                approvals=ApprovalBroker(stored.session_id),
+            )
+
+    def _create_session(self) -> _Session:
+        session_id = new_session_id()
+        while session_id in self._sessions:
+            session_id = new_session_id()
+        now = utc_now()
+        session = _Session(
+            session_id=session_id,
+            shards=[self.store.new_trace_path(session_id)],
+            workspace=self.store.workspace(session_id),
+            created_at=now,
+            updated_at=now,
+            message_count=0,
+            meta_written=False,
+            approvals=ApprovalBroker(session_id),
+        )
+        self._sessions[session_id] = session
+        return session
+
+    def _get(self, session_id: str) -> _Session:
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise SessionNotFound(session_id)
+        return session
+
+    def _log(self, session: _Session) -> EventLog:
+        if session.log is None:
+            session.log = self._log_factory(session.session_id)
+        return session.log
+
+    def _info(self, session: _Session) -> SessionInfo:
+        return SessionInfo(
+            session_id=session.session_id,
+            state="running" if session.running else "idle",
+            created_at=session.created_at,
+            updated_at=session.updated_at,
+            message_count=session.message_count,
+            last_event_id=session.log.last_event_id if session.log else None,
+        )
+
+    def list_sessions(self) -> list[SessionInfo]:
+        return [self._info(s) for s in self._sessions.values()]
+
+    def session_info(self, session_id: str) -> SessionInfo:
+        return self._info(self._get(session_id))
+
+    def history(self, session_id: str) -> AsyncIterator[omni_pb2.OmniMessage]:
+        """The session's recorded messages, from its trace (torn lines skipped).
+        Raises SessionNotFound at once, not on the first iteration."""
+        return _read_history(list(self._get(session_id).shards))
+
+    # ---- tasks ------------------------------------------------------------------
+
+    async def run(self, request: RunRequest) -> tuple[str, Subscription]:
+        """Starts a task and returns its session id and a subscription that sees the
+        task from its first input message to its closing ``task_state idle``."""
+        if self._closing:
+            raise HubClosed()
+        _check_input(request.input)
+        if request.session_id:
+            if not SESSION_ID.match(request.session_id):
+                raise InvalidRequest("session_id", "must match [A-Za-z0-9_-]{1,128}")
+            session = self._get(request.session_id)
+            if session.running:
+                raise SessionBusy(session.session_id)
+        else:
+            session = self._create_session()
+        event_log = self._log(session)
+        subscription = await event_log.subscribe()
+        abort = AbortSignal()
+        session.abort = abort
+        inputs = [_stamped(m) for m in request.input]
+        # Claim the session before the first await so a concurrent Run sees it busy.
+        session.task = asyncio.create_task(
+            self._drive(session, event_log, inputs, request, abort),
+            name=f"omni-run-{session.session_id}",
+        )
+        return session.session_id, subscription
+
+    async def attach(self, session_id: str, after_event_id: str | None) -> Subscription:
+        """Replay after ``after_event_id`` (or resync), then the task state and the
+        pending approvals to this subscriber only, then the live stream."""
+        session = self._get(session_id)
+        initial: list[EventBody] = [
+            bodies.task_state_body("running" if session.running else "idle")
+        ]
+        for pending in session.approvals.pending():
+            if pending.request is not None:
+                initial.append(pending.request)
+        return await self._log(session).subscribe(after_event_id or None, initial)
+
+    def approve(self, session_id: str, tool_call_id: str, decision: str) -> None:
+        if decision not in ("allow", "deny", "forbidden"):
+            raise InvalidRequest("decision", "must be allow, deny or forbidden")
+        self._get(session_id).approvals.resolve(tool_call_id, decision)  # type: ignore[arg-type]
+
+    def abort(self, session_id: str, reason: str | None = None) -> bool:
+        """Signals the running task; False when the session is idle."""
+        session = self._get(session_id)
+        if not session.running or session.abort is None:
+            return False
+        session.abort.set(reason or DEFAULT_ABORT_REASON)
+        session.approvals.deny_all()
+        return True
+
+    async def wait_idle(self, session_id: str) -> None:
+        task = self._get(session_id).task
+        if task is not None:
+            await asyncio.shield(task)
+
+    async def shutdown(self, reason: str = "server shutting down") -> None:
+        """Aborts every running task, waits for each to record its abort, and ends
+        every subscription."""
+        self._closing = True
+        tasks = []
+        for session in self._sessions.values():
+            if session.task is not None:
+                self.abort(session.session_id, reason)
+                tasks.append(session.task)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for session in self._sessions.values():
+            if session.log is not None:
+                await session.log.close()
+        closer = getattr(self.engine, "aclose", None)
+        if closer is not None:
+            await closer()
+
+    # ---- the task itself ---------------------------------------------------------
+
+    async def _emit(
+        self, session: _Session, event_log: EventLog, msg: omni_pb2.OmniMessage
+    ) -> None:
+        if session.writer is None:
+            session.writer = TraceWriter(session.trace_path)
+        if session.writer.write(msg):
+            session.message_count += 1
+        session.updated_at = utc_now()
+        await event_log.publish(bodies.message_body(msg))
+
+    async def _drive(
+        self,
+        session: _Session,
+        event_log: EventLog,
+        inputs: list[omni_pb2.OmniMessage],
+        request: RunRequest,
+        abort: AbortSignal,
+    ) -> None:
+        try:
+            if not session.meta_written:
+                await asyncio.to_thread(
+                    session.trace_path.parent.mkdir, parents=True, exist_ok=True
+                )
+                meta = message_from_dict(self._session_meta(session))
+                if session.writer is None:
+                    session.writer = TraceWriter(session.trace_path)
+                session.writer.write(meta)
+                session.message_count += 1
+                session.meta_written = True
+            for msg in inputs:
+                await self._emit(session, event_log, msg)
+            await event_log.publish(bodies.task_state_body("running"))
+            await self._run_engine(session, event_log, inputs, request, abort)
+        except Exception:  # a hub bug must still end the task cleanly
+            log.exception("task of session %s failed", session.session_id)
+        finally:
+            session.task = None
+            session.abort = None
+            session.approvals.deny_all()
+            session.updated_at = utc_now()
+            await event_log.publish(bodies.task_state_body("idle"))
+
+    def _session_meta(self, session: _Session) -> JsonObject:
+        if isinstance(self.engine, DescribesSession):
+            payload = self.engine.session_meta(session.session_id, session.workspace)
+        else:
+            payload = protocol.session_meta_payload(
+                session.session_id,
+                "omni-grpc",
+                getattr(self.engine, "name", type(self.engine).__name__),
+                "unknown",
+                "",
+                "",
+                str(session.workspace),
+            )
+        return protocol.session_meta(payload, timestamp=session.created_at)
+
+    async def _run_engine(
+        self,
+        session: _Session,
+        event_log: EventLog,
+        inputs: list[omni_pb2.OmniMessage],
+        request: RunRequest,
+        abort: AbortSignal,
+    ) -> None:
+        guard = RunGuard()
+        mode = request.approval_mode or self.default_approval
+
+        async def publish_ask(tool_call: JsonObject) -> EventBody:
+            body = bodies.approval_request_body(message_from_dict(tool_call))
+            await event_log.publish(body)
+            return body
+
+        read_only: Callable[[str], bool] = (
+            self.engine.is_read_only_tool
+            if isinstance(self.engine, ReadOnlyTools)
+            else (lambda _n: False)
+        )
+        options = RunOptions(
+            session_id=session.session_id,
+            approve=session.approvals.make_approver(mode, abort, publish_ask, read_only),
+            abort=abort,
+            thinking_level=request.thinking_level,
+            workspace=session.workspace,
+            trace_path=session.trace_path,
+            metadata=request.metadata,
+        )
+        failure: list[str] = []
+
+        async def pump() -> None:
+            stream = self.engine.run([message_to_dict(m) for m in inputs], options)
+            try:
+                async for item in stream:
+                    msg, as_dict = _decode(item)
+                    guard.observe(as_dict)
+                    await self._emit(session, event_log, msg)
+            except ConversionError as exc:
+                failure.append(f"engine produced an invalid message: {exc}")
+            except Exception as exc:
+                log.exception("engine failed in session %s", session.session_id)
+                failure.append(f"engine error: {exc}")
+            finally:
+                with contextlib.suppress(Exception):
+                    await stream.aclose()  # type: ignore[attr-defined]
+
+        pumping = asyncio.create_task(pump())
+        aborted = asyncio.create_task(abort.wait())
+        try:
+            await asyncio.wait({pumping, aborted}, return_when=asyncio.FIRST_COMPLETED)
+            if not pumping.done():
+                # Aborted: the engine has abort_grace seconds to yield its abort.
+                done, _ = await asyncio.wait({pumping}, timeout=self.abort_grace)
+                if not done:
+                    failure.append("engine ignored the abort")
+                    pumping.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await pumping
+        finally:
+            aborted.cancel()
+            if not pumping.done():
+                pumping.cancel()
+        if failure or (abort.is_set() and not guard.abort_seen):
+            reason = (
+                abort.reason if abort.is_set() and abort.reason else (failure or ["aborted"])[0]
+            )
+            closing = guard.closing_messages(
+                aborted=abort.is_set(), reason=reason, error=failure[0] if failure else None
+            )
+            for item in closing:
+                await self._emit(session, event_log, message_from_dict(item))
+
+
+# Payloads a run's input may carry: complete user-side model messages.
+_INPUT_PAYLOADS = frozenset({"text", "image_url", "inline_data", "tool_call_output"})
+
+
+def _check_input(messages: list[omni_pb2.OmniMessage]) -> None:
+    if not messages:
+        raise InvalidRequest("input", "a run needs at least one input message or a prompt")
+    for index, msg in enumerate(messages):
+        arm = msg.WhichOneof("payload")
+        if arm is None:
+            raise InvalidRequest(f"input[{index}].payload", "no payload is set")
+        if arm not in _INPUT_PAYLOADS:
+            allowed = ", ".join(sorted(_INPUT_PAYLOADS))
+            raise InvalidRequest(f"input[{index}].payload", f"{arm} is not run input ({allowed})")
+        if msg.origin:
+            raise InvalidRequest(f"input[{index}].origin", "run input cannot carry an origin")
+
+
+async def _read_history(shards: list[Path]) -> AsyncIterator[omni_pb2.OmniMessage]:
+    for shard in shards:
+        if shard.exists():
+            for msg in await asyncio.to_thread(_read_shard, shard):
+                yield msg
+
+
+def _read_shard(path: Path) -> list[omni_pb2.OmniMessage]:
+    return [record.message for record in read_jsonl(path, tolerant=True)]
+
+
+def _decode(item: EngineMessage) -> tuple[omni_pb2.OmniMessage, Mapping[str, Any]]:
+    if isinstance(item, omni_pb2.OmniMessage):
+        return item, message_to_dict(item)
+    return message_from_dict(item), item
+
+
+def _stamped(msg: omni_pb2.OmniMessage) -> omni_pb2.OmniMessage:
+    """Input without a timestamp gets the time it arrived."""
+    if msg.timestamp:
+        return msg
+    stamped = omni_pb2.OmniMessage()
+    stamped.CopyFrom(msg)
+    stamped.timestamp = protocol.now_timestamp()
+    return stamped

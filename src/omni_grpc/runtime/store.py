@@ -1,0 +1,85 @@
+"""Where sessions live on disk: ``<data-dir>/traces`` (the reference layout) and
+``<data-dir>/workspaces/<session_id>``. Restores sessions after a restart."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import orjson
+
+from omni_grpc.trace.paths import parse_shard_name, trace_path_for
+
+
+@dataclass
+class StoredSession:
+    session_id: str
+    # Shards in index order; the last one is appended to.
+    shards: list[Path]
+    created_at: str
+    updated_at: str
+    record_count: int
+
+
+def utc_now() -> str:
+    return iso_utc(datetime.now(UTC))
+
+
+def iso_utc(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class SessionStore:
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.traces_dir = data_dir / "traces"
+        self.workspaces_dir = data_dir / "workspaces"
+
+    def new_trace_path(self, session_id: str) -> Path:
+        return trace_path_for(self.traces_dir, session_id)
+
+    def workspace(self, session_id: str) -> Path:
+        path = self.workspaces_dir / session_id
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def scan(self) -> list[StoredSession]:
+        """Every session with a trace under ``traces/``, oldest first."""
+        shards: dict[str, list[tuple[int, Path]]] = {}
+        if self.traces_dir.is_dir():
+            for path in self.traces_dir.glob("*/*.jsonl"):
+                parsed = parse_shard_name(path)
+                if parsed is not None:
+                    shards.setdefault(parsed[0], []).append((parsed[1], path))
+        found = [_describe(sid, [p for _, p in sorted(paths)]) for sid, paths in shards.items()]
+        return sorted(found, key=lambda s: (s.created_at, s.session_id))
+
+
+def _describe(session_id: str, shards: list[Path]) -> StoredSession:
+    first = shards[0]
+    stat = first.stat()
+    created = _first_timestamp(first) or iso_utc(datetime.fromtimestamp(stat.st_mtime, UTC))
+    updated = iso_utc(datetime.fromtimestamp(max(p.stat().st_mtime for p in shards), UTC))
+    count = sum(_count_records(p) for p in shards)
+    return StoredSession(session_id, shards, created, updated, count)
+
+
+def _first_timestamp(path: Path) -> str | None:
+    with path.open("rb") as fh:
+        line = fh.readline()
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    stamp = record.get("timestamp") if isinstance(record, dict) else None
+    return stamp if isinstance(stamp, str) else None
+
+
+def _count_records(path: Path) -> int:
+    count = 0
+    with path.open("rb") as fh:
+        for line in fh:
+            if line.strip():
+                count += 1
+    return count

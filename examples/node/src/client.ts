@@ -1,0 +1,52 @@
+// How a Node service uses the omni-grpc stubs (protobuf-es v2 + Connect):
+//
+//   node dist/client.js run [--addr HOST:PORT] [--approve] [--abort-after N] [--drop-after N] PROMPT
+//   node dist/client.js trace FILE.binpb   # print a trace written by `omni-grpc convert`
+//   node dist/client.js echo               # delimited OmniMessages: stdin -> parse -> stdout
+//
+// run prints the streamed assistant text on stdout and what happens around
+// it (session, tool calls, approvals, reconnects, abort) on stderr.
+import { parseArgs } from "node:util";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { AgentService } from "./gen/omni/v1/agent_service_pb.js";
+import { runPrompt } from "./run.js";
+import { echo, printTrace } from "./trace.js";
+
+async function main(argv: string[]): Promise<void> {
+  const [command, ...rest] = argv;
+  if (command === "trace" && rest.length === 1) {
+    return printTrace(rest[0]);
+  }
+  if (command === "echo") {
+    return echo(process.stdin, process.stdout);
+  }
+  if (command !== "run") {
+    throw new Error("usage: client.js run [options] PROMPT | trace FILE | echo");
+  }
+  const { values, positionals } = parseArgs({
+    args: rest,
+    allowPositionals: true,
+    options: {
+      addr: { type: "string", default: "127.0.0.1:50051" },
+      approve: { type: "boolean", default: false },
+      "abort-after": { type: "string", default: "0" },
+      "drop-after": { type: "string", default: "0" },
+    },
+  });
+  if (positionals.length !== 1) {
+    throw new Error("run needs exactly one PROMPT");
+  }
+  // Connect's gRPC transport speaks HTTP/2 (h2c on loopback).
+  const transport = createGrpcTransport({ baseUrl: `http://${values.addr}` });
+  await runPrompt(createClient(AgentService, transport), positionals[0], {
+    approve: values.approve ?? false,
+    abortAfter: Number(values["abort-after"]),
+    dropAfter: Number(values["drop-after"]),
+  });
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  console.error("client.js:", err instanceof Error ? err.message : err);
+  process.exit(1);
+});

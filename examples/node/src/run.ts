@@ -1,0 +1,124 @@
+import { Code, ConnectError, type Client } from "@connectrpc/connect";
+import {
+  AgentService,
+  ApprovalMode,
+  type AttachResponse,
+  type RunResponse,
+} from "./gen/omni/v1/agent_service_pb.js";
+import { Decision, Role, type OmniMessage } from "./gen/omni/v1/omni_pb.js";
+
+export interface RunOptions {
+  approve: boolean;
+  abortAfter: number; // call Abort after this many responses (0: never)
+  dropAfter: number; // drop the call after this many responses, then Attach
+}
+
+const dropped = new Error("connection dropped on purpose");
+
+// Runs a prompt and follows the task to its end, re-attaching from the last
+// event id when the call breaks.
+export async function runPrompt(
+  client: Client<typeof AgentService>,
+  prompt: string,
+  options: RunOptions,
+): Promise<void> {
+  let sessionId = "";
+  let lastEventId = "";
+  let received = 0;
+  let aborting = false;
+  let streamedText = false;
+  const approved = new Set<string>();
+
+  const handle = async (r: RunResponse | AttachResponse): Promise<void> => {
+    if (!sessionId) console.error(`[session] ${r.sessionId}`);
+    sessionId = r.sessionId;
+    if (r.eventId) lastEventId = r.eventId;
+    if (r.kind.case === "message") {
+      streamedText = print(r.kind.value, streamedText);
+      return;
+    }
+    const event = r.kind.value?.kind;
+    if (event?.case === "approvalRequest") {
+      const call = event.value.toolCall?.payload;
+      if (call?.case !== "toolCall") return;
+      const id = call.value.toolCallId;
+      // Pending requests are re-sent on Attach; answer each call once.
+      if (!options.approve || aborting || approved.has(id)) return;
+      approved.add(id);
+      console.error(`[approve] ${call.value.name} ${id}`);
+      await client.approve({ sessionId, toolCallId: id, decision: Decision.ALLOW });
+    } else if (event?.case === "resyncRequired") {
+      console.error("[resync] the event id is gone; GetHistory has the recorded messages");
+    }
+  };
+
+  const follow = async (
+    stream: AsyncIterable<RunResponse | AttachResponse>,
+    drop: AbortController,
+  ): Promise<void> => {
+    for await (const r of stream) {
+      await handle(r);
+      received++;
+      if (options.dropAfter > 0 && received === options.dropAfter) {
+        drop.abort(dropped);
+        throw dropped;
+      }
+      if (options.abortAfter > 0 && received === options.abortAfter) {
+        aborting = true;
+        const res = await client.abort({ sessionId, reason: "stopped by omni-client" });
+        console.error(`[abort] requested, was running: ${res.wasRunning}`);
+      }
+    }
+  };
+
+  const mode = options.approve || options.abortAfter > 0 ? ApprovalMode.ASK : ApprovalMode.ALLOW_ALL;
+  let call = new AbortController();
+  // detachOnCancel keeps the task alive when this call breaks, so it can be re-attached.
+  let stream: AsyncIterable<RunResponse | AttachResponse> = client.run(
+    { prompt, approvalMode: mode, detachOnCancel: true },
+    { signal: call.signal },
+  );
+  for (;;) {
+    try {
+      await follow(stream, call);
+      return;
+    } catch (err) {
+      const lost = err === dropped || ConnectError.from(err).code === Code.Unavailable;
+      if (!lost || !sessionId) throw err;
+    }
+    console.error(`[reconnect] attach after ${lastEventId}`);
+    options.dropAfter = 0;
+    call = new AbortController();
+    stream = client.attach({ sessionId, afterEventId: lastEventId }, { signal: call.signal });
+  }
+}
+
+// Streamed text goes to stdout as it arrives; complete messages end the line
+// or are logged. Returns whether text of the current segment was streamed.
+function print(m: OmniMessage, streamedText: boolean): boolean {
+  if (m.origin.length > 0) return streamedText; // a subagent's message
+  const p = m.payload;
+  switch (p.case) {
+    case "partialText":
+      if (p.value.role !== Role.ASSISTANT) return streamedText;
+      process.stdout.write(p.value.text);
+      return true;
+    case "text":
+      if (p.value.role !== Role.ASSISTANT) return streamedText;
+      process.stdout.write(streamedText ? "\n" : `${p.value.text}\n`);
+      return false;
+    case "toolCall":
+      console.error(`[tool_call] ${p.value.name} ${p.value.arguments}`);
+      break;
+    case "approvalDecision":
+      console.error(`[decision] ${Decision[p.value.decision]} ${p.value.toolCallId}`);
+      break;
+    case "toolCallOutput":
+      console.error(`[tool_output] ${p.value.output}`);
+      break;
+    case "abort":
+      console.error(`[aborted] ${p.value.reason ?? null}`);
+      break;
+  }
+  return streamedText;
+}

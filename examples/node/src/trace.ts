@@ -1,0 +1,55 @@
+import { createReadStream } from "node:fs";
+import type { Readable, Writable } from "node:stream";
+import type { JsonObject } from "@bufbuild/protobuf";
+import { sizeDelimitedDecodeStream, sizeDelimitedEncode } from "@bufbuild/protobuf/wire";
+import { OmniMessageSchema, type OmniMessage } from "./gen/omni/v1/omni_pb.js";
+
+// Prints one line per message of a varint-delimited .binpb trace: number,
+// timestamp, payload kind (the proto field name), then text and fidelity.
+export async function printTrace(path: string): Promise<void> {
+  let n = 0;
+  for await (const m of sizeDelimitedDecodeStream(OmniMessageSchema, createReadStream(path))) {
+    process.stdout.write(`#${++n} ${m.timestamp} ${describe(m)}\n`);
+  }
+}
+
+function describe(m: OmniMessage): string {
+  const p = m.payload;
+  if (p.case === undefined) throw new Error(`message ${m.timestamp} has no payload`);
+  // The oneof case is the field's localName (camelCase); show the proto name.
+  const parts = [OmniMessageSchema.fields.find((f) => f.localName === p.case)!.name];
+  let fidelity: JsonObject | undefined;
+  switch (p.case) {
+    case "text":
+      parts.push(`text=${JSON.stringify(p.value.text)}`);
+      fidelity = p.value.fidelity;
+      break;
+    case "toolCall":
+      parts.push(`name=${JSON.stringify(p.value.name)}`);
+      fidelity = p.value.fidelity;
+      break;
+    case "thinking":
+    case "inlineData":
+    case "inlineThinking":
+      fidelity = p.value.fidelity;
+      break;
+    case "unknown":
+      parts.push(`type=${JSON.stringify(p.value.type)}`);
+      break;
+  }
+  // protobuf-es v2 gives google.protobuf.Struct as a plain JsonObject.
+  if (fidelity !== undefined) parts.push(`fidelity=${JSON.stringify(fidelity)}`);
+  return parts.join(" ");
+}
+
+// Parses every delimited OmniMessage on input and writes it back,
+// re-serialized from the typed message.
+export async function echo(input: Readable, output: Writable): Promise<void> {
+  const chunks: Uint8Array[] = [];
+  for await (const m of sizeDelimitedDecodeStream(OmniMessageSchema, input)) {
+    chunks.push(sizeDelimitedEncode(OmniMessageSchema, m));
+  }
+  await new Promise<void>((resolve, reject) =>
+    output.write(Buffer.concat(chunks), (err) => (err ? reject(err) : resolve())),
+  );
+}

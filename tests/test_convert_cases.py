@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from omni_grpc_proto.omni.v1 import omni_pb2
 
 from omni_grpc.convert import (
     ConversionError,
@@ -11,7 +12,6 @@ from omni_grpc.convert import (
     parse_message,
     serialize_message,
 )
-from omni_grpc_proto.omni.v1 import omni_pb2
 
 T = '"timestamp":"2026-08-22T02:15:30.000Z"'
 
@@ -36,7 +36,7 @@ EXACT = [
     # strings: raw non-ASCII, escaped controls, lone surrogates (JS writes \\udxxx)
     f'{{{T},"type":"model_msg","payload":{{"type":"text","role":"user","text":"é😀\\u0001\\n\\t\\"\\\\\u2028"}}}}',
     f'{{{T},"type":"model_msg","payload":{{"type":"text","role":"user","text":"a\\ud800b","fidelity":{{"k\\udc00":"\\udbff"}}}}}}',
-    f'{{"timestamp":"\\ud800","type":"model_msg","payload":{{"type":"tool_call_output","role":"user","output":"o","images":["\\udfff"],"tool_call_id":"c"}}}}',
+    '{"timestamp":"\\ud800","type":"model_msg","payload":{"type":"tool_call_output","role":"user","output":"o","images":["\\udfff"],"tool_call_id":"c"}}',
     # present-but-empty and number-or-string
     f'{{{T},"type":"model_msg","payload":{{"type":"tool_call_output","role":"user","output":"","images":[],"tool_call_id":"c","stop_reason":"completed"}},"origin":[]}}',
     f'{{{T},"type":"session_meta","payload":{{"session_id":"s","provider":"p","model_id":"m","model_context_window":"unknown","system_prompt":"","agent_state":"/a","workspace":"/w"}}}}',
@@ -115,14 +115,35 @@ def test_an_edit_wins_over_a_stale_hint() -> None:
     ("text", "message"),
     [
         (b"[1,2]", "line 3: expected a JSON object, got list"),
-        (b'{"timestamp":1,"type":"model_msg","payload":{}}', "line 3: /timestamp: expected a string, got a number"),
-        (b'{"timestamp":"t","type":"model_msg","payload":{"type":"text","text":5}}', "line 3: /payload/text: expected a string, got a number"),
+        (
+            b'{"timestamp":1,"type":"model_msg","payload":{}}',
+            "line 3: /timestamp: expected a string, got a number",
+        ),
+        (
+            b'{"timestamp":"t","type":"model_msg","payload":{"type":"text","text":5}}',
+            "line 3: /payload/text: expected a string, got a number",
+        ),
         (b'{"timestamp":"t","type":"model_msg"}', "line 3: /payload: missing the payload"),
-        (b'{"timestamp":"t","type":"model_msg","payload":{"role":"user"}}', "line 3: /payload/type: missing the payload type"),
-        (b'{"timestamp":"t","type":"event_msg","payload":{"type":"token_usage","session":{"cache_read":"1"}}}', "line 3: /payload/session/cache_read: expected a number, got a string"),
-        (b'{"timestamp":"t","type":"event_msg","payload":{"type":"tool_list_ready","tools":[{"name":"a","description":"d","parameters":[]}]}}', "line 3: /payload/tools/0/parameters: expected an object, got an array"),
-        (b'{"timestamp":"t","type":"model_msg","payload":{"type":"text","role":null}}', "line 3: /payload/role: expected a string, got null"),
-        (b'{"timestamp":"t","type":"event_msg","payload":{"type":"abort","reason":5}}', "line 3: /payload/reason: expected a string or null, got a number"),
+        (
+            b'{"timestamp":"t","type":"model_msg","payload":{"role":"user"}}',
+            "line 3: /payload/type: missing the payload type",
+        ),
+        (
+            b'{"timestamp":"t","type":"event_msg","payload":{"type":"token_usage","session":{"cache_read":"1"}}}',
+            "line 3: /payload/session/cache_read: expected a number, got a string",
+        ),
+        (
+            b'{"timestamp":"t","type":"event_msg","payload":{"type":"tool_list_ready","tools":[{"name":"a","description":"d","parameters":[]}]}}',
+            "line 3: /payload/tools/0/parameters: expected an object, got an array",
+        ),
+        (
+            b'{"timestamp":"t","type":"model_msg","payload":{"type":"text","role":null}}',
+            "line 3: /payload/role: expected a string, got null",
+        ),
+        (
+            b'{"timestamp":"t","type":"event_msg","payload":{"type":"abort","reason":5}}',
+            "line 3: /payload/reason: expected a string or null, got a number",
+        ),
         (b'{"a":NaN}', "line 3: not valid JSON"),
         (b'{"a":1', "line 3: not valid JSON"),
         (b"\xff", "line 3: not valid JSON"),

@@ -7,7 +7,7 @@ orjson already matches JavaScript for strings (raw non-ASCII, lowercase
   outside [1e-7, 1e21), so floats are rendered here and embedded as fragments;
 * lone surrogates: valid in JavaScript strings (written as ``\\udxxx``), not in
   UTF-8, so orjson refuses them both ways; the stdlib parser accepts them;
-* integers of 20+ digits: orjson silently turns them into floats, so such
+* integers of 19+ digits: orjson silently turns some into floats, so such
   input goes through the stdlib parser, which keeps them exact.
 """
 
@@ -25,7 +25,7 @@ from omni_grpc.convert._errors import ConversionError
 
 Fragment = orjson.Fragment
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_LONG_DIGITS = re.compile(rb"\d{20}")
+_LONG_DIGITS = re.compile(rb"\d{19}")  # int64 bounds have 19 digits
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 
@@ -83,7 +83,8 @@ def scrub_surrogates(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
-def _string_text(text: str) -> str:
+def string_text(text: str) -> str:
+    """A JSON string literal, lone surrogates escaped as JavaScript does."""
     encoded = json.dumps(text, ensure_ascii=False)
     return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", encoded)
 
@@ -93,7 +94,7 @@ def prepare(value: Any) -> Any:
     JavaScript (floats, huge integers, lone surrogates) turned into fragments."""
     kind = type(value)
     if kind is str:
-        return Fragment(_string_text(value)) if _SURROGATE.search(value) else value
+        return Fragment(string_text(value)) if _SURROGATE.search(value) else value
     if kind is int:
         return value if _INT64_MIN <= value <= _INT64_MAX else Fragment(str(value))
     if kind is float:
@@ -112,8 +113,14 @@ def prepare(value: Any) -> Any:
 
 
 def _object_text(value: dict[str, Any]) -> str:
-    parts = [f"{_string_text(key)}:{dumps(prepare(item)).decode()}" for key, item in value.items()]
+    parts = [f"{string_text(key)}:{dumps(prepare(item)).decode()}" for key, item in value.items()]
     return "{" + ",".join(parts) + "}"
+
+
+def render_object(value: dict[str, Any]) -> Fragment:
+    """An object of prepared values whose keys orjson cannot write."""
+    parts = [f"{string_text(key)}:{dumps(item).decode()}" for key, item in value.items()]
+    return Fragment("{" + ",".join(parts) + "}")
 
 
 def dumps(value: Any) -> bytes:

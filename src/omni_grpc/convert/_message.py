@@ -127,8 +127,9 @@ def serialize_message(msg: OmniMessage) -> bytes:
     return jt.dumps(message_to_jsonable(msg))
 
 
-def message_to_jsonable(msg: OmniMessage) -> dict[str, Any]:
-    """The message as a dict orjson writes in reference form (may hold fragments)."""
+def message_to_jsonable(msg: OmniMessage) -> Any:
+    """The message as orjson input in reference form: a dict (which may hold
+    fragments), or one fragment when an unknown key holds a lone surrogate."""
     view = ShapeView(msg.shape) if msg.HasField("shape") else None
     order = view.orders.get("") if view is not None else None
     keys: list[str] = list(order) if order is not None else _default_envelope_keys(msg)
@@ -150,6 +151,8 @@ def message_to_jsonable(msg: OmniMessage) -> dict[str, Any]:
             raw = view.raws.get(child("", key))
             if raw is not None:
                 out[key] = jt.Fragment(raw)
+    if order is not None and any(jt.has_surrogate(key) for key in out):
+        return jt.render_object(out)
     return out
 
 

@@ -41,9 +41,9 @@ def default_keys(spec: ObjectSpec, msg: Message) -> list[str]:
     return keys
 
 
-def encode_object(
-    spec: ObjectSpec, msg: Message, path: str, view: ShapeView | None
-) -> dict[str, Any]:
+def encode_object(spec: ObjectSpec, msg: Message, path: str, view: ShapeView | None) -> Any:
+    """The object as orjson input: a dict, or a fragment when an unknown key
+    holds a lone surrogate."""
     out: dict[str, Any] = {}
     order = view.orders.get(path) if view is not None else None
     if order is None:
@@ -57,6 +57,7 @@ def encode_object(
         return out
     assert view is not None
     by_key = spec.by_key
+    awkward = False
     for key in order:
         known = by_key.get(key)
         if known is None:
@@ -66,6 +67,7 @@ def encode_object(
                 raw = view.raws.get(child(path, key))
                 if raw is not None:  # else the hint is stale: the key is gone
                     out[key] = jt.Fragment(raw)
+                    awkward = awkward or jt.has_surrogate(key)
             continue
         value = known.encode(msg, child(path, key), view)
         if value is not MISSING:
@@ -77,7 +79,7 @@ def encode_object(
             value = field.encode(msg, f"{path}/{field.key}", view)
             if value is not MISSING:
                 out[field.key] = value
-    return out
+    return jt.render_object(out) if awkward else out
 
 
 Nested.decode_object = staticmethod(decode_object)

@@ -1,0 +1,78 @@
+"""``omni-grpc validate`` run as a real process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from omni_grpc import protocol as p
+from omni_grpc.convert import message_from_dict
+from omni_grpc.trace import write_binpb
+
+CORPUS = Path(__file__).parent / "conformance"
+CLI = str(Path(sys.executable).with_name("omni-grpc"))
+
+
+def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [CLI, *map(str, args)], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_clean_trace_exits_0() -> None:
+    done = cli("validate", CORPUS / "trace_basic_tool_turn_001.jsonl")
+    assert done.returncode == 0
+    assert "15 lines checked as a trace: 0 error(s), 0 warning(s)" in done.stdout
+
+
+def test_violations_name_lines_and_exit_1(tmp_path: Path) -> None:
+    lines = [
+        p.partial_text("start"),
+        p.partial_text("delta", "hello"),
+        p.partial_text("stop"),
+        p.assistant_text("hullo"),
+        p.tool_call_output("x", "ghost"),
+    ]
+    path = tmp_path / "bad.jsonl"
+    path.write_text("".join(json.dumps(m) + "\n" for m in lines))
+    done = cli("validate", path)
+    assert done.returncode == 1
+    assert f"{path}:4: error: text text differs" in done.stdout
+    assert f"{path}:5: error: tool_call_output for unknown call 'ghost'" in done.stdout
+
+
+def test_malformed_lines_are_errors_but_checking_goes_on() -> None:
+    done = cli("validate", CORPUS / "trace_torn_tail_healed_001.jsonl")
+    assert done.returncode == 1
+    assert ":6: error: malformed line" in done.stdout
+    assert "6 lines checked as a trace: 1 error(s)" in done.stdout
+
+
+def test_warnings_alone_exit_0(tmp_path: Path) -> None:
+    path = tmp_path / "future.ndjson"
+    path.write_text('{"timestamp":"t","type":"event_msg","payload":{"type":"future"}}\n')
+    done = cli("validate", path)
+    assert done.returncode == 0
+    assert ":1: warning: unknown payload kind 'future'" in done.stdout
+    assert cli("validate", "--quiet", path).stdout.count("warning:") == 0
+
+
+def test_binpb_input(tmp_path: Path) -> None:
+    path = tmp_path / "s.binpb"
+    with path.open("wb") as f:
+        write_binpb([message_from_dict(p.request_begin(timestamp="t"))], f)
+    done = cli("validate", path)
+    assert done.returncode == 0  # an open request is only a warning
+    assert "1 record checked as a stream: 0 error(s), 1 warning(s)" in done.stdout
+    path.write_bytes(path.read_bytes()[:-1])
+    done = cli("validate", path)
+    assert done.returncode == 1 and "record 1 at byte offset 0: truncated frame" in done.stdout
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    assert cli("validate", tmp_path / "missing.jsonl").returncode == 2
+    (tmp_path / "x.txt").write_text("")
+    assert cli("validate", tmp_path / "x.txt").returncode == 2
+    assert cli("validate").returncode == 2

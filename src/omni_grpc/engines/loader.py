@@ -97,3 +97,5 @@ def _demo(spec: str, options: dict[str, str]) -> Engine:
 
 
 register("demo", _demo, help="the embedded deterministic demo engine (pacing=, repeat=)")
+register("openai", lambda s, o: importlib.import_module("omni_grpc.engines.openai").create(**o), help="an agent loop over an OpenAI-compatible endpoint (base_url=, model=, tools=)")  # fmt: skip  # noqa: E501
+register("replay:", lambda s, o: importlib.import_module("omni_grpc.engines.replay").create(s, **o), prefix=True, help="serve a recorded .jsonl/.binpb trace as live runs (delay_ms=, chunk=, turns=)")  # fmt: skip  # noqa: E501

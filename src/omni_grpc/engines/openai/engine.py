@@ -58,7 +58,7 @@ class OpenAIEngine:
             str(workspace),
         )
 
-    def is_read_only(self, tool_name: str) -> bool:
+    def is_read_only_tool(self, tool_name: str) -> bool:
         tool = self.config.tools.get(tool_name)
         return tool is not None and tool.read_only
 

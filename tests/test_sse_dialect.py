@@ -69,6 +69,7 @@ def test_a_tool_turn_maps_to_the_seed_sequence() -> None:
             )
         ),
         thinking("Plan: search."),
+        text("Let me look."),
         tool_call("search_memories", '{"query":"Project Phoenix"}', "call_123"),
         pb.OmniMessage(
             approval_decision=pb.ApprovalDecision(
@@ -89,6 +90,7 @@ def test_a_tool_turn_maps_to_the_seed_sequence() -> None:
     ]
     assert project(msgs) == [
         ("thought", {"text": "Plan: search."}),
+        ("message", {"delta": "Let me look."}),
         (
             "tool_call",
             {
@@ -98,7 +100,7 @@ def test_a_tool_turn_maps_to_the_seed_sequence() -> None:
             },
         ),
         ("tool_result", {"call_id": "call_123", "result": "Found 1 memory."}),
-        ("message", {"delta": "Launch is "}),
+        ("message", {"delta": "\n\nLaunch is "}),
         ("message", {"delta": "September 1st."}),
         ("done", {"run_id": "run_1", "total_tokens": 342, "status": "completed"}),
     ]

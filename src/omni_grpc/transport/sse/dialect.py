@@ -70,6 +70,7 @@ class DialectProjection:
         self.run_id = run_id
         self.total_tokens = 0
         self._streamed = ""  # assistant text sent as deltas since the last complete text
+        self._text_sent = False  # any reply text yet (later segments start a paragraph)
         self._in_compaction = False
         self._aborted = False
         self._pending_failure: _Failure | None = None
@@ -139,8 +140,9 @@ class DialectProjection:
     def _on_partial_text(self, p: Any) -> list[DialectEvent]:
         if p.role != omni_pb2.ROLE_ASSISTANT or self._in_compaction or p.text == "":
             return []
+        first = self._streamed == ""
         self._streamed += p.text
-        return [DialectEvent("message", {"delta": p.text})]
+        return [self._delta(p.text, new_segment=first)]
 
     def _on_text(self, p: Any) -> list[DialectEvent]:
         if p.role != omni_pb2.ROLE_ASSISTANT or self._in_compaction:
@@ -151,7 +153,7 @@ class DialectProjection:
         if streamed and not p.text.startswith(streamed):
             return []
         rest = p.text[len(streamed) :]
-        return [DialectEvent("message", {"delta": rest})] if rest else []
+        return [self._delta(rest, new_segment=not streamed)] if rest else []
 
     def _on_tool_call(self, p: Any) -> list[DialectEvent]:
         args, raw = parse_tool_arguments(p.arguments)
@@ -191,6 +193,15 @@ class DialectProjection:
     def _on_abort(self, _p: Any) -> list[DialectEvent]:
         self._aborted = True
         return []
+
+    def _delta(self, text: str, *, new_segment: bool) -> DialectEvent:
+        # Deltas are appended as they come, so two text segments of one run
+        # (before and after a tool call) would run together: a blank line
+        # separates them.
+        if new_segment and self._text_sent:
+            text = "\n\n" + text
+        self._text_sent = True
+        return DialectEvent("message", {"delta": text})
 
     def _error(self, code: str, message: str) -> DialectEvent:
         self._error_sent = True

@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Mapping
 
 import anyio
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from omni_grpc.transport.sse.wire import SSE_HEADERS
 
 
-class EventStreamResponse:
+class EventStreamResponse(Response):
     def __init__(
         self,
         frames: AsyncGenerator[bytes, None],
@@ -27,6 +28,7 @@ class EventStreamResponse:
     ) -> None:
         self.frames = frames
         self.status_code = status_code
+        self.background = None
         # transfer-encoding is the server's business (it frames the body; HTTP/2
         # forbids the header), so it is left to it: uvicorn answers chunked.
         merged = {k: v for k, v in SSE_HEADERS.items() if k != "transfer-encoding"}

@@ -21,11 +21,11 @@ def frame_for(event: HubEvent) -> bytes:
     return encode_frame(event.data, event_id=event.event_id, event=name)
 
 
-async def event_frames(
-    subscription: Subscription, *, heartbeat: float | None = DEFAULT_HEARTBEAT_SECONDS
-) -> AsyncGenerator[bytes, None]:
-    """A subscription's frames, with ``: ping`` on a fixed cadence as the
-    reference does (every ``heartbeat`` seconds from the connect, busy or not).
+async def paced(
+    subscription: Subscription, heartbeat: float | None = DEFAULT_HEARTBEAT_SECONDS
+) -> AsyncGenerator[HubEvent | None, None]:
+    """A subscription's events, with ``None`` whenever a heartbeat is due: every
+    ``heartbeat`` seconds from the start, busy or not, as the reference's timer.
 
     Ends when the subscription closes; closing this generator closes the
     subscription.
@@ -42,13 +42,25 @@ async def event_frames(
                         event = await subscription.next()
                 except TimeoutError:
                     next_ping += heartbeat or 0.0
-                    yield PING
+                    yield None
                     continue
             if event is None:
                 return
-            yield frame_for(event)
+            yield event
             if next_ping is not None and loop.time() >= next_ping:
                 next_ping += heartbeat or 0.0
-                yield PING
+                yield None
     finally:
         subscription.close()
+
+
+async def event_frames(
+    subscription: Subscription, *, heartbeat: float | None = DEFAULT_HEARTBEAT_SECONDS
+) -> AsyncGenerator[bytes, None]:
+    """The reference stream: one frame per event, ``: ping`` as the heartbeat."""
+    events = paced(subscription, heartbeat)
+    try:
+        async for event in events:
+            yield PING if event is None else frame_for(event)
+    finally:
+        await events.aclose()

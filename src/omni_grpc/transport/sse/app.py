@@ -1,0 +1,232 @@
+"""The HTTP face of the hub: reference routes, the Omni SSE dialect, the page.
+
+``create_app(hub)`` returns a Starlette app that ``omni-grpc serve`` runs beside
+gRPC, and that can be mounted into any ASGI application
+(``Mount("/agent", app=create_app(hub))``). Every route is a thin view over the
+hub: event ids, order and replay are the hub's, so an id seen here is valid for
+gRPC ``Attach`` and the other way round.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncGenerator, Sequence
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from omni_grpc.convert import serialize_message
+from omni_grpc.runtime.bodies import is_task_end
+from omni_grpc.runtime.errors import HubError
+from omni_grpc.runtime.event_log import Subscription
+from omni_grpc.runtime.hub import Hub, RunRequest, SessionInfo
+from omni_grpc.transport.sse import page
+from omni_grpc.transport.sse.auth import BearerAuth
+from omni_grpc.transport.sse.dialect import DialectProjection
+from omni_grpc.transport.sse.errors import (
+    ApiError,
+    on_api_error,
+    on_http_exception,
+    on_hub_error,
+    on_unexpected,
+)
+from omni_grpc.transport.sse.requests import (
+    DEFAULT_MAX_BODY_BYTES,
+    approval_mode,
+    decision,
+    input_messages,
+    optional_string,
+    read_json,
+    thinking_level,
+)
+from omni_grpc.transport.sse.response import EventStreamResponse
+from omni_grpc.transport.sse.stream import event_frames, paced
+from omni_grpc.transport.sse.wire import DEFAULT_HEARTBEAT_SECONDS, PING
+
+SESSION_HEADER = "omni-session-id"
+# The abort reason recorded when a dialect client hangs up mid-run.
+DISCONNECT_REASON = "client disconnected"
+
+
+def _session_json(info: SessionInfo) -> dict[str, Any]:
+    return {
+        "sessionId": info.session_id,
+        "state": info.state,
+        "createdAt": info.created_at,
+        "updatedAt": info.updated_at,
+        "messageCount": info.message_count,
+        "lastEventId": info.last_event_id,
+    }
+
+
+class SseRoutes:
+    """The route handlers, bound to one hub and one set of limits."""
+
+    def __init__(self, hub: Hub, *, max_body_bytes: int, heartbeat: float | None) -> None:
+        self.hub = hub
+        self.max_body = max_body_bytes
+        self.heartbeat = heartbeat
+
+    # ---- reference routes ------------------------------------------------------
+
+    async def list_sessions(self, _request: Request) -> Response:
+        return JSONResponse({"sessions": [_session_json(s) for s in self.hub.list_sessions()]})
+
+    async def create_session(self, request: Request) -> Response:
+        await read_json(request, self.max_body, required=False)  # agent options: none yet
+        info = self.hub.create_session()
+        return JSONResponse(_session_json(info), status_code=201)
+
+    async def get_session(self, request: Request) -> Response:
+        return JSONResponse(_session_json(self.hub.session_info(request.path_params["sid"])))
+
+    async def create_task(self, request: Request) -> Response:
+        session_id = request.path_params["sid"]
+        self.hub.session_info(session_id)  # 404 before reading a large body
+        body = await read_json(request, self.max_body)
+        _, subscription = await self.hub.run(self._run_request(body, session_id))
+        subscription.close()  # the client watches /stream
+        return JSONResponse({"sessionId": session_id, "state": "running"}, status_code=202)
+
+    async def stream(self, request: Request) -> Response:
+        session_id = request.path_params["sid"]
+        last = request.headers.get("last-event-id") or request.query_params.get("lastEventId")
+        subscription = await self.hub.attach(session_id, last or None)
+        return EventStreamResponse(event_frames(subscription, heartbeat=self.heartbeat))
+
+    async def messages(self, request: Request) -> Response:
+        session_id = request.path_params["sid"]
+        self.hub.session_info(session_id)
+        # Each message in the codec's exact bytes, as the trace holds them.
+        parts = [serialize_message(m) async for m in self.hub.history(session_id)]
+        body = b'{"messages":[' + b",".join(parts) + b"]}"
+        return Response(body, media_type="application/json")
+
+    async def approve(self, request: Request) -> Response:
+        session_id = request.path_params["sid"]
+        self.hub.session_info(session_id)
+        body = await read_json(request, self.max_body)
+        self.hub.approve(session_id, request.path_params["call_id"], decision(body))
+        return Response(status_code=204)
+
+    async def abort(self, request: Request) -> Response:
+        session_id = request.path_params["sid"]
+        body = await read_json(request, self.max_body, required=False)
+        was_running = self.hub.abort(session_id, optional_string(body, "reason"))
+        return Response(status_code=202 if was_running else 204)
+
+    # ---- the Omni SSE dialect ---------------------------------------------------
+
+    async def create_run(self, request: Request) -> Response:
+        body = await read_json(request, self.max_body)
+        session_id = optional_string(body, "session_id") or optional_string(body, "sessionId")
+        detach = body.get("detach", False)
+        if not isinstance(detach, bool):
+            raise ApiError(400, "invalid_request", "detach: must be a boolean")
+        run_request = self._run_request(body, session_id)
+        session_id, subscription = await self.hub.run(run_request)
+        projection = DialectProjection(f"run_{secrets.token_hex(8)}")
+        frames = self._dialect_frames(session_id, subscription, projection, detach=detach)
+        return EventStreamResponse(frames, headers={SESSION_HEADER: session_id})
+
+    async def _dialect_frames(
+        self,
+        session_id: str,
+        subscription: Subscription,
+        projection: DialectProjection,
+        *,
+        detach: bool,
+    ) -> AsyncGenerator[bytes, None]:
+        events = paced(subscription, self.heartbeat)
+        try:
+            async for event in events:
+                if event is None:
+                    yield PING
+                elif event.message is not None:
+                    for out in projection.feed(event.message):
+                        yield out.encode()
+                elif is_task_end(event):
+                    break
+            else:
+                # The subscription closed before the task ended: the server is going away.
+                for out in projection.fail("unavailable", "the server closed the run's stream"):
+                    yield out.encode()
+            for out in projection.finish():
+                yield out.encode()
+        finally:
+            await events.aclose()
+            if not projection.done and not detach:
+                # A dumb client that hangs up wants no more of the run.
+                self.hub.abort(session_id, DISCONNECT_REASON)
+
+    def _run_request(self, body: dict[str, Any], session_id: str | None) -> RunRequest:
+        metadata = body.get("metadata", {})
+        if not isinstance(metadata, dict):
+            raise ApiError(400, "invalid_request", "metadata: must be an object")
+        return RunRequest(
+            input=input_messages(body),
+            session_id=session_id,
+            thinking_level=thinking_level(body),
+            approval_mode=approval_mode(body),
+            metadata=metadata,
+        )
+
+
+def create_app(
+    hub: Hub,
+    *,
+    token: str | None = None,
+    cors_origins: Sequence[str] = (),
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    heartbeat: float | None = DEFAULT_HEARTBEAT_SECONDS,
+    serve_page: bool = True,
+) -> Starlette:
+    """The SSE shim over ``hub``.
+
+    ``token`` enables bearer auth (header or ``access_token`` parameter);
+    ``cors_origins`` is the CORS allow-list (``["*"]`` allows any origin);
+    ``heartbeat`` is the ``: ping`` period in seconds (None disables it).
+    """
+    r = SseRoutes(hub, max_body_bytes=max_body_bytes, heartbeat=heartbeat)
+    routes: list[BaseRoute] = [
+        Route("/api/sessions", r.list_sessions, methods=["GET"]),
+        Route("/api/sessions", r.create_session, methods=["POST"]),
+        Route("/api/sessions/{sid}", r.get_session, methods=["GET"]),
+        Route("/api/sessions/{sid}/tasks", r.create_task, methods=["POST"]),
+        Route("/api/sessions/{sid}/stream", r.stream, methods=["GET"]),
+        Route("/api/sessions/{sid}/messages", r.messages, methods=["GET"]),
+        Route("/api/sessions/{sid}/approvals/{call_id}", r.approve, methods=["POST"]),
+        Route("/api/sessions/{sid}/abort", r.abort, methods=["POST"]),
+        Route("/v1/runs", r.create_run, methods=["POST"]),
+    ]
+    if serve_page:
+        routes += page.routes()
+    middleware: list[Middleware] = []
+    if cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(cors_origins),
+                allow_methods=["GET", "POST"],
+                allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+                expose_headers=[SESSION_HEADER],
+            )
+        )
+    if token:
+        middleware.append(Middleware(BearerAuth, token=token))
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={
+            ApiError: on_api_error,
+            HubError: on_hub_error,
+            HTTPException: on_http_exception,
+            Exception: on_unexpected,
+        },
+    )

@@ -1,0 +1,186 @@
+"""Reads both SSE formats back: reference streams into OmniMessages and server
+events (reconnecting with ``Last-Event-ID``), and dialect runs into their six
+named events.
+
+Usage::
+
+    async with httpx.AsyncClient() as http:
+        async for item in read_reference(http, f"{base}/api/sessions/{sid}/stream",
+                                         token=token, until_idle=True):
+            print(item.data)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+from httpx_sse import ServerSentEvent, aconnect_sse
+from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
+
+from omni_grpc.convert import parse_message, parse_server_event
+from omni_grpc.transport.sse.dialect import DialectEvent
+from omni_grpc.transport.sse.wire import SERVER_EVENT
+
+log = logging.getLogger(__name__)
+
+_DIALECT_EVENTS = frozenset({"thought", "tool_call", "tool_result", "message", "error", "done"})
+
+
+class SSEStreamError(Exception):
+    """The server refused the stream (4xx/5xx) or sent something unreadable."""
+
+    def __init__(self, message: str, *, status: int | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+@dataclass(frozen=True)
+class StreamItem:
+    """One reference SSE event: exactly one of ``message`` / ``server_event``."""
+
+    event_id: str
+    message: omni_pb2.OmniMessage | None
+    server_event: agent_service_pb2.ServerEvent | None
+    # The JSON text exactly as it came over the wire.
+    data: str
+
+    @property
+    def server_event_kind(self) -> str | None:
+        """``task_state``, ``approval_request``, ``resync_required``, ``unknown``."""
+        if self.server_event is None:
+            return None
+        kind: str = self.server_event.WhichOneof("kind")
+        return kind
+
+
+def auth_headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+async def _raise_for_status(response: httpx.Response) -> None:
+    if response.status_code < 400:
+        return
+    body = await response.aread()
+    code = None
+    message = body.decode(errors="replace")
+    try:
+        parsed = orjson.loads(body)
+        if isinstance(parsed, dict):
+            code = parsed.get("code")
+            message = parsed.get("message", message)
+    except orjson.JSONDecodeError:
+        pass
+    request = response.request
+    raise SSEStreamError(
+        f"{request.method} {request.url} answered {response.status_code}: {message}",
+        status=response.status_code,
+        code=code,
+    )
+
+
+def _decode_reference(sse: ServerSentEvent) -> StreamItem:
+    try:
+        if sse.event == SERVER_EVENT:
+            return StreamItem(sse.id, None, parse_server_event(sse.data), sse.data)
+        return StreamItem(sse.id, parse_message(sse.data), None, sse.data)
+    except ValueError as exc:
+        raise SSEStreamError(f"event {sse.id or '(no id)'}: {exc}") from exc
+
+
+def _is_task_state(item: StreamItem, state: int) -> bool:
+    ev = item.server_event
+    return ev is not None and ev.WhichOneof("kind") == "task_state" and ev.task_state.state == state
+
+
+async def read_reference(
+    client: httpx.AsyncClient,
+    url: str,
+    *,
+    token: str | None = None,
+    last_event_id: str | None = None,
+    until_idle: bool = False,
+    max_reconnects: int | None = 10,
+    retry_delay: float = 0.25,
+) -> AsyncIterator[StreamItem]:
+    """Follows a reference SSE stream (``GET /api/sessions/{id}/stream``).
+
+    A dropped connection is re-opened with ``Last-Event-ID`` set to the last id
+    received, so the server replays the gap: nothing is lost while the server
+    still buffers it. When it does not, the server says ``resync_required``,
+    which is yielded like any other event (fetch ``/messages`` then).
+
+    ``until_idle`` ends the iteration at the ``task_state idle`` that follows a
+    ``task_state running`` (the end of the task being watched). Reconnects
+    (``max_reconnects`` in a row without an event in between; None is
+    unlimited) wait ``retry_delay`` seconds, doubling up to 5 s.
+    """
+    seen_running = False
+    failures = 0
+    delay = retry_delay
+    while True:
+        headers = auth_headers(token)
+        if last_event_id:
+            headers["Last-Event-ID"] = last_event_id
+        try:
+            async with aconnect_sse(client, "GET", url, headers=headers, timeout=None) as source:
+                await _raise_for_status(source.response)
+                async for sse in source.aiter_sse():
+                    item = _decode_reference(sse)
+                    if item.event_id:
+                        last_event_id = item.event_id
+                    failures, delay = 0, retry_delay
+                    yield item
+                    if _is_task_state(item, agent_service_pb2.SESSION_STATE_RUNNING):
+                        seen_running = True
+                    elif (
+                        until_idle
+                        and seen_running
+                        and _is_task_state(item, agent_service_pb2.SESSION_STATE_IDLE)
+                    ):
+                        return
+        except (httpx.TransportError, httpx.RemoteProtocolError) as exc:
+            log.info("SSE stream %s dropped (%s); reconnecting after %s", url, exc, last_event_id)
+        # A clean end of the body is a drop too: the reference stream never ends.
+        failures += 1
+        if max_reconnects is not None and failures > max_reconnects:
+            raise SSEStreamError(f"{url}: gave up after {max_reconnects} reconnects")
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 5.0)
+
+
+async def read_dialect(
+    client: httpx.AsyncClient,
+    url: str,
+    body: Mapping[str, Any],
+    *,
+    token: str | None = None,
+) -> AsyncIterator[DialectEvent]:
+    """Runs ``POST /v1/runs`` and yields its dialect events up to ``done``.
+
+    The dialect has no ids, so a dropped run cannot be resumed; it raises
+    :class:`SSEStreamError` when the stream ends without ``done``.
+    """
+    async with aconnect_sse(
+        client, "POST", url, json=dict(body), headers=auth_headers(token), timeout=None
+    ) as source:
+        await _raise_for_status(source.response)
+        async for sse in source.aiter_sse():
+            if sse.event not in _DIALECT_EVENTS:
+                raise SSEStreamError(f"unknown dialect event {sse.event!r}")
+            try:
+                data = orjson.loads(sse.data)
+            except orjson.JSONDecodeError as exc:
+                raise SSEStreamError(f"{sse.event} event: invalid JSON data: {exc}") from exc
+            if not isinstance(data, dict):
+                raise SSEStreamError(f"{sse.event} event: data is not a JSON object")
+            yield DialectEvent(sse.event, data)
+            if sse.event == "done":
+                return
+    raise SSEStreamError(f"{url}: the stream ended without a done event")

@@ -1,0 +1,75 @@
+"""Errors as JSON ``{code, message}`` with the right HTTP status."""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from omni_grpc.runtime.errors import (
+    ApprovalNotPending,
+    HubError,
+    InvalidRequest,
+    SessionBusy,
+    SessionNotFound,
+)
+
+log = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    """A request the HTTP layer itself refuses (bad body, too large, no auth)."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse({"code": code, "message": message}, status_code=status, headers=headers)
+
+
+def hub_error_status(exc: HubError) -> tuple[int, str]:
+    if isinstance(exc, InvalidRequest):
+        return 400, "invalid_request"
+    if isinstance(exc, SessionNotFound):
+        return 404, "session_not_found"
+    if isinstance(exc, SessionBusy):
+        return 409, "task_in_progress"
+    if isinstance(exc, ApprovalNotPending):
+        return 404, "approval_not_pending"
+    return 400, "invalid_request"
+
+
+async def on_api_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    return error_response(exc.status, exc.code, exc.message, headers)
+
+
+async def on_hub_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HubError)
+    status, code = hub_error_status(exc)
+    return error_response(status, code, str(exc))
+
+
+async def on_http_exception(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    codes = {404: "not_found", 405: "method_not_allowed"}
+    return error_response(
+        exc.status_code,
+        codes.get(exc.status_code, "http_error"),
+        str(exc.detail),
+        dict(exc.headers) if exc.headers else None,
+    )
+
+
+async def on_unexpected(request: Request, exc: Exception) -> Response:
+    log.exception("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal", f"internal error: {type(exc).__name__}")

@@ -1,0 +1,124 @@
+"""Request bodies: size-limited reads and validation that names the bad field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from omni_grpc_proto.omni.v1 import omni_pb2
+from starlette.requests import Request
+
+from omni_grpc import protocol
+from omni_grpc.convert import message_from_dict
+from omni_grpc.runtime.approvals import ApprovalMode
+from omni_grpc.transport.sse.errors import ApiError
+
+DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
+THINKING_LEVELS = ("none", "low", "medium", "high", "xhigh", "max")
+
+
+async def read_json(request: Request, limit: int, *, required: bool = True) -> dict[str, Any]:
+    """The body as a JSON object; 413 past ``limit`` bytes (checked while reading,
+    so a lying or missing Content-Length cannot get more in)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, "body_too_large", f"request body exceeds {limit} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise ApiError(413, "body_too_large", f"request body exceeds {limit} bytes")
+    if not body.strip():
+        if required:
+            raise ApiError(400, "invalid_request", "the request needs a JSON body")
+        return {}
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(400, "invalid_json", f"request body is not valid JSON: {exc}") from exc
+    if not isinstance(parsed, dict):
+        raise ApiError(400, "invalid_request", "request body must be a JSON object")
+    return parsed
+
+
+def _bad(field: str, problem: str) -> ApiError:
+    return ApiError(400, "invalid_request", f"{field}: {problem}")
+
+
+def input_messages(body: dict[str, Any]) -> list[omni_pb2.OmniMessage]:
+    """``input`` parts (reference TaskInputPart) and/or ``prompt`` as user messages."""
+    messages: list[omni_pb2.OmniMessage] = []
+    parts = body.get("input", [])
+    if not isinstance(parts, list):
+        raise _bad("input", "must be an array of parts")
+    for i, part in enumerate(parts):
+        field = f"input[{i}]"
+        if not isinstance(part, dict):
+            raise _bad(field, "must be an object")
+        kind = part.get("type")
+        if kind == "text":
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise _bad(f"{field}.text", "must be a string")
+            messages.append(message_from_dict(protocol.user_text(text)))
+        elif kind == "image_url":
+            url = part.get("image_url")
+            if not isinstance(url, str) or not url:
+                raise _bad(f"{field}.image_url", "must be a non-empty string")
+            messages.append(message_from_dict(protocol.image_url(url)))
+        elif kind == "file":
+            path = part.get("path")
+            if not isinstance(path, str) or not path:
+                raise _bad(f"{field}.path", "must be a non-empty string")
+            # The reference hands files to the model as a marker line.
+            messages.append(message_from_dict(protocol.user_text(f"[attached file: {path}]")))
+        else:
+            raise _bad(f"{field}.type", f"must be text, image_url or file, not {kind!r}")
+    prompt = body.get("prompt")
+    if prompt is not None:
+        if not isinstance(prompt, str) or not prompt:
+            raise _bad("prompt", "must be a non-empty string")
+        messages.append(message_from_dict(protocol.user_text(prompt)))
+    if not messages:
+        raise _bad("input", "give at least one input part or a prompt")
+    return messages
+
+
+def thinking_level(body: dict[str, Any]) -> str | None:
+    for key in ("thinkingLevel", "thinking_level"):
+        value = body.get(key)
+        if value is None:
+            continue
+        if value not in THINKING_LEVELS:
+            raise _bad(key, f"must be one of {', '.join(THINKING_LEVELS)}")
+        return str(value)
+    return None
+
+
+def approval_mode(body: dict[str, Any]) -> ApprovalMode | None:
+    for key in ("approvalMode", "approval_mode"):
+        value = body.get(key)
+        if value is None:
+            continue
+        try:
+            return ApprovalMode(value)
+        except ValueError:
+            modes = ", ".join(m.value for m in ApprovalMode)
+            raise _bad(key, f"must be one of {modes}") from None
+    return None
+
+
+def decision(body: dict[str, Any]) -> str:
+    value = body.get("decision")
+    if value not in ("allow", "deny", "forbidden"):
+        raise _bad("decision", "must be allow, deny or forbidden")
+    return str(value)
+
+
+def optional_string(body: dict[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _bad(key, "must be a string")
+    return value

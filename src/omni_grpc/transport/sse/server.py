@@ -1,0 +1,74 @@
+"""Runs the SSE app under uvicorn inside the caller's event loop.
+
+Used by ``omni-grpc serve`` (beside the gRPC server) and by the tests, which
+bind port 0 and read the port the OS chose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+
+import uvicorn
+from starlette.types import ASGIApp
+
+
+class HttpServer:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8080,
+        log_level: str = "warning",
+        shutdown_grace: int = 2,
+    ) -> None:
+        self.host = host
+        self.port = port
+        # No Server/Date headers: the SSE response headers are exactly the reference's.
+        self._config = uvicorn.Config(
+            app,
+            log_level=log_level,
+            lifespan="off",
+            server_header=False,
+            date_header=False,
+            timeout_graceful_shutdown=shutdown_grace,
+        )
+        self._server = uvicorn.Server(self._config)
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> None:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((self.host, self.port))
+        except OSError:
+            sock.close()
+            raise
+        self.port = sock.getsockname()[1]
+        self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="omni-http")
+        while not self._server.started:
+            if self._task.done():
+                self._task.result()  # re-raises what stopped it
+                raise RuntimeError("the HTTP server stopped during startup")
+            await asyncio.sleep(0.01)
+
+    async def stop(self) -> None:
+        if self._task is None:
+            return
+        self._server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None
+
+    async def wait(self) -> None:
+        """Until the server stops (after ``stop`` or a fatal error)."""
+        if self._task is not None:
+            await self._task

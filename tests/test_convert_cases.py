@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from omni_grpc_proto.omni.v1 import omni_pb2
 
 from omni_grpc.convert import (
     ConversionError,
@@ -12,6 +11,7 @@ from omni_grpc.convert import (
     parse_message,
     serialize_message,
 )
+from omni_grpc_proto.omni.v1 import omni_pb2
 
 T = '"timestamp":"2026-08-22T02:15:30.000Z"'
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from omni_grpc_proto.omni.v1 import omni_pb2
 
 from omni_grpc.convert import (
     ConversionError,
@@ -14,6 +13,7 @@ from omni_grpc.convert import (
     serialize_message,
     to_betterproto,
 )
+from omni_grpc_proto.omni.v1 import omni_pb2
 
 CORPUS = Path(__file__).parent / "conformance"
 # Lines that are not JSON on purpose: the docs' illustrative head ("…") and

@@ -11,10 +11,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from omni_grpc_proto.omni.v1 import omni_pb2
 
 from omni_grpc.convert import parse_message, serialize_message
 from omni_grpc.convert._jsontext import js_number
+from omni_grpc_proto.omni.v1 import omni_pb2
 
 HERE = Path(__file__).parent
 NODE = shutil.which("node")

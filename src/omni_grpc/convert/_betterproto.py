@@ -9,6 +9,7 @@ from typing import TypeVar
 
 import betterproto2
 from google.protobuf.message import Message
+
 from omni_grpc_proto.betterproto.omni import v1 as bp
 from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
 

@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from google.protobuf.message import Message
-from omni_grpc_proto.omni.v1 import agent_service_pb2
 
 from omni_grpc.convert import _jsontext as jt
 from omni_grpc.convert._errors import ConversionError
@@ -16,6 +15,7 @@ from omni_grpc.convert._message import message_from_dict, message_to_jsonable
 from omni_grpc.convert._objects import decode_object, encode_object
 from omni_grpc.convert._schema import SERVER_EVENT_BY_ARM, SERVER_EVENT_BY_TYPE, ObjectSpec
 from omni_grpc.convert._shape import ShapeRecorder, ShapeView
+from omni_grpc_proto.omni.v1 import agent_service_pb2
 
 ServerEvent = agent_service_pb2.ServerEvent
 

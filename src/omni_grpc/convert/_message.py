@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from omni_grpc_proto.omni.v1 import omni_pb2
-
 from omni_grpc.convert import _jsontext as jt
 from omni_grpc.convert._errors import ConversionError
 from omni_grpc.convert._fields import MISSING, StrList, wrong_type
@@ -19,6 +17,7 @@ from omni_grpc.convert._schema import (
     SESSION_META,
 )
 from omni_grpc.convert._shape import ShapeRecorder, ShapeView, child
+from omni_grpc_proto.omni.v1 import omni_pb2
 
 OmniMessage = omni_pb2.OmniMessage
 # Large enough for a tool output carrying several images; configurable per call.

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from google.protobuf.descriptor import EnumDescriptor
-from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
 
 from omni_grpc.convert._fields import (
     Enum,
@@ -23,6 +22,7 @@ from omni_grpc.convert._fields import (
     StrList,
     StructField,
 )
+from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
 
 
 def enum_texts(descriptor: EnumDescriptor) -> dict[str, int]:

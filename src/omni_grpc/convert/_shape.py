@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from omni_grpc_proto.omni.v1 import omni_pb2
-
 from omni_grpc.convert import _jsontext as jt
+from omni_grpc_proto.omni.v1 import omni_pb2
 
 
 def key_token(key: str) -> str:

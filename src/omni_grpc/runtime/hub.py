@@ -153,6 +153,10 @@ class Hub:
         self._sessions[session_id] = session
         return session
 
+    def create_session(self) -> SessionInfo:
+        """A new idle session (the reference's ``POST /api/sessions``)."""
+        return self._info(self._create_session())
+
     def _get(self, session_id: str) -> _Session:
         session = self._sessions.get(session_id)
         if session is None:

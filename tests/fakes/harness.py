@@ -21,12 +21,13 @@ class Approver:
     decisions: dict[str, Decision] = field(default_factory=dict)
     calls: list[JsonObject] = field(default_factory=list)
     delay: float = 0.0
+    default: Decision = "allow"
 
     async def __call__(self, tool_call: JsonObject) -> Decision:
         self.calls.append(tool_call)
         if self.delay:
             await asyncio.sleep(self.delay)
-        return self.decisions.get(tool_call["payload"]["tool_call_id"], "allow")
+        return self.decisions.get(tool_call["payload"]["tool_call_id"], self.default)
 
 
 def as_dict(message: Any) -> JsonObject:
@@ -44,6 +45,7 @@ async def collect(
     session_id: str = "session-test",
     thinking_level: str | None = None,
     on_message: Callable[[JsonObject], None] | None = None,
+    metadata: JsonObject | None = None,
 ) -> list[JsonObject]:
     options = RunOptions(
         session_id=session_id,
@@ -52,6 +54,7 @@ async def collect(
         thinking_level=thinking_level,
         workspace=workspace,
         trace_path=trace_path,
+        metadata=metadata or {},
     )
     out: list[JsonObject] = []
     async for message in engine.run(run_input, options):

@@ -99,3 +99,4 @@ def _demo(spec: str, options: dict[str, str]) -> Engine:
 register("demo", _demo, help="the embedded deterministic demo engine (pacing=, repeat=)")
 register("openai", lambda s, o: importlib.import_module("omni_grpc.engines.openai").create(**o), help="an agent loop over an OpenAI-compatible endpoint (base_url=, model=, tools=)")  # fmt: skip  # noqa: E501
 register("replay:", lambda s, o: importlib.import_module("omni_grpc.engines.replay").create(s, **o), prefix=True, help="serve a recorded .jsonl/.binpb trace as live runs (delay_ms=, chunk=, turns=)")  # fmt: skip  # noqa: E501
+register("command:", lambda s, o: importlib.import_module("omni_grpc.engines.command").create(s, **o), prefix=True, help="any program speaking JSONL on stdio (grace_ms=, idle_timeout=, cwd=)")  # fmt: skip  # noqa: E501

@@ -26,8 +26,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from omni_grpc_proto.omni.v1 import omni_pb2
-
 from omni_grpc.convert import message_to_dict
 from omni_grpc.engines.base import EngineMessage, RunOptions
 from omni_grpc.engines.segments import Segment, SegmentKind, chunked
@@ -35,6 +33,7 @@ from omni_grpc.protocol import builders as b
 from omni_grpc.protocol.guards import is_partial_kind, payload_kind
 from omni_grpc.protocol.timestamps import now_timestamp
 from omni_grpc.trace.formats import format_from_path, read_records
+from omni_grpc_proto.omni.v1 import omni_pb2
 
 JsonObject = dict[str, Any]
 

@@ -114,6 +114,10 @@ class OpenFragments:
     def __init__(self) -> None:
         self._open: dict[tuple[str, str], Segment] = {}
 
+    @property
+    def open(self) -> bool:
+        return bool(self._open)
+
     def observe(self, payload: Mapping[str, Any]) -> None:
         kind = self._KINDS.get(str(payload.get("type", "")))
         if kind is None:

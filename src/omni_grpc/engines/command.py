@@ -1,0 +1,360 @@
+"""The ``command:`` engine: any program as an engine, JSONL over stdio.
+
+Each run starts the command once. The bridge writes one ``run`` request line to
+its stdin; the child writes OmniMessage JSON lines to stdout and exits when the
+run is over. After each complete ``tool_call`` (stop_reason ``completed``) the
+bridge asks the host and writes an ``approval`` line; an abort is an ``abort``
+line, then SIGTERM after a grace period, then SIGKILL. The protocol is
+specified in ``docs/engines-real.md``.
+
+A child that crashes, writes a line that is not an OmniMessage, or goes silent
+for ``idle_timeout`` seconds ends the run with ``request_end`` failed and
+``abort``, both naming the reason; what it left open is closed first. The
+server process is unaffected: the child is only a subprocess.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import shlex
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from omni_grpc.convert import ConversionError, message_to_dict, parse_message
+from omni_grpc.engines.base import AbortSignal, ApproveFn, Decision, EngineMessage, RunOptions
+from omni_grpc.engines.segments import OpenFragments
+from omni_grpc.protocol import builders as b
+from omni_grpc_proto.omni.v1 import omni_pb2
+
+JsonObject = dict[str, Any]
+log = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+MAX_LINE_BYTES = 64 * 1024 * 1024
+STDERR_TAIL = 20
+
+
+class _Failed(Exception):
+    """The child broke the protocol or died; the message is the user-facing reason."""
+
+
+class CommandEngine:
+    name = "command"
+
+    def __init__(
+        self,
+        argv: list[str],
+        *,
+        grace: float = 5.0,
+        idle_timeout: float | None = 300.0,
+        cwd: Path | None = None,
+    ) -> None:
+        if not argv:
+            raise ValueError("command engine: name the program, as command:PROGRAM ARGS...")
+        self.argv = argv
+        self.grace = grace
+        self.idle_timeout = idle_timeout
+        self.cwd = cwd
+        self._children: set[asyncio.subprocess.Process] = set()
+
+    async def run(
+        self, input: list[JsonObject], options: RunOptions
+    ) -> AsyncIterator[EngineMessage]:
+        bridge = _Bridge(self, options)
+        async for message in bridge.run(input):
+            yield message
+
+    async def aclose(self) -> None:
+        for child in list(self._children):
+            await _stop(child, 0.5)
+
+
+class _Bridge:
+    """One run: one child process and the state needed to close its stream."""
+
+    def __init__(self, engine: CommandEngine, options: RunOptions) -> None:
+        self.engine = engine
+        self.options = options
+        self.fragments = OpenFragments()
+        self.request_open = False
+        self.abort_seen = False
+        self.stderr: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
+        self.proc: asyncio.subprocess.Process | None = None
+        self.line = 0
+
+    async def run(self, run_input: list[JsonObject]) -> AsyncIterator[EngineMessage]:
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                *self.engine.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=self.engine.cwd,
+                limit=MAX_LINE_BYTES,
+                start_new_session=True,  # signals reach the child, not the server's group
+            )
+        except OSError as exc:
+            for closing in self._failure(f"cannot start {self.engine.argv[0]!r}: {exc}"):
+                yield closing
+            return
+        self.engine._children.add(self.proc)
+        drain = asyncio.create_task(self._drain_stderr())
+        try:
+            async for message in self._converse(run_input):
+                yield message
+        finally:
+            self.engine._children.discard(self.proc)
+            await _stop(self.proc, self.engine.grace)
+            drain.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await drain
+
+    async def _converse(self, run_input: list[JsonObject]) -> AsyncIterator[EngineMessage]:
+        try:
+            await self._send(self._request(run_input))
+            async for message in self._relay():
+                yield message
+        except _Failed as exc:
+            assert self.proc is not None
+            await _stop(self.proc, 0.5)
+            for closing in self._failure(str(exc)):
+                yield closing
+
+    async def _relay(self) -> AsyncIterator[EngineMessage]:
+        """Child messages until it exits; approvals and abort are answered on the way."""
+        assert self.proc is not None and self.proc.stdout is not None
+        abort = self.options.abort
+        while True:
+            raw = await self._read_line(abort)
+            if raw is None:  # aborted
+                async for message in self._abort():
+                    yield message
+                return
+            if not raw:
+                await self._check_exit()
+                return
+            message, payload = self._parse(raw)
+            self._observe(message, payload)
+            yield message
+            if (
+                payload.get("type") == "tool_call"
+                and payload.get("stop_reason", "completed") == "completed"
+            ):
+                decision = await _ask(self.options.approve, message_to_dict(message), abort)
+                if decision is None:
+                    continue  # aborted meanwhile: the next read turns into the abort path
+                answer = {"type": "approval", "decision": decision}
+                await self._send({**answer, "tool_call_id": payload.get("tool_call_id", "")})
+
+    async def _read_line(self, abort: AbortSignal) -> bytes | None:
+        """The next stdout line (b"" at EOF), or None once aborted."""
+        assert self.proc is not None and self.proc.stdout is not None
+        if abort.is_set():
+            return None
+        reader = asyncio.ensure_future(self.proc.stdout.readline())
+        waiter = asyncio.ensure_future(abort.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {reader, waiter},
+                timeout=self.engine.idle_timeout,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            waiter.cancel()
+        if reader not in done:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ValueError):
+                await reader
+            if abort.is_set():
+                return None
+            raise _Failed(f"engine process wrote nothing for {self.engine.idle_timeout:g} s")
+        try:
+            line = reader.result()
+        except ValueError:  # asyncio's LimitOverrunError surfaces as ValueError
+            raise _Failed(
+                f"engine process wrote a line longer than {MAX_LINE_BYTES} bytes"
+            ) from None
+        if line:
+            self.line += 1
+        return line
+
+    def _parse(self, raw: bytes) -> tuple[omni_pb2.OmniMessage, JsonObject]:
+        try:
+            message = parse_message(raw.rstrip(b"\r\n"), line=self.line)
+        except ConversionError as exc:
+            where = f"{exc.path}: " if exc.path else ""
+            raise _Failed(
+                f"engine process wrote an invalid OmniMessage on stdout line {self.line}: "
+                f"{where}{exc.reason}"
+            ) from None
+        payload = message_to_dict(message).get("payload", {})
+        return message, payload if isinstance(payload, dict) else {}
+
+    def _observe(self, message: omni_pb2.OmniMessage, payload: Mapping[str, Any]) -> None:
+        if message.origin:
+            return
+        kind = payload.get("type")
+        self.fragments.observe(payload)
+        if kind == "request_begin":
+            self.request_open = True
+        elif kind == "request_end":
+            self.request_open = False
+        elif kind == "abort":
+            self.abort_seen = True
+
+    async def _check_exit(self) -> None:
+        assert self.proc is not None
+        try:
+            code = await asyncio.wait_for(self.proc.wait(), timeout=self.engine.grace)
+        except TimeoutError:
+            raise _Failed("engine process closed stdout but did not exit") from None
+        if code != 0:
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+            raise _Failed(f"engine process {how}{self._stderr_note()}")
+        if self.abort_seen:
+            return
+        if self.fragments.open or self.request_open:
+            raise _Failed(
+                "engine process exited with its stream unfinished (an open fragment or request)"
+            )
+
+    async def _abort(self) -> AsyncIterator[EngineMessage]:
+        """Asks the child to stop, relays what it still says, then closes what it left open."""
+        assert self.proc is not None
+        reason = self.options.abort.reason or "aborted by user"
+        with contextlib.suppress(_Failed):
+            await self._send({"type": "abort", "reason": reason})
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.engine.grace
+        quiet = AbortSignal()  # never set: the abort has been delivered already
+        with contextlib.suppress(_Failed, TimeoutError):
+            while not self.abort_seen and (left := deadline - loop.time()) > 0:
+                raw = await asyncio.wait_for(self._read_line(quiet), timeout=left)
+                if not raw:
+                    break
+                message, payload = self._parse(raw)
+                self._observe(message, payload)
+                yield message
+        if self.abort_seen:
+            return
+        for closing in self.fragments.close_all("aborted"):
+            yield closing
+        if self.request_open:
+            yield b.request_end("aborted")
+        yield b.abort_event(reason)
+
+    def _failure(self, reason: str) -> list[JsonObject]:
+        log.warning("command engine %s: %s", shlex.join(self.engine.argv), reason)
+        out = self.fragments.close_all("failed")
+        if not self.request_open:
+            out.append(b.request_begin())  # keeps request_begin/request_end paired
+        out.append(b.request_end("failed", error_message=reason))
+        out.append(b.abort_event(reason))
+        return out
+
+    def _request(self, run_input: list[JsonObject]) -> JsonObject:
+        o = self.options
+        return {
+            "type": "run",
+            "protocol": PROTOCOL_VERSION,
+            "session_id": o.session_id,
+            "input": run_input,
+            "thinking_level": o.thinking_level,
+            "workspace": str(o.workspace),
+            "trace_path": str(o.trace_path) if o.trace_path else None,
+            "metadata": o.metadata,
+        }
+
+    async def _send(self, line: JsonObject) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(orjson.dumps(line) + b"\n")
+            await self.proc.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            raise _Failed(f"engine process closed its stdin{self._stderr_note()}") from None
+
+    async def _drain_stderr(self) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        while line := await self.proc.stderr.readline():
+            text = line.decode("utf-8", errors="replace").rstrip()
+            self.stderr.append(text)
+            log.debug("engine stderr: %s", text)
+
+    def _stderr_note(self) -> str:
+        if not self.stderr:
+            return ""
+        return f"; its stderr ends: {self.stderr[-1][:500]}"
+
+
+async def _ask(approve: ApproveFn, call: JsonObject, abort: AbortSignal) -> Decision | None:
+    """The host's decision; a failing callback denies; None when aborted first."""
+    if abort.is_set():
+        return None
+    decision = asyncio.ensure_future(approve(call))
+    waiter = asyncio.ensure_future(abort.wait())
+    try:
+        await asyncio.wait({decision, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+    if not decision.done():
+        decision.cancel()
+        return None
+    try:
+        answer = decision.result()
+    except Exception:
+        return "deny"
+    return answer if answer in ("allow", "deny", "forbidden") else "deny"
+
+
+async def _stop(proc: asyncio.subprocess.Process, grace: float) -> None:
+    """Waits up to ``grace`` for the child to exit, then SIGTERM, then SIGKILL."""
+    if proc.returncode is not None:
+        return
+    if proc.stdin is not None and not proc.stdin.is_closing():
+        proc.stdin.close()
+    for step in ("wait", "terminate", "kill"):
+        if step == "terminate":
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+        elif step == "kill":
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        try:
+            await asyncio.wait_for(proc.wait(), timeout=grace if step != "kill" else None)
+            return
+        except TimeoutError:
+            continue
+
+
+def _seconds(options: Mapping[str, str], key: str, default: float) -> float:
+    raw = options.get(key)
+    try:
+        value = float(raw) if raw is not None else default
+    except ValueError:
+        raise ValueError(f"command engine: {key}={raw!r} is not a number") from None
+    if value < 0:
+        raise ValueError(f"command engine: {key}={raw!r} must not be negative")
+    return value
+
+
+def create(spec: str, **options: str) -> CommandEngine:
+    """``command:PROGRAM ARGS...`` (shell-style quoting) with ``--engine-opt`` options."""
+    argv = shlex.split(spec.removeprefix("command:"))
+    unknown = sorted(set(options) - {"grace_ms", "idle_timeout", "cwd"})
+    if unknown:
+        raise ValueError(f"command engine: unknown option(s) {', '.join(unknown)}")
+    grace = _seconds(options, "grace_ms", 5000) / 1000
+    idle = _seconds(options, "idle_timeout", 300)
+    cwd = Path(options["cwd"]) if "cwd" in options else None
+    if cwd is not None and not cwd.is_dir():
+        raise ValueError(f"command engine: cwd={options['cwd']!r} is not a directory")
+    return CommandEngine(argv, grace=grace, idle_timeout=idle if idle > 0 else None, cwd=cwd)
+
+
+__all__ = ["PROTOCOL_VERSION", "CommandEngine", "create"]

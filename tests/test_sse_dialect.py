@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from omni_grpc_proto.omni.v1 import omni_pb2 as pb
-
 from omni_grpc.transport.sse.dialect import DialectProjection, parse_tool_arguments
+from omni_grpc_proto.omni.v1 import omni_pb2 as pb
 
 A = pb.ROLE_ASSISTANT
 U = pb.ROLE_USER
@@ -183,6 +182,21 @@ def test_auth_failures_are_reported_at_once() -> None:
         ("error", {"code": "auth", "message": "401 invalid x-api-key"}),
         ("done", {"run_id": "run_1", "total_tokens": 0, "status": "failed"}),
     ]
+
+
+def test_an_abort_for_a_failure_is_an_error() -> None:
+    crash = pb.OmniMessage(abort=pb.Abort(reason="engine error: upstream refused"))
+    assert project([BEGIN, crash]) == [
+        ("error", {"code": "engine_error", "message": "engine error: upstream refused"}),
+        ("done", {"run_id": "run_1", "total_tokens": 0, "status": "failed"}),
+    ]
+    # After an auth failure the reference aborts with "llm request error": one error only.
+    auth = [
+        BEGIN,
+        request_end(pb.STOP_REASON_AUTH, "401"),
+        pb.OmniMessage(abort=pb.Abort(reason="llm request error: 401")),
+    ]
+    assert [e for e, _ in project(auth)] == ["error", "done"]
 
 
 def test_user_abort_and_transport_failure_statuses() -> None:

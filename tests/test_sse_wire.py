@@ -8,12 +8,12 @@ from collections.abc import AsyncGenerator
 from pathlib import Path
 
 import pytest
-from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
 
 from omni_grpc.runtime.events import EventBody
 from omni_grpc.runtime.memory_log import MemoryEventLog
 from omni_grpc.transport.sse.stream import event_frames
 from omni_grpc.transport.sse.wire import PING, SSE_HEADERS, encode_frame
+from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
 
 CONFORMANCE = Path(__file__).parent / "conformance"
 EPOCH = "9f3c2a7e"

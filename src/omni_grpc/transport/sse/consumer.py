@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import orjson
 from httpx_sse import ServerSentEvent, aconnect_sse
-from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
 
 from omni_grpc.convert import parse_message, parse_server_event
-from omni_grpc.transport.sse.dialect import DialectEvent
+from omni_grpc.transport.sse.dialect import DialectEvent, EventName
 from omni_grpc.transport.sse.wire import SERVER_EVENT
+from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ async def read_reference(
     until_idle: bool = False,
     max_reconnects: int | None = 10,
     retry_delay: float = 0.25,
-) -> AsyncIterator[StreamItem]:
+) -> AsyncGenerator[StreamItem, None]:
     """Follows a reference SSE stream (``GET /api/sessions/{id}/stream``).
 
     A dropped connection is re-opened with ``Last-Event-ID`` set to the last id
@@ -161,7 +161,7 @@ async def read_dialect(
     body: Mapping[str, Any],
     *,
     token: str | None = None,
-) -> AsyncIterator[DialectEvent]:
+) -> AsyncGenerator[DialectEvent, None]:
     """Runs ``POST /v1/runs`` and yields its dialect events up to ``done``.
 
     The dialect has no ids, so a dropped run cannot be resumed; it raises
@@ -180,7 +180,7 @@ async def read_dialect(
                 raise SSEStreamError(f"{sse.event} event: invalid JSON data: {exc}") from exc
             if not isinstance(data, dict):
                 raise SSEStreamError(f"{sse.event} event: data is not a JSON object")
-            yield DialectEvent(sse.event, data)
+            yield DialectEvent(cast(EventName, sse.event), data)
             if sse.event == "done":
                 return
     raise SSEStreamError(f"{url}: the stream ended without a done event")

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
-from omni_grpc_proto.omni.v1 import omni_pb2
 
 from omni_grpc.transport.sse.wire import encode_frame
+from omni_grpc_proto.omni.v1 import omni_pb2
 
 EventName = Literal["thought", "tool_call", "tool_result", "message", "error", "done"]
 RunStatus = Literal["completed", "aborted", "failed"]
@@ -27,6 +27,12 @@ _RETRIED = {
     omni_pb2.STOP_REASON_TIMEOUT: "timeout",
     omni_pb2.STOP_REASON_MALFORMED: "malformed",
 }
+
+
+# Abort reasons that mean a failure, not a stop someone asked for: the
+# reference's "llm request error: ..." and the hub's reasons for an engine that
+# crashed, produced an invalid message or ignored an abort.
+FAILURE_ABORT_PREFIXES = ("llm request error", "engine error", "engine produced", "engine ignored")
 
 
 @dataclass(frozen=True)
@@ -190,8 +196,12 @@ class DialectProjection:
         self._in_compaction = False
         return []
 
-    def _on_abort(self, _p: Any) -> list[DialectEvent]:
+    def _on_abort(self, p: Any) -> list[DialectEvent]:
         self._aborted = True
+        reason = p.reason if p.HasField("reason") else ""
+        failed = reason.startswith(FAILURE_ABORT_PREFIXES)
+        if failed and not self._error_sent and self._pending_failure is None:
+            return [self._error("engine_error", reason)]
         return []
 
     def _delta(self, text: str, *, new_segment: bool) -> DialectEvent:

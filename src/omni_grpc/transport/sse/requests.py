@@ -5,13 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from omni_grpc_proto.omni.v1 import omni_pb2
 from starlette.requests import Request
 
 from omni_grpc import protocol
 from omni_grpc.convert import message_from_dict
 from omni_grpc.runtime.approvals import ApprovalMode
 from omni_grpc.transport.sse.errors import ApiError
+from omni_grpc_proto.omni.v1 import omni_pb2
 
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
 THINKING_LEVELS = ("none", "low", "medium", "high", "xhigh", "max")

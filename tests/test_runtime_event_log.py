@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from omni_grpc_proto.omni.v1 import agent_service_pb2
 
 from omni_grpc.runtime.events import EventBody, HubEvent, parse_event_id, utf16_length
 from omni_grpc.runtime.memory_log import MemoryEventLog
+from omni_grpc_proto.omni.v1 import agent_service_pb2
 
 CONFORMANCE = Path(__file__).parent / "conformance"
 RESYNC = EventBody(

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
-
 from omni_grpc.convert import serialize_message, serialize_server_event
 from omni_grpc.runtime.events import EventBody, HubEvent
+from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
 
 TaskStateName = str  # "idle" | "running"
 

@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omni_grpc_proto.omni.v1 import omni_pb2
-
 from omni_grpc import protocol
 from omni_grpc.convert import ConversionError, message_from_dict, message_to_dict
 from omni_grpc.engines.base import (
@@ -36,11 +34,12 @@ from omni_grpc.runtime.approvals import ApprovalBroker, ApprovalMode
 from omni_grpc.runtime.errors import HubClosed, InvalidRequest, SessionBusy, SessionNotFound
 from omni_grpc.runtime.event_log import EventLog, Subscription
 from omni_grpc.runtime.events import EventBody
-from omni_grpc.runtime.memory_log import MemoryEventLog
+from omni_grpc.runtime.memory_log import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT, MemoryEventLog
 from omni_grpc.runtime.run_guard import RunGuard
 from omni_grpc.runtime.store import SessionStore, utc_now
 from omni_grpc.trace import TraceWriter, read_jsonl
 from omni_grpc.trace.paths import new_session_id
+from omni_grpc_proto.omni.v1 import omni_pb2
 
 log = logging.getLogger(__name__)
 
@@ -105,13 +104,17 @@ class Hub:
         default_approval: ApprovalMode = ApprovalMode.ALLOW_ALL,
         log_factory: LogFactory | None = None,
         abort_grace: float = 10.0,
+        buffer_events: int = DEFAULT_MAX_COUNT,
+        buffer_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.engine = engine
         self.store = SessionStore(data_dir)
         self.default_approval = default_approval
         self.abort_grace = abort_grace
         self._log_factory = log_factory or (
-            lambda _sid: MemoryEventLog(bodies.resync_required_body())
+            lambda _sid: MemoryEventLog(
+                bodies.resync_required_body(), max_count=buffer_events, max_bytes=buffer_bytes
+            )
         )
         self._sessions: dict[str, _Session] = {}
         self._closing = False

@@ -1,0 +1,227 @@
+"""``omni-grpc run PROMPT``: call an agent over gRPC and render its stream live.
+
+Thinking is shown dimmed, text as it streams, tool calls and their outputs as
+panels; with ``--approve ask`` each tool call is put to the user on the
+terminal. ``--json`` prints the OmniMessages as JSONL instead (the reference
+bytes, via the codec). Exit status: 0 done, 1 the run failed or was aborted,
+2 bad usage, 3 the call itself failed (connection, auth, a refused request).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.prompt import Confirm
+from rich.text import Text
+
+from omni_grpc.client import AgentClient, AgentError, StreamEvent
+from omni_grpc.convert import message_to_dict, server_event_to_dict
+
+EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_RPC = 0, 1, 2, 3
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="send a prompt to an AgentService and render the stream",
+        description="Send PROMPT to an omni-grpc server and render the agent's stream live.",
+    )
+    parser.add_argument("prompt", help="the user message")
+    parser.add_argument("--target", default="127.0.0.1:50051", help="HOST:PORT of the server")
+    parser.add_argument("--session", help="continue this session (default: a new one)")
+    parser.add_argument(
+        "--approve",
+        choices=["allow", "deny", "read-only", "ask"],
+        help="approval mode for tool calls (default: the server's)",
+    )
+    parser.add_argument(
+        "--thinking", choices=["none", "low", "medium", "high", "xhigh", "max"], help="level"
+    )
+    parser.add_argument("--json", action="store_true", help="print OmniMessages as JSONL")
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("OMNI_AUTH_TOKEN"),
+        help="bearer token (default $OMNI_AUTH_TOKEN)",
+    )
+    parser.add_argument("--tls", action="store_true", help="use TLS with the system roots")
+    parser.add_argument("--tls-ca", type=Path, help="PEM CA to verify the server (implies TLS)")
+    parser.add_argument("--tls-cert", type=Path, help="client certificate for mTLS")
+    parser.add_argument("--tls-key", type=Path, help="client key for mTLS")
+    parser.set_defaults(handler=run_command)
+
+
+class Renderer:
+    """Turns stream events into terminal output. Returns nothing; tracks the outcome."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        # Kinds whose complete message was already shown through its partials.
+        self._streamed: set[str] = set()
+        self.failed = False
+
+    def show(self, event: StreamEvent) -> None:
+        if event.message is None:
+            return
+        msg = message_to_dict(event.message)
+        payload: dict[str, Any] = msg.get("payload", {})
+        kind = str(payload.get("type", "session_meta"))
+        handler = getattr(self, f"_on_{kind}", None)
+        if handler is not None and not msg.get("origin"):
+            handler(payload)
+
+    def _on_partial_thinking(self, p: dict[str, Any]) -> None:
+        self._partial(p, "thinking", "thinking", "dim italic")
+
+    def _on_partial_text(self, p: dict[str, Any]) -> None:
+        self._partial(p, "text", "text", "")
+
+    def _partial(self, p: dict[str, Any], field: str, kind: str, style: str) -> None:
+        if p.get("event_type") == "stop":
+            self.console.print()
+            self._streamed.add(kind)
+        elif p.get(field):
+            self.console.print(Text(p[field], style=style), end="")
+
+    def _on_thinking(self, p: dict[str, Any]) -> None:
+        if not self._take_streamed("thinking"):
+            self.console.print(Text(p.get("thinking", ""), style="dim italic"))
+
+    def _on_text(self, p: dict[str, Any]) -> None:
+        if p.get("role") == "user":
+            return  # our own input, echoed by the server at task start
+        if not self._take_streamed("text"):
+            self.console.print(p.get("text", ""))
+
+    def _take_streamed(self, kind: str) -> bool:
+        if kind in self._streamed:
+            self._streamed.discard(kind)
+            return True
+        return False
+
+    def _on_tool_call(self, p: dict[str, Any]) -> None:
+        arguments = p.get("arguments", "")
+        with contextlib.suppress(ValueError):
+            arguments = json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+        title = escape(f"tool call {p.get('name', '')} [{p.get('tool_call_id', '')}]")
+        self.console.print(Panel(Text(arguments), title=title, border_style="cyan"))
+
+    def _on_tool_call_output(self, p: dict[str, Any]) -> None:
+        status = p.get("stop_reason", "completed")
+        style = "green" if status == "completed" else "red"
+        title = escape(f"output [{p.get('tool_call_id', '')}]") + (
+            "" if status == "completed" else f" {status}"
+        )
+        self.console.print(Panel(Text(p.get("output", "")), title=title, border_style=style))
+
+    def _on_approval_decision(self, p: dict[str, Any]) -> None:
+        decision = p.get("decision", "")
+        style = "green" if decision == "allow" else "red"
+        self.console.print(Text(f"approval: {decision} [{p.get('tool_call_id', '')}]", style=style))
+
+    def _on_token_usage(self, p: dict[str, Any]) -> None:
+        request, session = p.get("request", {}), p.get("session", {})
+        line = f"tokens: {request.get('total', 0)} this request, {session.get('total', 0)} session"
+        self.console.print(Text(line, style="dim"))
+
+    def _on_request_end(self, p: dict[str, Any]) -> None:
+        if p.get("status") not in ("completed", "aborted"):
+            detail = p.get("error_message") or p.get("status")
+            self.console.print(Text(f"request failed: {detail}", style="red"))
+
+    def _on_abort(self, p: dict[str, Any]) -> None:
+        self.failed = True
+        self.console.print(
+            Text(f"aborted: {p.get('reason') or 'no reason given'}", style="bold red")
+        )
+
+
+async def ask_user(console: Console, event: StreamEvent) -> str:
+    assert event.server_event is not None
+    request = server_event_to_dict(event.server_event)
+    call = request.get("toolCall", {}).get("payload", {})
+    console.print(
+        Panel(
+            Text(str(call.get("arguments", ""))),
+            title=escape(f"approve {call.get('name', '')} [{call.get('tool_call_id', '')}]?"),
+            border_style="yellow",
+        )
+    )
+    allowed = await asyncio.to_thread(Confirm.ask, "Allow this tool call?", console=console)
+    return "allow" if allowed else "deny"
+
+
+def _tool_call_id(event: StreamEvent) -> str:
+    assert event.server_event is not None
+    return str(event.server_event.approval_request.tool_call.tool_call.tool_call_id)
+
+
+async def run_stream(args: argparse.Namespace, out: Console, err: Console) -> int:
+    client = AgentClient(
+        args.target,
+        token=args.token or None,
+        tls=args.tls,
+        tls_ca=args.tls_ca,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+    )
+    renderer = Renderer(out)
+    approval_mode = {"allow": "allow-all", "deny": "deny-all"}.get(args.approve, args.approve)
+    try:
+        stream = client.run(
+            args.prompt,
+            session_id=args.session,
+            approval_mode=approval_mode,
+            thinking_level=args.thinking,
+        )
+        async for event in stream:
+            if args.json:
+                if event.message is not None:
+                    sys.stdout.buffer.write(event.to_json() + b"\n")
+                    sys.stdout.buffer.flush()
+                    if event.kind == "abort":
+                        renderer.failed = True
+            else:
+                renderer.show(event)
+            if event.kind == "@approval_request":
+                decision = await ask_user(err, event)
+                await client.approve(event.session_id, _tool_call_id(event), decision)
+            if event.is_task_end:
+                break
+        if stream.session_id:
+            err.print(Text(f"session {stream.session_id}", style="dim"))
+    except AgentError as exc:
+        detail = "; ".join(f"{f}: {d}" for f, d in exc.field_violations)
+        err.print(Text(f"omni-grpc run: {exc}" + (f" ({detail})" if detail else ""), style="red"))
+        return EXIT_RPC
+    finally:
+        await client.close()
+    return EXIT_RUN_FAILED if renderer.failed else EXIT_OK
+
+
+def run_command(args: argparse.Namespace) -> int:
+    err = Console(stderr=True)
+    if args.approve == "ask" and not sys.stdin.isatty():
+        err.print("omni-grpc run: --approve ask needs a terminal to ask on", style="red")
+        return EXIT_USAGE
+    if (args.tls_cert is None) != (args.tls_key is None):
+        err.print("omni-grpc run: --tls-cert and --tls-key go together", style="red")
+        return EXIT_USAGE
+    out = Console(highlight=False)
+    try:
+        return asyncio.run(run_stream(args, out, err))
+    except KeyboardInterrupt:
+        err.print("interrupted: the run was aborted", style="red")
+        return 130
+    except OSError as exc:
+        err.print(f"omni-grpc run: {exc}", style="red")
+        return EXIT_USAGE

@@ -1,0 +1,159 @@
+"""``omni-grpc serve``: the demo (or any) engine behind AgentService."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from omni_grpc.engines.loader import EngineLoadError, registered
+from omni_grpc.runtime.approvals import ApprovalMode
+from omni_grpc.server import OmniServer, ServerConfig, build_server
+from omni_grpc.transport.grpc import GrpcConfig
+from omni_grpc.transport.sse.transport import SseConfig
+
+EXIT_USAGE = 2
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    engines = "; ".join(f"{name}: {text}" for name, text in registered())
+    parser = subparsers.add_parser(
+        "serve",
+        help="run the AgentService (gRPC) over an engine",
+        description="Serve an agent engine over gRPC (health checking and reflection "
+        "included). Engines: " + engines + "; or module:factory.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
+    parser.add_argument("--grpc-port", type=int, default=50051, help="0 picks a free port")
+    parser.add_argument("--engine", default="demo", help="engine spec (default %(default)s)")
+    parser.add_argument(
+        "--engine-opt",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="engine option, repeatable",
+    )
+    parser.add_argument(
+        "--data-dir", type=Path, default=Path(".omni-grpc"), help="traces and workspaces"
+    )
+    parser.add_argument(
+        "--approval-mode",
+        choices=[m.value for m in ApprovalMode],
+        default=ApprovalMode.ALLOW_ALL.value,
+        help="for runs that do not choose one (default %(default)s)",
+    )
+    parser.add_argument(
+        "--pacing", type=float, default=None, help="demo engine: seconds between deltas"
+    )
+    parser.add_argument(
+        "--auth-token",
+        default=os.environ.get("OMNI_AUTH_TOKEN"),
+        help="require this bearer token on every RPC but health (default $OMNI_AUTH_TOKEN)",
+    )
+    parser.add_argument(
+        "--http-port", type=int, default=8080, help="HTTP/SSE port, 0 picks a free port"
+    )
+    parser.add_argument("--no-http", action="store_true", help="serve gRPC only")
+    parser.add_argument(
+        "--cors-origin", action="append", default=[], help="allowed CORS origin, repeatable"
+    )
+    parser.add_argument("--http-max-body", type=int, default=10 * 1024 * 1024, help="bytes")
+    parser.add_argument("--sse-heartbeat", type=float, default=20.0, help="seconds, 0 disables")
+    parser.add_argument("--tls-cert", type=Path, help="PEM certificate chain (enables TLS)")
+    parser.add_argument("--tls-key", type=Path, help="PEM private key")
+    parser.add_argument("--tls-client-ca", type=Path, help="require client certs from this CA")
+    parser.add_argument("--max-message-bytes", type=int, default=16 * 1024 * 1024)
+    parser.add_argument("--keepalive-time-ms", type=int, default=30_000)
+    parser.add_argument("--keepalive-timeout-ms", type=int, default=10_000)
+    parser.add_argument("--shutdown-grace", type=float, default=5.0, help="seconds")
+    parser.add_argument(
+        "--buffer-events", type=int, default=10_000, help="replay buffer per session (events)"
+    )
+    parser.add_argument(
+        "--buffer-bytes", type=int, default=8 * 1024 * 1024, help="replay buffer (UTF-16 units)"
+    )
+    parser.add_argument("--log-level", default="warning")
+    parser.set_defaults(handler=run_serve)
+
+
+def engine_options(pairs: list[str]) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--engine-opt {pair!r}: expected KEY=VALUE")
+        options[key] = value
+    return options
+
+
+def config_from(args: argparse.Namespace) -> ServerConfig:
+    options = engine_options(args.engine_opt)
+    if args.pacing is not None:
+        options["pacing"] = str(args.pacing)
+    grpc_config = GrpcConfig(
+        host=args.host,
+        port=args.grpc_port,
+        auth_token=args.auth_token or None,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_client_ca=args.tls_client_ca,
+        max_message_bytes=args.max_message_bytes,
+        keepalive_time_ms=args.keepalive_time_ms,
+        keepalive_timeout_ms=args.keepalive_timeout_ms,
+    )
+    return ServerConfig(
+        engine=args.engine,
+        engine_options=options,
+        data_dir=args.data_dir,
+        approval_mode=ApprovalMode(args.approval_mode),
+        grpc=grpc_config,
+        http=None
+        if args.no_http
+        else SseConfig(
+            host=args.host,
+            port=args.http_port,
+            auth_token=args.auth_token or None,
+            cors_origins=tuple(args.cors_origin),
+            max_body_bytes=args.http_max_body,
+            heartbeat=args.sse_heartbeat or None,
+            log_level=args.log_level,
+        ),
+        shutdown_grace=args.shutdown_grace,
+        buffer_events=args.buffer_events,
+        buffer_bytes=args.buffer_bytes,
+    )
+
+
+async def serve(server: OmniServer) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await server.start()
+    for line in server.describe():
+        print(f"omni-grpc serving {line}", flush=True)
+    print("omni-grpc ready", flush=True)  # scripts and tests wait for this line
+    try:
+        await stop.wait()
+    finally:
+        print("omni-grpc shutting down", flush=True)
+        await server.stop("server shutting down")
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    try:
+        server = build_server(config_from(args))
+    except (EngineLoadError, ValueError, OSError) as exc:
+        print(f"omni-grpc serve: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        asyncio.run(serve(server))
+    except OSError as exc:
+        print(f"omni-grpc serve: {exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,229 @@
+"""``AgentClient``: the AgentService from Python, as async iterators and calls."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import struct_pb2
+
+from omni_grpc.client.errors import AgentError
+from omni_grpc.client.events import StreamEvent
+from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
+from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc, omni_pb2
+
+_T = TypeVar("_T")
+SESSION_HEADER = "omni-session-id"
+APPROVAL_MODES = {
+    "allow": pb.APPROVAL_MODE_ALLOW_ALL,
+    "allow-all": pb.APPROVAL_MODE_ALLOW_ALL,
+    "deny": pb.APPROVAL_MODE_DENY_ALL,
+    "deny-all": pb.APPROVAL_MODE_DENY_ALL,
+    "read-only": pb.APPROVAL_MODE_READ_ONLY,
+    "ask": pb.APPROVAL_MODE_ASK,
+}
+THINKING_LEVELS = {
+    "none": pb.THINKING_LEVEL_NONE,
+    "low": pb.THINKING_LEVEL_LOW,
+    "medium": pb.THINKING_LEVEL_MEDIUM,
+    "high": pb.THINKING_LEVEL_HIGH,
+    "xhigh": pb.THINKING_LEVEL_XHIGH,
+    "max": pb.THINKING_LEVEL_MAX,
+}
+DECISIONS = {
+    "allow": omni_pb2.DECISION_ALLOW,
+    "deny": omni_pb2.DECISION_DENY,
+    "forbidden": omni_pb2.DECISION_FORBIDDEN,
+}
+
+
+def _read(value: Path | str | bytes | None) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    return Path(value).read_bytes()
+
+
+class RunStream:
+    """The events of one Run call. ``session_id`` is known once the server answers."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self.session_id: str | None = None
+
+    def __aiter__(self) -> AsyncIterator[StreamEvent]:
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[StreamEvent]:
+        try:
+            async for response in self._call:
+                event = StreamEvent.from_response(response)
+                self.session_id = event.session_id
+                yield event
+        except grpc.aio.AioRpcError as exc:
+            raise AgentError.from_rpc_error(exc) from None
+
+    async def session(self) -> str:
+        """The session id from the initial metadata (before any event arrives)."""
+        try:
+            metadata = await self._call.initial_metadata()
+        except grpc.aio.AioRpcError as exc:
+            raise AgentError.from_rpc_error(exc) from None
+        for key, value in metadata or ():
+            if key == SESSION_HEADER:
+                self.session_id = str(value)
+        if self.session_id is None:
+            await self._call.code()  # the call failed before answering: surface why
+            raise AgentError(grpc.StatusCode.UNKNOWN, "no session id in the response", [])
+        return self.session_id
+
+    def cancel(self) -> None:
+        """Cancels the call; the server aborts the run unless it was detached."""
+        self._call.cancel()
+
+
+class AgentClient:
+    """A client of one AgentService server.
+
+    ``token`` is sent as ``authorization: Bearer``. Pass ``tls=True`` (system
+    roots) or ``tls_ca`` for TLS, plus ``tls_cert``/``tls_key`` for mTLS.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        token: str | None = None,
+        tls: bool = False,
+        tls_ca: Path | str | bytes | None = None,
+        tls_cert: Path | str | bytes | None = None,
+        tls_key: Path | str | bytes | None = None,
+        max_message_bytes: int = 16 * 1024 * 1024,
+        options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        opts = [
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", max_message_bytes),
+            *options,
+        ]
+        if tls or tls_ca is not None or tls_cert is not None:
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_read(tls_ca),
+                private_key=_read(tls_key),
+                certificate_chain=_read(tls_cert),
+            )
+            self._channel = grpc.aio.secure_channel(target, credentials, options=opts)
+        else:
+            self._channel = grpc.aio.insecure_channel(target, options=opts)
+        self._metadata: tuple[tuple[str, str], ...] = (
+            (("authorization", f"Bearer {token}"),) if token else ()
+        )
+        self._stub = agent_service_pb2_grpc.AgentServiceStub(self._channel)
+
+    async def __aenter__(self) -> AgentClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    def run(
+        self,
+        prompt: str | None = None,
+        *,
+        input: Iterable[omni_pb2.OmniMessage] = (),
+        session_id: str | None = None,
+        thinking_level: str | None = None,
+        approval_mode: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        detach_on_cancel: bool = False,
+        timeout: float | None = None,
+    ) -> RunStream:
+        """Starts a task; iterate the result for its events (through ``task_state idle``)."""
+        request = pb.RunRequest(
+            session_id=session_id or "",
+            input=list(input),
+            prompt=prompt or "",
+            detach_on_cancel=detach_on_cancel,
+        )
+        if thinking_level is not None:
+            request.thinking_level = _lookup(THINKING_LEVELS, thinking_level, "thinking_level")
+        if approval_mode is not None:
+            request.approval_mode = _lookup(APPROVAL_MODES, approval_mode, "approval_mode")
+        if metadata:
+            struct = struct_pb2.Struct()
+            struct.update(dict(metadata))
+            request.metadata.CopyFrom(struct)
+        return RunStream(self._stub.Run(request, metadata=self._metadata, timeout=timeout))
+
+    async def attach(
+        self, session_id: str, after_event_id: str | None = None, *, until_idle: bool = False
+    ) -> AsyncIterator[StreamEvent]:
+        """The session's live stream after ``after_event_id``. It stays open across
+        tasks; ``until_idle`` ends it once the session is idle (after the replay)."""
+        call = self._stub.Attach(
+            pb.AttachRequest(session_id=session_id, after_event_id=after_event_id or ""),
+            metadata=self._metadata,
+        )
+        try:
+            async for response in call:
+                event = StreamEvent.from_response(response)
+                yield event
+                if until_idle and event.is_task_end:
+                    break
+        except grpc.aio.AioRpcError as exc:
+            raise AgentError.from_rpc_error(exc) from None
+        finally:
+            call.cancel()
+
+    async def approve(self, session_id: str, tool_call_id: str, decision: str) -> None:
+        request = pb.ApproveRequest(
+            session_id=session_id,
+            tool_call_id=tool_call_id,
+            decision=_lookup(DECISIONS, decision, "decision"),
+        )
+        await self._unary(self._stub.Approve, request)
+
+    async def abort(self, session_id: str, reason: str | None = None) -> bool:
+        """True when a task was running."""
+        request = pb.AbortRequest(session_id=session_id, reason=reason or "")
+        response: pb.AbortResponse = await self._unary(self._stub.Abort, request)
+        return response.was_running
+
+    async def history(self, session_id: str) -> AsyncIterator[omni_pb2.OmniMessage]:
+        call = self._stub.GetHistory(
+            pb.GetHistoryRequest(session_id=session_id), metadata=self._metadata
+        )
+        try:
+            async for response in call:
+                yield response.message
+        except grpc.aio.AioRpcError as exc:
+            raise AgentError.from_rpc_error(exc) from None
+
+    async def list_sessions(self) -> list[pb.SessionInfo]:
+        response: pb.ListSessionsResponse = await self._unary(
+            self._stub.ListSessions, pb.ListSessionsRequest()
+        )
+        return list(response.sessions)
+
+    async def _unary(self, method: Any, request: Any) -> Any:
+        try:
+            return await method(request, metadata=self._metadata)
+        except grpc.aio.AioRpcError as exc:
+            raise AgentError.from_rpc_error(exc) from None
+
+
+def _lookup(table: Mapping[str, _T], value: str, name: str) -> _T:
+    try:
+        return table[value]
+    except KeyError:
+        raise ValueError(f"{name} must be one of {', '.join(table)}, not {value!r}") from None

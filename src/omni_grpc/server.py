@@ -1,0 +1,100 @@
+"""The server bootstrap: one engine, one hub, any number of transports.
+
+``OmniServer`` starts the transports over a shared hub and stops them in the
+order that keeps traces consistent: first the hub aborts every running task
+(each stream still delivers its ``abort`` and ``task_state idle``), then each
+transport drains and closes. A transport is anything with ``start()``,
+``stop(grace)`` and ``describe()``; ``omni-grpc serve`` adds gRPC, and the
+HTTP/SSE transport is added beside it the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from omni_grpc.engines.loader import load_engine
+from omni_grpc.runtime.approvals import ApprovalMode
+from omni_grpc.runtime.hub import Hub
+from omni_grpc.runtime.memory_log import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT
+from omni_grpc.transport.grpc import GrpcConfig, GrpcTransport
+from omni_grpc.transport.sse.transport import SseConfig, SseTransport
+
+log = logging.getLogger(__name__)
+
+
+class Transport(Protocol):
+    async def start(self) -> None: ...
+
+    async def stop(self, grace: float) -> None: ...
+
+    def describe(self) -> str: ...
+
+
+@dataclass
+class ServerConfig:
+    engine: str = "demo"
+    engine_options: dict[str, str] = field(default_factory=dict)
+    data_dir: Path = Path(".omni-grpc")
+    approval_mode: ApprovalMode = ApprovalMode.ALLOW_ALL
+    grpc: GrpcConfig | None = field(default_factory=GrpcConfig)
+    # The HTTP/SSE shim beside gRPC (None: gRPC only).
+    http: SseConfig | None = None
+    # Seconds in-flight calls get to finish on shutdown.
+    shutdown_grace: float = 5.0
+    # Each session's replay buffer (reference defaults).
+    buffer_events: int = DEFAULT_MAX_COUNT
+    buffer_bytes: int = DEFAULT_MAX_BYTES
+    # Seconds an engine gets to yield its abort before the hub closes the run.
+    abort_grace: float = 10.0
+
+
+class OmniServer:
+    def __init__(self, hub: Hub, transports: list[Transport], shutdown_grace: float = 5.0) -> None:
+        self.hub = hub
+        self.transports = transports
+        self.shutdown_grace = shutdown_grace
+
+    async def start(self) -> None:
+        started: list[Transport] = []
+        try:
+            for transport in self.transports:
+                await transport.start()
+                started.append(transport)
+        except BaseException:
+            for transport in reversed(started):
+                await transport.stop(0)
+            raise
+
+    async def stop(self, reason: str = "server shutting down") -> None:
+        await self.hub.shutdown(reason)
+        for transport in reversed(self.transports):
+            await transport.stop(self.shutdown_grace)
+
+    def describe(self) -> list[str]:
+        return [t.describe() for t in self.transports]
+
+    @property
+    def grpc(self) -> GrpcTransport | None:
+        return next((t for t in self.transports if isinstance(t, GrpcTransport)), None)
+
+
+def build_server(config: ServerConfig) -> OmniServer:
+    """Loads the engine and wires the hub and the configured transports."""
+    engine = load_engine(config.engine, config.engine_options)
+    hub = Hub(
+        engine,
+        config.data_dir,
+        default_approval=config.approval_mode,
+        abort_grace=config.abort_grace,
+        buffer_events=config.buffer_events,
+        buffer_bytes=config.buffer_bytes,
+    )
+    transports: list[Transport] = []
+    if config.grpc is not None:
+        transports.append(GrpcTransport(hub, config.grpc))
+    if config.http is not None:
+        transports.append(SseTransport(hub, config.http))
+    return OmniServer(hub, transports, config.shutdown_grace)

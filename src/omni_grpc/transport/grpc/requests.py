@@ -1,0 +1,69 @@
+"""Decoding AgentService requests into hub calls, naming the field at fault."""
+
+from __future__ import annotations
+
+from google.protobuf import json_format
+
+from omni_grpc import protocol
+from omni_grpc.convert import message_from_dict
+from omni_grpc.runtime.approvals import ApprovalMode
+from omni_grpc.runtime.errors import InvalidRequest
+from omni_grpc.runtime.hub import RunRequest
+from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
+from omni_grpc_proto.omni.v1 import omni_pb2
+
+THINKING_LEVELS: dict[int, str | None] = {
+    pb.THINKING_LEVEL_UNSPECIFIED: None,
+    pb.THINKING_LEVEL_NONE: "none",
+    pb.THINKING_LEVEL_LOW: "low",
+    pb.THINKING_LEVEL_MEDIUM: "medium",
+    pb.THINKING_LEVEL_HIGH: "high",
+    pb.THINKING_LEVEL_XHIGH: "xhigh",
+    pb.THINKING_LEVEL_MAX: "max",
+}
+APPROVAL_MODES: dict[int, ApprovalMode | None] = {
+    pb.APPROVAL_MODE_UNSPECIFIED: None,
+    pb.APPROVAL_MODE_ALLOW_ALL: ApprovalMode.ALLOW_ALL,
+    pb.APPROVAL_MODE_DENY_ALL: ApprovalMode.DENY_ALL,
+    pb.APPROVAL_MODE_READ_ONLY: ApprovalMode.READ_ONLY,
+    pb.APPROVAL_MODE_ASK: ApprovalMode.ASK,
+}
+DECISIONS: dict[int, str] = {
+    omni_pb2.DECISION_ALLOW: "allow",
+    omni_pb2.DECISION_DENY: "deny",
+    omni_pb2.DECISION_FORBIDDEN: "forbidden",
+}
+
+
+def run_request(request: pb.RunRequest) -> RunRequest:
+    if request.thinking_level not in THINKING_LEVELS:
+        raise InvalidRequest("thinking_level", f"unknown value {request.thinking_level}")
+    if request.approval_mode not in APPROVAL_MODES:
+        raise InvalidRequest("approval_mode", f"unknown value {request.approval_mode}")
+    messages = list(request.input)
+    if request.prompt:
+        messages.append(message_from_dict(protocol.user_text(request.prompt)))
+    if not messages:
+        raise InvalidRequest("input", "set input messages or a prompt")
+    metadata = json_format.MessageToDict(request.metadata) if request.HasField("metadata") else {}
+    return RunRequest(
+        input=messages,
+        session_id=request.session_id or None,
+        thinking_level=THINKING_LEVELS[request.thinking_level],
+        approval_mode=APPROVAL_MODES[request.approval_mode],
+        metadata=metadata,
+    )
+
+
+def require(value: str, field: str) -> str:
+    if not value:
+        raise InvalidRequest(field, "is required")
+    return value
+
+
+def decision(value: int) -> str:
+    if value not in DECISIONS:
+        raise InvalidRequest(
+            "decision", "must be DECISION_ALLOW, DECISION_DENY or DECISION_FORBIDDEN"
+        )
+    return DECISIONS[value]

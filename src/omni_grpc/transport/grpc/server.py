@@ -1,0 +1,120 @@
+"""The grpc.aio server: AgentService, health, reflection, auth, TLS, limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from omni_grpc.runtime.hub import Hub
+from omni_grpc.transport.grpc.auth import BearerAuthInterceptor
+from omni_grpc.transport.grpc.service import AgentService
+from omni_grpc_proto.omni.v1 import agent_service_pb2, agent_service_pb2_grpc
+
+SERVICE_NAME = agent_service_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
+
+
+@dataclass
+class GrpcConfig:
+    host: str = "127.0.0.1"
+    port: int = 50051
+    auth_token: str | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    # Requiring client certificates signed by this CA (mTLS).
+    tls_client_ca: Path | None = None
+    max_message_bytes: int = 16 * 1024 * 1024
+    keepalive_time_ms: int = 30_000
+    keepalive_timeout_ms: int = 10_000
+
+    def channel_options(self) -> list[tuple[str, int]]:
+        return [
+            ("grpc.max_send_message_length", self.max_message_bytes),
+            ("grpc.max_receive_message_length", self.max_message_bytes),
+            ("grpc.keepalive_time_ms", self.keepalive_time_ms),
+            ("grpc.keepalive_timeout_ms", self.keepalive_timeout_ms),
+            ("grpc.keepalive_permit_without_calls", 1),
+            # Accept client pings as often as we send ours.
+            ("grpc.http2.min_ping_interval_without_data_ms", min(self.keepalive_time_ms, 10_000)),
+            ("grpc.http2.max_pings_without_data", 0),
+        ]
+
+
+class GrpcTransport:
+    """Owns one grpc.aio server bound to the hub."""
+
+    def __init__(self, hub: Hub, config: GrpcConfig) -> None:
+        self.hub = hub
+        self.config = config
+        self.port = 0
+        # Built now so bad TLS settings fail before anything starts.
+        self._credentials = server_credentials(config)
+        self.server: grpc.aio.Server | None = None
+        self.health = health.aio.HealthServicer()
+
+    def _build(self) -> grpc.aio.Server:
+        """A grpc.aio server belongs to the running loop, so it is made in start()."""
+        interceptors = (
+            [BearerAuthInterceptor(self.config.auth_token)] if self.config.auth_token else []
+        )
+        server = grpc.aio.server(interceptors=interceptors, options=self.config.channel_options())
+        agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentService(self.hub), server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        reflection.enable_server_reflection(
+            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        )
+        return server
+
+    @property
+    def address(self) -> str:
+        host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
+        return f"{host}:{self.port}"
+
+    @property
+    def tls(self) -> bool:
+        return self.config.tls_cert is not None
+
+    def describe(self) -> str:
+        return f"gRPC on {'grpcs' if self.tls else 'grpc'}://{self.address}"
+
+    async def start(self) -> None:
+        target = f"{self.config.host}:{self.config.port}"
+        if ":" in self.config.host:
+            target = f"[{self.config.host}]:{self.config.port}"
+        self.server = server = self._build()
+        try:
+            if self._credentials is None:
+                self.port = server.add_insecure_port(target)
+            else:
+                self.port = server.add_secure_port(target, self._credentials)
+        except RuntimeError as exc:  # grpcio reports a failed bind this way
+            raise OSError(f"cannot bind gRPC to {target}: {exc}") from exc
+        if self.port == 0:
+            raise OSError(f"cannot bind gRPC to {target}")
+        await server.start()
+        for name in ("", SERVICE_NAME):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def stop(self, grace: float) -> None:
+        if self.server is not None:
+            await self.health.enter_graceful_shutdown()
+            await self.server.stop(grace)
+
+
+def server_credentials(config: GrpcConfig) -> grpc.ServerCredentials | None:
+    if config.tls_cert is None and config.tls_key is None:
+        if config.tls_client_ca is not None:
+            raise ValueError("--tls-client-ca needs --tls-cert and --tls-key")
+        return None
+    if config.tls_cert is None or config.tls_key is None:
+        raise ValueError("--tls-cert and --tls-key go together")
+    key, cert = config.tls_key.read_bytes(), config.tls_cert.read_bytes()
+    client_ca = config.tls_client_ca.read_bytes() if config.tls_client_ca else None
+    return grpc.ssl_server_credentials(
+        [(key, cert)],
+        root_certificates=client_ca,
+        require_client_auth=client_ca is not None,
+    )

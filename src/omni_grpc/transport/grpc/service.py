@@ -1,0 +1,129 @@
+"""AgentService over the hub: decode, call the hub, stream what it yields."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+import grpc
+
+from omni_grpc.runtime.bodies import is_task_end
+from omni_grpc.runtime.errors import HubError
+from omni_grpc.runtime.events import HubEvent
+from omni_grpc.runtime.hub import Hub, SessionInfo
+from omni_grpc.transport.grpc import requests
+from omni_grpc.transport.grpc.status import abort_with
+from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
+from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+SESSION_HEADER = "omni-session-id"
+CANCEL_REASON = "the Run call was cancelled"
+_STATES = {"idle": pb.SESSION_STATE_IDLE, "running": pb.SESSION_STATE_RUNNING}
+
+
+def run_response(event: HubEvent, session_id: str) -> pb.RunResponse:
+    if event.message is not None:
+        return pb.RunResponse(event_id=event.event_id, message=event.message, session_id=session_id)
+    return pb.RunResponse(event_id=event.event_id, event=event.server_event, session_id=session_id)
+
+
+def attach_response(event: HubEvent, session_id: str) -> pb.AttachResponse:
+    if event.message is not None:
+        return pb.AttachResponse(
+            event_id=event.event_id, message=event.message, session_id=session_id
+        )
+    return pb.AttachResponse(
+        event_id=event.event_id, event=event.server_event, session_id=session_id
+    )
+
+
+def session_info(info: SessionInfo) -> pb.SessionInfo:
+    return pb.SessionInfo(
+        session_id=info.session_id,
+        state=_STATES.get(info.state, pb.SESSION_STATE_UNSPECIFIED),
+        created_at=info.created_at,
+        updated_at=info.updated_at,
+        message_count=info.message_count,
+        last_event_id=info.last_event_id or "",
+    )
+
+
+class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore[misc]
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
+
+    async def Run(
+        self, request: pb.RunRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.RunResponse]:
+        try:
+            session_id, sub = await self.hub.run(requests.run_request(request))
+        except HubError as exc:
+            await abort_with(context, exc)
+        finished = False
+        try:
+            await context.send_initial_metadata(((SESSION_HEADER, session_id),))
+            async for event in sub:
+                yield run_response(event, session_id)
+                if is_task_end(event):
+                    finished = True
+                    break
+        finally:
+            sub.close()
+            # Cancellation reaches the work unless the caller asked to detach.
+            if not finished and not request.detach_on_cancel:
+                self.hub.abort(session_id, CANCEL_REASON)
+
+    async def Attach(
+        self, request: pb.AttachRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.AttachResponse]:
+        try:
+            session_id = requests.require(request.session_id, "session_id")
+            sub = await self.hub.attach(session_id, request.after_event_id or None)
+        except HubError as exc:
+            await abort_with(context, exc)
+        try:
+            await context.send_initial_metadata(((SESSION_HEADER, session_id),))
+            async for event in sub:
+                yield attach_response(event, session_id)
+        finally:
+            sub.close()
+
+    async def Approve(
+        self, request: pb.ApproveRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ApproveResponse:
+        try:
+            self.hub.approve(
+                requests.require(request.session_id, "session_id"),
+                requests.require(request.tool_call_id, "tool_call_id"),
+                requests.decision(request.decision),
+            )
+        except HubError as exc:
+            await abort_with(context, exc)
+        return pb.ApproveResponse()
+
+    async def Abort(
+        self, request: pb.AbortRequest, context: grpc.aio.ServicerContext
+    ) -> pb.AbortResponse:
+        try:
+            session_id = requests.require(request.session_id, "session_id")
+            was_running = self.hub.abort(session_id, request.reason or None)
+        except HubError as exc:
+            await abort_with(context, exc)
+        return pb.AbortResponse(was_running=was_running)
+
+    async def GetHistory(
+        self, request: pb.GetHistoryRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.GetHistoryResponse]:
+        try:
+            messages = self.hub.history(requests.require(request.session_id, "session_id"))
+        except HubError as exc:
+            await abort_with(context, exc)
+        async for message in messages:
+            yield pb.GetHistoryResponse(message=message)
+
+    async def ListSessions(
+        self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListSessionsResponse:
+        return pb.ListSessionsResponse(sessions=[session_info(i) for i in self.hub.list_sessions()])

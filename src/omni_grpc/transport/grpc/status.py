@@ -1,0 +1,74 @@
+"""Hub errors as gRPC statuses with ``google.rpc.Status`` details.
+
+INVALID_ARGUMENT carries a ``BadRequest`` naming the field, NOT_FOUND a
+``ResourceInfo``, FAILED_PRECONDITION a ``PreconditionFailure``, so clients in
+any language can act on the reason without parsing the message.
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import grpc
+from google.protobuf import any_pb2
+from google.protobuf.message import Message
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from omni_grpc.runtime.errors import (
+    ApprovalNotPending,
+    HubClosed,
+    HubError,
+    InvalidRequest,
+    SessionBusy,
+    SessionNotFound,
+)
+
+ERROR_DOMAIN = "omni-grpc"
+
+
+def _packed(detail: Message) -> any_pb2.Any:
+    packed = any_pb2.Any()
+    packed.Pack(detail)
+    return packed
+
+
+def status_for(error: HubError) -> status_pb2.Status:
+    if isinstance(error, InvalidRequest):
+        violation = error_details_pb2.BadRequest.FieldViolation(
+            field=error.field, description=error.description
+        )
+        detail: Message = error_details_pb2.BadRequest(field_violations=[violation])
+        return status_pb2.Status(
+            code=code_pb2.INVALID_ARGUMENT, message=str(error), details=[_packed(detail)]
+        )
+    if isinstance(error, SessionNotFound):
+        detail = error_details_pb2.ResourceInfo(
+            resource_type="session", resource_name=error.session_id, description=str(error)
+        )
+        return status_pb2.Status(
+            code=code_pb2.NOT_FOUND, message=str(error), details=[_packed(detail)]
+        )
+    if isinstance(error, ApprovalNotPending):
+        detail = error_details_pb2.ResourceInfo(
+            resource_type="approval", resource_name=error.tool_call_id, description=str(error)
+        )
+        return status_pb2.Status(
+            code=code_pb2.NOT_FOUND, message=str(error), details=[_packed(detail)]
+        )
+    if isinstance(error, SessionBusy):
+        violation = error_details_pb2.PreconditionFailure.Violation(
+            type="TASK_IN_PROGRESS", subject=error.session_id, description=str(error)
+        )
+        detail = error_details_pb2.PreconditionFailure(violations=[violation])
+        return status_pb2.Status(
+            code=code_pb2.FAILED_PRECONDITION, message=str(error), details=[_packed(detail)]
+        )
+    if isinstance(error, HubClosed):
+        return status_pb2.Status(code=code_pb2.UNAVAILABLE, message=str(error))
+    return status_pb2.Status(code=code_pb2.INTERNAL, message=str(error))
+
+
+async def abort_with(context: grpc.aio.ServicerContext, error: HubError) -> NoReturn:
+    await context.abort_with_status(rpc_status.to_status(status_for(error)))
+    raise AssertionError("abort_with_status returned")  # pragma: no cover

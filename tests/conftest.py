@@ -1,0 +1,130 @@
+"""Shared fixtures: real servers on loopback, bound to ports the OS picks.
+
+* ``server_factory(**overrides)`` starts an in-process ``OmniServer`` (engine,
+  hub, gRPC on 127.0.0.1:0) in the test's event loop and stops it afterwards.
+  Overrides: ``engine``, ``engine_options``, ``approval_mode``, ``data_dir``,
+  ``buffer_events``,
+  and any ``GrpcConfig`` field (``auth_token``, ``tls_cert``...).
+* ``omni_server`` is one default server; ``grpc_target`` its ``host:port``.
+* ``serve_process(*args)`` runs ``omni-grpc serve`` as a real subprocess and
+  returns it with its gRPC address (parsed from its startup line).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from omni_grpc.runtime.approvals import ApprovalMode
+from omni_grpc.server import OmniServer, ServerConfig, build_server
+from omni_grpc.transport.grpc import GrpcConfig
+
+ServerFactory = Callable[..., Awaitable[OmniServer]]
+
+
+@pytest.fixture
+async def server_factory(tmp_path: Path) -> AsyncIterator[ServerFactory]:
+    servers: list[OmniServer] = []
+
+    async def start(
+        *,
+        engine: str = "demo",
+        engine_options: dict[str, str] | None = None,
+        approval_mode: ApprovalMode = ApprovalMode.ALLOW_ALL,
+        data_dir: Path | None = None,
+        buffer_events: int = 10_000,
+        **grpc_overrides: Any,
+    ) -> OmniServer:
+        grpc_config = GrpcConfig(host="127.0.0.1", port=0, **grpc_overrides)
+        config = ServerConfig(
+            engine=engine,
+            engine_options=engine_options or {},
+            data_dir=data_dir or tmp_path / f"data{len(servers)}",
+            approval_mode=approval_mode,
+            grpc=grpc_config,
+            shutdown_grace=1.0,
+            buffer_events=buffer_events,
+        )
+        server = build_server(config)
+        await server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in reversed(servers):
+        await server.stop()
+
+
+@pytest.fixture
+async def omni_server(server_factory: ServerFactory) -> OmniServer:
+    return await server_factory()
+
+
+@pytest.fixture
+def grpc_target(omni_server: OmniServer) -> str:
+    assert omni_server.grpc is not None
+    return omni_server.grpc.address
+
+
+@dataclass
+class ServeProcess:
+    process: subprocess.Popen[str]
+    grpc_address: str
+    # "host:port" of the HTTP/SSE transport, None when it is off.
+    http_address: str | None
+    # The startup lines (one per transport, then "omni-grpc ready").
+    banner: list[str]
+
+
+_GRPC_LINE = re.compile(r"gRPC on grpcs?://(\S+)")
+_HTTP_LINE = re.compile(r"HTTP\S* on https?://([^/\s]+)")
+
+
+@pytest.fixture
+def serve_process(tmp_path: Path) -> Iterator[Callable[..., ServeProcess]]:
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> ServeProcess:
+        cmd = [sys.executable, "-m", "omni_grpc", "serve", "--grpc-port", "0"]
+        if "--data-dir" not in args:
+            cmd += ["--data-dir", str(tmp_path / "serve-data")]
+        if "--http-port" not in args and "--no-http" not in args:
+            cmd += ["--http-port", "0"]
+        proc = subprocess.Popen(
+            [*cmd, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
+        started.append(proc)
+        assert proc.stdout is not None
+        banner: list[str] = []
+        for line in proc.stdout:
+            banner.append(line)
+            if line.strip() == "omni-grpc ready":
+                text = "".join(banner)
+                grpc_match, http_match = _GRPC_LINE.search(text), _HTTP_LINE.search(text)
+                assert grpc_match is not None, text
+                http = http_match.group(1) if http_match else None
+                return ServeProcess(proc, grpc_match.group(1), http, banner)
+        stderr = proc.stderr.read() if proc.stderr else ""
+        raise AssertionError(f"serve exited ({proc.wait()}) without an address: {stderr}")
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

@@ -1,0 +1,118 @@
+"""The built-in page in real headless Chromium, live over EventSource."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from omni_grpc.engines.demo import DemoEngine
+from omni_grpc.runtime.hub import Hub
+from omni_grpc.transport.sse.app import create_app
+from omni_grpc.transport.sse.server import HttpServer
+from tests.browser.webdriver import chromium
+
+pytestmark = pytest.mark.browser
+
+SCREENSHOT = Path(__file__).parents[2] / "docs" / "screenshot.png"
+
+
+@asynccontextmanager
+async def page_server(tmp_path: Path) -> AsyncIterator[tuple[Hub, str]]:
+    hub = Hub(DemoEngine(pacing=0.03), tmp_path)
+    server = HttpServer(create_app(hub, token="browser-token"), port=0)
+    await server.start()
+    try:
+        yield hub, server.url
+    finally:
+        await hub.shutdown()
+        await server.stop()
+
+
+async def test_the_page_streams_a_run_and_asks_for_approval(tmp_path: Path) -> None:
+    async with page_server(tmp_path) as (hub, url), chromium() as browser:
+        await browser.get(f"{url}/?access_token=browser-token")
+        await browser.js("document.getElementById('mode').value = 'ask'")
+        await browser.type("#prompt", "What is in my workspace?")
+        await browser.click("#send")
+
+        # Text streams in before the run finishes: a partial assistant bubble.
+        await browser.wait_for(
+            "return document.querySelector('.assistant.streaming') !== null"
+            " || document.querySelector('.tool') !== null"
+        )
+        # The ask: approve and deny buttons on the tool card.
+        await browser.wait_for("return document.querySelector('.tool button.approve') !== null")
+        assert (
+            await browser.js("return document.querySelector('.tool button.deny').textContent")
+            == "Deny"
+        )
+        assert await browser.js("return document.body.dataset.state") == "running"
+        await browser.click(".tool button.approve")
+        await browser.wait_for(
+            "return document.body.dataset.state === 'idle'"
+            " && document.querySelectorAll('.assistant').length === 2"
+        )
+
+        view = await browser.js(
+            """
+            const text = (sel) => [...document.querySelectorAll(sel)].map((e) => e.textContent);
+            return {
+              user: text('.user'), thinking: text('.thinking'), assistant: text('.assistant'),
+              tool: text('.tool .name'), args: text('.tool .args'), output: text('.tool .output'),
+              decision: text('.tool .decision'), streaming: text('.streaming'),
+              asks: text('.tool .ask'), session: document.body.dataset.session,
+            };
+            """
+        )
+        assert view["user"] == ["What is in my workspace?"]
+        assert view["thinking"][0].startswith("The user wrote 'What is in my workspace?'")
+        assert view["assistant"][0] == "I'll list the session workspace first."
+        assert view["assistant"][1].startswith("You said 'What is in my workspace?'.")
+        assert view["tool"] == ["list_workspace"] and view["args"] == ['{"path":"."}']
+        assert view["output"] == ["(the workspace is empty)"]
+        assert view["decision"] == ["allow"] and view["asks"] == [] and view["streaming"] == []
+        # What the page shows is what the session recorded.
+        recorded = [
+            m.text.text
+            async for m in hub.history(view["session"])
+            if m.WhichOneof("payload") == "text"
+        ]
+        assert recorded == [view["user"][0], *view["assistant"]]
+
+        png = await browser.screenshot()
+        assert png.startswith(b"\x89PNG")
+        (tmp_path / "page.png").write_bytes(png)
+        if os.environ.get("OMNI_UPDATE_SCREENSHOT") == "1":
+            SCREENSHOT.write_bytes(png)
+
+
+async def test_a_reload_rebuilds_the_session_from_history(tmp_path: Path) -> None:
+    async with page_server(tmp_path) as (_, url), chromium() as browser:
+        await browser.get(f"{url}/?access_token=browser-token")
+        await browser.type("#prompt", "remember me")
+        await browser.click("#send")
+        await browser.wait_for(
+            "return document.body.dataset.state === 'idle'"
+            " && document.querySelectorAll('.assistant').length === 2"
+        )
+        before = await browser.js("return document.getElementById('log').innerText")
+        # The URL now names the session; a reload shows the same conversation.
+        await browser.js("location.reload()")
+        await browser.wait_for("return document.querySelectorAll('.assistant').length === 2")
+        after = await browser.js("return document.getElementById('log').innerText")
+        assert after == before
+
+
+async def test_the_page_reports_a_wrong_token(tmp_path: Path) -> None:
+    async with page_server(tmp_path) as (_, url), chromium() as browser:
+        await browser.get(f"{url}/?access_token=wrong")
+        await browser.type("#prompt", "hello")
+        await browser.click("#send")
+        message = await browser.wait_for(
+            "const n = document.querySelector('.note.error'); return n && n.textContent"
+        )
+        assert "bearer token" in message

@@ -2,6 +2,7 @@ import { Code, ConnectError, type Client } from "@connectrpc/connect";
 import {
   AgentService,
   ApprovalMode,
+  SessionState,
   type AttachResponse,
   type RunResponse,
 } from "./gen/omni/v1/agent_service_pb.js";
@@ -29,27 +30,31 @@ export async function runPrompt(
   let streamedText = false;
   const approved = new Set<string>();
 
-  const handle = async (r: RunResponse | AttachResponse): Promise<void> => {
+  // Prints or answers one response; true once the task is over.
+  const handle = async (r: RunResponse | AttachResponse): Promise<boolean> => {
     if (!sessionId) console.error(`[session] ${r.sessionId}`);
     sessionId = r.sessionId;
     if (r.eventId) lastEventId = r.eventId;
     if (r.kind.case === "message") {
       streamedText = print(r.kind.value, streamedText);
-      return;
+      return false;
     }
     const event = r.kind.value?.kind;
     if (event?.case === "approvalRequest") {
       const call = event.value.toolCall?.payload;
-      if (call?.case !== "toolCall") return;
+      if (call?.case !== "toolCall") return false;
       const id = call.value.toolCallId;
       // Pending requests are re-sent on Attach; answer each call once.
-      if (!options.approve || aborting || approved.has(id)) return;
+      if (!options.approve || aborting || approved.has(id)) return false;
       approved.add(id);
       console.error(`[approve] ${call.value.name} ${id}`);
       await client.approve({ sessionId, toolCallId: id, decision: Decision.ALLOW });
     } else if (event?.case === "resyncRequired") {
       console.error("[resync] the event id is gone; GetHistory has the recorded messages");
+    } else if (event?.case === "taskState") {
+      return event.value.state === SessionState.IDLE;
     }
+    return false;
   };
 
   const follow = async (
@@ -57,7 +62,10 @@ export async function runPrompt(
     drop: AbortController,
   ): Promise<void> => {
     for await (const r of stream) {
-      await handle(r);
+      if (await handle(r)) {
+        drop.abort(); // the task is over (Attach streams stay open across tasks)
+        return;
+      }
       received++;
       if (options.dropAfter > 0 && received === options.dropAfter) {
         drop.abort(dropped);

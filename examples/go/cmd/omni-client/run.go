@@ -81,8 +81,9 @@ func (r *runner) follow(ctx context.Context, recv func() (response, error), drop
 		if err != nil {
 			return err
 		}
-		if err := r.handle(ctx, resp); err != nil {
-			return err
+		idle, err := r.handle(ctx, resp)
+		if err != nil || idle {
+			return err // the task is over (Attach streams stay open across tasks)
 		}
 		r.received++
 		if r.dropAfter > 0 && r.received == r.dropAfter {
@@ -100,7 +101,8 @@ func (r *runner) follow(ctx context.Context, recv func() (response, error), drop
 	}
 }
 
-func (r *runner) handle(ctx context.Context, resp response) error {
+// handle prints or answers one response; it reports true once the task is over.
+func (r *runner) handle(ctx context.Context, resp response) (bool, error) {
 	if r.sessionID == "" {
 		fmt.Fprintf(r.log, "[session] %s\n", resp.GetSessionId())
 	}
@@ -110,14 +112,14 @@ func (r *runner) handle(ctx context.Context, resp response) error {
 	}
 	if msg := resp.GetMessage(); msg != nil {
 		r.print(msg)
-		return nil
+		return false, nil
 	}
 	ev := resp.GetEvent()
 	switch {
 	case ev.GetApprovalRequest() != nil:
 		call := ev.GetApprovalRequest().GetToolCall().GetToolCall()
 		if !r.approve || r.aborting || r.approved[call.GetToolCallId()] {
-			return nil
+			return false, nil
 		}
 		// Pending requests are re-sent on Attach; answer each call once.
 		r.approved[call.GetToolCallId()] = true
@@ -125,11 +127,13 @@ func (r *runner) handle(ctx context.Context, resp response) error {
 		_, err := r.client.Approve(ctx, &omniv1.ApproveRequest{
 			SessionId: r.sessionID, ToolCallId: call.GetToolCallId(), Decision: omniv1.Decision_DECISION_ALLOW,
 		})
-		return err
+		return false, err
 	case ev.GetResyncRequired() != nil:
 		fmt.Fprintln(r.log, "[resync] the event id is gone; GetHistory has the recorded messages")
+	case ev.GetTaskState() != nil:
+		return ev.GetTaskState().GetState() == omniv1.SessionState_SESSION_STATE_IDLE, nil
 	}
-	return nil
+	return false, nil
 }
 
 // print writes streamed text as it arrives; complete messages from the main

@@ -15,6 +15,7 @@ import io.omnigrpc.omni.v1.Role;
 import io.omnigrpc.omni.v1.RunRequest;
 import io.omnigrpc.omni.v1.RunResponse;
 import io.omnigrpc.omni.v1.ServerEvent;
+import io.omnigrpc.omni.v1.SessionState;
 import io.omnigrpc.omni.v1.ToolCall;
 import java.util.HashSet;
 import java.util.Iterator;
@@ -77,7 +78,10 @@ final class RunCommand {
   private boolean follow(Iterator<Update> updates, Context.CancellableContext call) {
     try {
       while (updates.hasNext()) {
-        handle(updates.next());
+        if (handle(updates.next())) {
+          call.cancel(null); // the task is over (Attach streams stay open across tasks)
+          return true;
+        }
         received++;
         if (options.dropAfter > 0 && received == options.dropAfter) {
           call.cancel(null);
@@ -99,7 +103,8 @@ final class RunCommand {
     }
   }
 
-  private void handle(Update u) {
+  /** Prints or answers one update; true once the task is over. */
+  private boolean handle(Update u) {
     if (sessionId.isEmpty()) {
       System.err.println("[session] " + u.sessionId());
     }
@@ -119,7 +124,10 @@ final class RunCommand {
       }
     } else if (u.event().hasResyncRequired()) {
       System.err.println("[resync] the event id is gone; GetHistory has the recorded messages");
+    } else if (u.event().hasTaskState()) {
+      return u.event().getTaskState().getState() == SessionState.SESSION_STATE_IDLE;
     }
+    return false;
   }
 
   /** Streamed text goes to stdout as it arrives; complete messages end the line or are logged. */

@@ -27,7 +27,8 @@ from typing import Any
 import orjson
 
 from omni_grpc.convert import ConversionError, message_to_dict, parse_message
-from omni_grpc.engines.base import AbortSignal, ApproveFn, Decision, EngineMessage, RunOptions
+from omni_grpc.engines.asking import ask
+from omni_grpc.engines.base import AbortSignal, EngineMessage, RunOptions
 from omni_grpc.engines.segments import OpenFragments
 from omni_grpc.protocol import builders as b
 from omni_grpc_proto.omni.v1 import omni_pb2
@@ -146,7 +147,7 @@ class _Bridge:
                 payload.get("type") == "tool_call"
                 and payload.get("stop_reason", "completed") == "completed"
             ):
-                decision = await _ask(self.options.approve, message_to_dict(message), abort)
+                decision = await ask(self.options.approve, message_to_dict(message), abort)
                 if decision is None:
                     continue  # aborted meanwhile: the next read turns into the abort path
                 answer = {"type": "approval", "decision": decision}
@@ -290,26 +291,6 @@ class _Bridge:
         if not self.stderr:
             return ""
         return f"; its stderr ends: {self.stderr[-1][:500]}"
-
-
-async def _ask(approve: ApproveFn, call: JsonObject, abort: AbortSignal) -> Decision | None:
-    """The host's decision; a failing callback denies; None when aborted first."""
-    if abort.is_set():
-        return None
-    decision = asyncio.ensure_future(approve(call))
-    waiter = asyncio.ensure_future(abort.wait())
-    try:
-        await asyncio.wait({decision, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiter.cancel()
-    if not decision.done():
-        decision.cancel()
-        return None
-    try:
-        answer = decision.result()
-    except Exception:
-        return "deny"
-    return answer if answer in ("allow", "deny", "forbidden") else "deny"
 
 
 async def _stop(proc: asyncio.subprocess.Process, grace: float) -> None:

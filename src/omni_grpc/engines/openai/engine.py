@@ -18,7 +18,8 @@ from typing import Any
 
 import httpx
 
-from omni_grpc.engines.base import AbortSignal, ApproveFn, Decision, RunOptions
+from omni_grpc.engines.asking import ask
+from omni_grpc.engines.base import AbortSignal, RunOptions
 from omni_grpc.engines.openai.config import REASONING_EFFORT, OpenAIConfig
 from omni_grpc.engines.openai.history import (
     drop_echoed_input,
@@ -238,7 +239,7 @@ class _Run:
         payload = call["payload"]
         if payload["stop_reason"] != "completed" or self.options.abort.is_set():
             return
-        decision = await _ask(self.options.approve, call, self.options.abort)
+        decision = await ask(self.options.approve, call, self.options.abort)
         if decision is None:
             return  # aborted while waiting; the caller ends the run
         call_id = payload["tool_call_id"]
@@ -372,24 +373,6 @@ async def _next_event(
     if abort.is_set():
         return None  # whatever arrived meanwhile no longer matters: the run is ending
     return getter.result()
-
-
-async def _ask(approve: ApproveFn, call: JsonObject, abort: AbortSignal) -> Decision | None:
-    """The host's decision; a failing callback denies, an abort returns None."""
-    decision_task = asyncio.ensure_future(approve(call))
-    waiter = asyncio.ensure_future(abort.wait())
-    try:
-        await asyncio.wait({decision_task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        waiter.cancel()
-    if not decision_task.done():
-        decision_task.cancel()
-        return None
-    try:
-        decision = decision_task.result()
-    except Exception:
-        return "deny"
-    return decision if decision in ("allow", "deny", "forbidden") else "deny"
 
 
 async def _sleep_or_abort(seconds: float, abort: AbortSignal) -> bool:

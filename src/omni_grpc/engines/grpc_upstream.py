@@ -1,0 +1,279 @@
+"""The ``grpc://HOST:PORT`` engine: another AgentService as this server's engine.
+
+Messages are forwarded as the protobuf the upstream sent, JsonShape included,
+so they reach traces and transports byte for byte. The upstream runs in
+approval mode ASK: each ``approval_request`` it raises goes to this server's
+approve callback (and so to this server's clients or policy), and the decision
+goes back with ``Approve``. An abort here becomes an ``Abort`` RPC there; the
+upstream's own closing messages end the run, and if it stays silent past the
+grace period the call is cancelled and the stream closed here.
+
+Each local session is paired with one upstream session. The pairing is kept
+beside the local trace, so a restarted gateway resumes the same upstream
+conversation. ``grpcs://`` uses TLS (``ca=`` for a private CA); ``token=``
+is sent as a bearer token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import orjson
+
+from omni_grpc.client import AgentClient, AgentError, RunStream
+from omni_grpc.convert import message_from_dict, message_to_dict
+from omni_grpc.engines.asking import ask
+from omni_grpc.engines.base import EngineMessage, RunOptions
+from omni_grpc.engines.segments import OpenFragments
+from omni_grpc.protocol import builders as b
+from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
+from omni_grpc_proto.omni.v1 import omni_pb2
+
+JsonObject = dict[str, Any]
+log = logging.getLogger(__name__)
+
+_AUTH_CODES = (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED)
+_INPUT_ARMS = frozenset({"text", "image_url", "inline_data", "tool_call_output"})
+
+
+class GrpcUpstreamEngine:
+    name = "grpc-upstream"
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        tls: bool = False,
+        token: str | None = None,
+        ca: Path | None = None,
+        grace: float = 5.0,
+    ) -> None:
+        self.target = target
+        self.tls = tls
+        self.token = token
+        self.ca = ca
+        self.grace = grace
+        self._client: AgentClient | None = None
+        self._sessions: dict[str, str] = {}
+
+    def client(self) -> AgentClient:
+        # A grpc.aio channel belongs to the running loop: make it on first use.
+        if self._client is None:
+            self._client = AgentClient(self.target, token=self.token, tls=self.tls, tls_ca=self.ca)
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def run(
+        self, input: list[JsonObject], options: RunOptions
+    ) -> AsyncIterator[EngineMessage]:
+        proxy = _ProxiedRun(self, options)
+        async for message in proxy.run(input):
+            yield message
+
+    # ---- the local -> upstream session pairing ---------------------------------------
+
+    def upstream_session(self, options: RunOptions) -> str | None:
+        known = self._sessions.get(options.session_id)
+        if known is None and (path := _pairing_file(options)) is not None and path.is_file():
+            with contextlib.suppress(OSError, orjson.JSONDecodeError, KeyError, TypeError):
+                known = str(orjson.loads(path.read_bytes())["upstream_session_id"])
+                self._sessions[options.session_id] = known
+        return known
+
+    def pair(self, options: RunOptions, upstream_id: str | None) -> None:
+        path = _pairing_file(options)
+        if upstream_id is None:
+            self._sessions.pop(options.session_id, None)
+            if path is not None:
+                path.unlink(missing_ok=True)
+            return
+        if self._sessions.get(options.session_id) == upstream_id:
+            return
+        self._sessions[options.session_id] = upstream_id
+        if path is not None:
+            record = {"target": self.target, "upstream_session_id": upstream_id}
+            with contextlib.suppress(OSError):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(orjson.dumps(record) + b"\n")
+
+
+def _pairing_file(options: RunOptions) -> Path | None:
+    if options.trace_path is None:
+        return None
+    return options.trace_path.parent / f"{options.session_id}.grpc-upstream.json"
+
+
+class _ProxiedRun:
+    def __init__(self, engine: GrpcUpstreamEngine, options: RunOptions) -> None:
+        self.engine = engine
+        self.options = options
+        self.fragments = OpenFragments()
+        self.request_open = False
+        self.abort_seen = False
+        self.finished = False
+        self.stream: RunStream | None = None
+        self.cancelled_here = False
+
+    async def run(self, run_input: list[JsonObject]) -> AsyncIterator[EngineMessage]:
+        upstream_id = self.engine.upstream_session(self.options)
+        self.stream = self.engine.client().run(
+            input=[message_from_dict(m) for m in run_input],
+            session_id=upstream_id,
+            thinking_level=self.options.thinking_level,
+            approval_mode="ask",
+            metadata=self.options.metadata or None,
+        )
+        watcher = asyncio.create_task(self._forward_abort())
+        try:
+            async for message in self._relay(len(run_input)):
+                yield message
+        except AgentError as exc:
+            if exc.code == grpc.StatusCode.NOT_FOUND:
+                self.engine.pair(
+                    self.options, None
+                )  # the upstream forgot it: start afresh next run
+            for closing in self._failure(exc):
+                yield closing
+            return
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            if not self.finished and self.stream is not None:
+                self.stream.cancel()
+        if self.options.abort.is_set() and not self.abort_seen:
+            for closing in self._closing("aborted"):
+                yield closing
+            yield b.abort_event(self.options.abort.reason or "aborted by user")
+        elif not self.finished and not self.abort_seen:
+            for closing in self._failure(None):
+                yield closing
+
+    async def _relay(self, input_count: int) -> AsyncIterator[EngineMessage]:
+        assert self.stream is not None
+        echoed = 0
+        try:
+            async for event in self.stream:
+                if event.session_id:
+                    self.engine.pair(self.options, event.session_id)
+                if event.message is not None:
+                    message = event.message
+                    # The upstream publishes the run's input first; this server already has it.
+                    if echoed < input_count and _is_input(message):
+                        echoed += 1
+                        continue
+                    self._observe(message)
+                    yield message
+                elif event.server_event is not None:
+                    await self._on_event(event.server_event)
+                if event.is_task_end:
+                    self.finished = True
+                    return
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not self.cancelled_here or (task is not None and task.cancelling()):
+                raise  # not our grace-period cancel: let it through
+
+    async def _on_event(self, event: pb.ServerEvent) -> None:
+        if event.WhichOneof("kind") != "approval_request":
+            return  # task_state and friends describe the upstream; this hub makes its own
+        request = event.approval_request
+        call = message_to_dict(request.tool_call)
+        if request.origin and not call.get("origin"):
+            call["origin"] = list(request.origin)
+        decision = await ask(self.options.approve, call, self.options.abort)
+        if decision is None:
+            return  # aborted: the upstream resolves pending approvals as deny
+        assert self.stream is not None and self.stream.session_id is not None
+        try:
+            await self.engine.client().approve(
+                self.stream.session_id, request.tool_call.tool_call.tool_call_id, decision
+            )
+        except AgentError as exc:  # e.g. already resolved upstream; its stream tells the rest
+            log.warning("upstream Approve failed: %s", exc)
+
+    async def _forward_abort(self) -> None:
+        await self.options.abort.wait()
+        assert self.stream is not None
+        reason = self.options.abort.reason or "aborted by user"
+        with contextlib.suppress(AgentError, asyncio.TimeoutError):
+            session = await asyncio.wait_for(self.stream.session(), timeout=self.engine.grace)
+            await asyncio.wait_for(self.engine.client().abort(session, reason), self.engine.grace)
+        await asyncio.sleep(self.engine.grace)
+        # The upstream had its chance to close its own stream.
+        self.cancelled_here = True
+        self.stream.cancel()
+
+    def _observe(self, message: omni_pb2.OmniMessage) -> None:
+        if message.origin:
+            return
+        arm = message.WhichOneof("payload")
+        if arm is not None and arm.startswith("partial_"):
+            self.fragments.observe(message_to_dict(message)["payload"])
+        elif arm == "request_begin":
+            self.request_open = True
+        elif arm == "request_end":
+            self.request_open = False
+        elif arm == "abort":
+            self.abort_seen = True
+
+    def _closing(self, stop_reason: str) -> list[JsonObject]:
+        out = self.fragments.close_all(stop_reason)
+        if self.request_open:
+            out.append(b.request_end(stop_reason))
+            self.request_open = False
+        return out
+
+    def _failure(self, error: AgentError | None) -> list[JsonObject]:
+        detail = (
+            f"{error.code.name}: {error.message}"
+            if error is not None
+            else "the stream ended before the task finished"
+        )
+        reason = f"upstream AgentService {self.engine.target}: {detail}"
+        status = "auth" if error is not None and error.code in _AUTH_CODES else "failed"
+        log.warning("grpc upstream: %s", reason)
+        out = self.fragments.close_all("failed")
+        if not self.request_open:
+            out.append(b.request_begin())  # keeps request_begin/request_end paired
+        out.append(b.request_end(status, error_message=reason))
+        self.request_open = False
+        out.append(b.abort_event(reason))
+        return out
+
+
+def _is_input(message: omni_pb2.OmniMessage) -> bool:
+    return not message.origin and message.WhichOneof("payload") in _INPUT_ARMS
+
+
+def create(spec: str, **options: str) -> GrpcUpstreamEngine:
+    """``grpc://HOST:PORT`` or ``grpcs://HOST:PORT`` with ``--engine-opt`` options."""
+    scheme, sep, target = spec.partition("://")
+    if not sep or scheme not in ("grpc", "grpcs") or not target or "/" in target:
+        raise ValueError(f"grpc upstream: {spec!r}: expected grpc://HOST:PORT or grpcs://HOST:PORT")
+    unknown = sorted(set(options) - {"token", "ca", "grace_ms"})
+    if unknown:
+        raise ValueError(f"grpc upstream: unknown option(s) {', '.join(unknown)}")
+    ca = Path(options["ca"]) if "ca" in options else None
+    if ca is not None and not ca.is_file():
+        raise ValueError(f"grpc upstream: ca={options['ca']!r} is not a file")
+    try:
+        grace = float(options.get("grace_ms", "5000")) / 1000
+    except ValueError:
+        raise ValueError(
+            f"grpc upstream: grace_ms={options['grace_ms']!r} is not a number"
+        ) from None
+    return GrpcUpstreamEngine(
+        target, tls=scheme == "grpcs" or ca is not None, token=options.get("token"), ca=ca,
+        grace=grace,
+    )  # fmt: skip

@@ -1,0 +1,138 @@
+"""``omni-grpc serve`` and ``omni-grpc run`` as real processes."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from conftest import ServeProcess
+
+from omni_grpc.convert import parse_message, serialize_message
+from omni_grpc.trace import TraceRecord, read_jsonl
+from omni_grpc.trace.validate import validate_records
+
+ServeFactory = Callable[..., ServeProcess]
+
+
+def omni(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "omni_grpc", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def errors(records: list[TraceRecord], *, trace: bool) -> list[str]:
+    return [
+        f"{i.line}: {i.message}"
+        for i in validate_records(records, trace=trace)
+        if i.severity == "error"
+    ]
+
+
+def test_run_json_prints_a_valid_stream(serve_process: ServeFactory) -> None:
+    served = serve_process()
+    done = omni("run", "hello from the cli", "--target", served.grpc_address, "--json")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    records = [TraceRecord(n + 1, parse_message(line)) for n, line in enumerate(lines)]
+    assert errors(records, trace=False) == []
+    first = json.loads(lines[0])
+    assert first["payload"] == {
+        "type": "text",
+        "role": "user",
+        "text": "hello from the cli",
+        "stop_reason": "completed",
+    }
+    # Each line is in the reference's exact form: the codec writes it back byte for byte.
+    assert [serialize_message(r.message).decode() for r in records] == lines
+    assert "session session-" in done.stderr
+
+
+def test_run_renders_for_humans_and_continues_a_session(serve_process: ServeFactory) -> None:
+    served = serve_process()
+    first = omni("run", "first turn", "--target", served.grpc_address, "--approve", "deny")
+    assert first.returncode == 0, first.stderr
+    assert "tool call list_workspace [call_demo_1]" in first.stdout
+    assert "approval: deny [call_demo_1]" in first.stdout
+    assert "Tool call denied by user." in first.stdout
+    session_id = first.stderr.split("session ", 1)[1].split()[0]
+    second = omni(
+        "run", "second turn", "--target", served.grpc_address, "--session", session_id, "--json"
+    )
+    assert second.returncode == 0, second.stderr
+    assert '"call_demo_2"' in second.stdout  # the engine saw the same session again
+
+
+def test_run_reports_call_failures_with_exit_3(serve_process: ServeFactory) -> None:
+    served = serve_process("--auth-token", "tok")
+    refused = omni("run", "x", "--target", served.grpc_address)
+    assert refused.returncode == 3
+    assert "UNAUTHENTICATED" in refused.stderr
+    allowed = omni("run", "x", "--target", served.grpc_address, "--token", "tok", "--json")
+    assert allowed.returncode == 0, allowed.stderr
+    unknown = omni("run", "x", "--target", served.grpc_address, "--token", "tok",
+                   "--session", "session-missing")  # fmt: skip
+    assert unknown.returncode == 3 and "NOT_FOUND" in unknown.stderr
+
+
+def test_run_usage_errors_exit_2() -> None:
+    # --approve ask needs a terminal; stdin here is not one.
+    asked = subprocess.run(
+        [sys.executable, "-m", "omni_grpc", "run", "x", "--approve", "ask"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    assert asked.returncode == 2 and "needs a terminal" in asked.stderr
+
+
+def test_serve_rejects_a_bad_engine_and_a_taken_port(tmp_path: Path) -> None:
+    bad = omni("serve", "--engine", "nope", "--data-dir", str(tmp_path), "--no-http")
+    assert bad.returncode == 2 and "unknown engine 'nope'" in bad.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        clash = omni("serve", "--grpc-port", port, "--data-dir", str(tmp_path), "--no-http")
+    assert clash.returncode == 1 and "cannot bind" in clash.stderr
+
+
+def test_sigterm_records_the_abort_of_a_running_task(
+    serve_process: ServeFactory, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    served = serve_process("--data-dir", str(data), "--pacing", "0.2")
+    runner = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "omni_grpc",
+            "run",
+            "slow",
+            "--target",
+            served.grpc_address,
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert runner.stdout is not None
+    seen = [runner.stdout.readline() for _ in range(4)]  # the task is under way
+    assert all(seen)
+    served.process.send_signal(signal.SIGTERM)
+    rest, _ = runner.communicate(timeout=30)
+    assert served.process.wait(30) == 0
+    # The client saw the abort, and exits 1 for an aborted run.
+    streamed = [json.loads(line) for line in seen + rest.splitlines()]
+    assert streamed[-1]["payload"] == {"type": "abort", "reason": "server shutting down"}
+    assert runner.returncode == 1
+    [trace] = list(data.glob("traces/*/*.jsonl"))
+    records = list(read_jsonl(trace))
+    assert errors(records, trace=True) == []
+    assert records[-1].message.abort.reason == "server shutting down"

@@ -87,3 +87,15 @@ def test_reference_form_lines_carry_no_hints() -> None:
     plain = [line for _, _, line in PARSEABLE if b'"parameters"' not in line]
     shaped = [line for line in plain if parse_message(line).HasField("shape")]
     assert shaped == [line for line in shaped if b'"fidelity"' in line or b"phase" in line]
+
+
+def test_fast_path_and_general_codec_agree_on_the_corpus() -> None:
+    import orjson
+
+    from omni_grpc.convert import _message
+
+    for _, _, line in PARSEABLE:
+        parsed = orjson.loads(line)
+        fast = _message._fast_decode(parsed)
+        if fast is not None:
+            assert fast == _message._general_decode(parsed, None), line

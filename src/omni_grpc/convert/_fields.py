@@ -297,10 +297,20 @@ class StructField(Field):
         if type(value) is not dict:
             raise wrong_type(path, "an object", value)
         viewed = struct_view(value)
-        getattr(msg, self.name).update(viewed)
+        target = getattr(msg, self.name)
+        target.SetInParent()  # {} is a value too
+        target.update(viewed)
+        twin = self.twin(value, viewed)
+        if twin is not None:
+            rec.raw(path, twin)
+
+    @staticmethod
+    def twin(value: dict[str, Any], viewed: Any = None) -> str | None:
+        """The exact text of ``value`` when the Struct alone would not give it back."""
         exact = jt.dump_value(value)
-        if exact.encode() != _fingerprint(viewed):
-            rec.raw(path, exact)
+        if exact.encode() == _fingerprint(struct_view(value) if viewed is None else viewed):
+            return None
+        return exact
 
     def has_value(self, msg: Message) -> bool:
         return bool(msg.HasField(self.name))

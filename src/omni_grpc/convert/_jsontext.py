@@ -36,14 +36,20 @@ def _reject_constant(name: str) -> Any:
 
 def loads(data: bytes | str) -> Any:
     """Parses JSON text; raises ``ConversionError`` (without location) on bad text."""
+    return loads_checked(data)[0]
+
+
+def loads_checked(data: bytes | str) -> tuple[Any, bool]:
+    """Like ``loads``; the flag says orjson parsed it, so no string in it holds
+    a lone surrogate and every number is a 64-bit int or a float."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if not _LONG_DIGITS.search(raw):
         try:
-            return orjson.loads(raw)
+            return orjson.loads(raw), True
         except orjson.JSONDecodeError:
             pass  # maybe only a lone surrogate escape; the stdlib decides
     try:
-        return json.loads(raw, parse_constant=_reject_constant)
+        return json.loads(raw, parse_constant=_reject_constant), False
     except (ValueError, UnicodeDecodeError) as exc:
         raise ConversionError(f"not valid JSON: {exc}") from None
 

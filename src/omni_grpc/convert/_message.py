@@ -7,6 +7,7 @@ from typing import Any
 
 from omni_grpc.convert import _jsontext as jt
 from omni_grpc.convert._errors import ConversionError
+from omni_grpc.convert._fastpath import decoder_for, encoder_for
 from omni_grpc.convert._fields import MISSING, StrList, wrong_type
 from omni_grpc.convert._objects import decode_object, encode_object
 from omni_grpc.convert._schema import (
@@ -24,6 +25,8 @@ OmniMessage = omni_pb2.OmniMessage
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 _MESSAGE_TYPE_TEXT = {number: text for text, number in MESSAGE_TYPES.items()}
 _ORIGIN = StrList("origin")
+_PLAIN_KEYS = ["timestamp", "type", "payload"]
+_ORIGIN_KEYS = ["timestamp", "type", "payload", "origin"]
 
 
 def parse_message(
@@ -35,14 +38,61 @@ def parse_message(
             f"message is {len(data)} bytes, over the {max_bytes}-byte limit", line=line
         )
     try:
-        obj = jt.loads(data)
+        obj, clean = jt.loads_checked(data)
     except ConversionError as exc:
         raise exc.at_line(line) from None
-    return message_from_dict(obj, line=line)
+    if clean and type(obj) is dict:
+        fast = _fast_decode(obj)
+        if fast is not None:
+            return fast
+    return _general_decode(obj, line)
 
 
 def message_from_dict(obj: Mapping[str, Any], *, line: int | None = None) -> OmniMessage:
     """A parsed JSON object as an OmniMessage."""
+    if type(obj) is dict:
+        try:
+            fast = _fast_decode(obj)
+        except (UnicodeEncodeError, ValueError, TypeError, OverflowError):
+            fast = None  # e.g. a lone surrogate from Python code; the general path explains
+        if fast is not None:
+            return fast
+    return _general_decode(obj, line)
+
+
+def _fast_decode(obj: dict[str, Any]) -> OmniMessage | None:
+    """Reference-form input in one constructor call, or None (see _fastpath)."""
+    keys = list(obj)
+    if keys != _PLAIN_KEYS and keys != _ORIGIN_KEYS:
+        return None
+    timestamp, kind, payload = obj["timestamp"], obj["type"], obj["payload"]
+    if type(timestamp) is not str or type(kind) is not str or type(payload) is not dict:
+        return None
+    number = MESSAGE_TYPES.get(kind)
+    if number is None:
+        return None
+    spec = SESSION_META if kind == "session_meta" else PAYLOAD_BY_TYPE.get(str(payload.get("type")))
+    if spec is None:
+        return None
+    twins: list[tuple[str, str]] = []
+    kwargs = decoder_for(spec)(payload, twins)
+    if kwargs is None:
+        return None
+    if len(keys) == 4:
+        origin = obj["origin"]
+        if type(origin) is not list or not origin or any(type(o) is not str for o in origin):
+            return None
+        fields: dict[str, Any] = {"origin": origin}
+    else:
+        fields = {}
+    fields[str(spec.arm)] = kwargs
+    msg = OmniMessage(timestamp=timestamp, type=number, **fields)  # type: ignore[arg-type]  # enums take ints
+    for key, text in twins:
+        msg.shape.raw_values.add(path=f"/payload/{key}", json=text)
+    return msg
+
+
+def _general_decode(obj: Any, line: int | None) -> OmniMessage:
     if type(obj) is not dict:
         if isinstance(obj, Mapping):
             obj = dict(obj)
@@ -129,12 +179,23 @@ def serialize_message(msg: OmniMessage) -> bytes:
 def message_to_jsonable(msg: OmniMessage) -> Any:
     """The message as orjson input in reference form: a dict (which may hold
     fragments), or one fragment when an unknown key holds a lone surrogate."""
+    if not msg.HasField("shape"):
+        arm = msg.WhichOneof("payload")
+        if arm is not None and arm != "unknown":
+            out: dict[str, Any] = {
+                "timestamp": msg.timestamp,
+                "type": _MESSAGE_TYPE_TEXT.get(msg.type) or ENVELOPE_TYPE_OF_ARM[arm],
+                "payload": encoder_for(PAYLOAD_BY_ARM[arm])(getattr(msg, arm)),
+            }
+            if msg.origin:
+                out["origin"] = list(msg.origin)
+            return out
     view = ShapeView(msg.shape) if msg.HasField("shape") else None
     order = view.orders.get("") if view is not None else None
     keys: list[str] = list(order) if order is not None else _default_envelope_keys(msg)
     if order is not None and msg.origin and "origin" not in order:
         keys.append("origin")
-    out: dict[str, Any] = {}
+    out = {}
     for key in keys:
         if key == "timestamp":
             out[key] = _exact_string(msg.timestamp, "/timestamp", view)

@@ -1,0 +1,101 @@
+"""Conversion throughput: JSON -> proto -> JSON over the conformance corpus
+replicated to N messages, beside two baselines measured in the same run:
+
+* floor: orjson loads + dumps of the same lines (no protobuf at all);
+* json_format: protobuf's own JSON mapping (MessageToJson + Parse) on the
+  same messages, the usual way to move JSON through protobuf in Python.
+
+Usage: python benchmarks/convert.py [--messages 100000] [--repeat 3]
+Reports messages/s (best of --repeat) and the ratio to the floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+from google.protobuf import json_format
+
+from omni_grpc.convert import parse_message, serialize_message
+from omni_grpc_proto.omni.v1 import omni_pb2
+
+CORPUS = Path(__file__).resolve().parent.parent / "tests" / "conformance"
+
+
+def corpus_lines() -> list[bytes]:
+    lines = []
+    for path in sorted(CORPUS.glob("*.jsonl")):
+        for line in path.read_bytes().split(b"\n"):
+            try:
+                parse_message(line)
+            except ValueError:
+                continue
+            lines.append(line)
+    return lines
+
+
+def best_rate(work: Callable[[], int], repeat: int) -> float:
+    rates = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        count = work()
+        rates.append(count / (time.perf_counter() - start))
+    return max(rates)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    base = corpus_lines()
+    lines = (base * (args.messages // len(base) + 1))[: args.messages]
+    messages = [parse_message(line) for line in lines]
+    assert all(serialize_message(m) == line for m, line in zip(messages, lines, strict=True))
+
+    def floor() -> int:
+        for line in lines:
+            orjson.dumps(orjson.loads(line))
+        return len(lines)
+
+    def ours() -> int:
+        for line in lines:
+            serialize_message(parse_message(line))
+        return len(lines)
+
+    def ours_parse() -> int:
+        for line in lines:
+            parse_message(line)
+        return len(lines)
+
+    def ours_serialize() -> int:
+        for message in messages:
+            serialize_message(message)
+        return len(messages)
+
+    def protobuf_json_format() -> int:
+        for message in messages:
+            json_format.Parse(json_format.MessageToJson(message), omni_pb2.OmniMessage())
+        return len(messages)
+
+    results = {
+        "floor (orjson loads+dumps)": best_rate(floor, args.repeat),
+        "omni-grpc JSON->proto->JSON": best_rate(ours, args.repeat),
+        "  of which JSON->proto": best_rate(ours_parse, args.repeat),
+        "  of which proto->JSON": best_rate(ours_serialize, args.repeat),
+        "protobuf json_format round trip": best_rate(protobuf_json_format, args.repeat),
+    }
+    floor_rate = results["floor (orjson loads+dumps)"]
+    size = statistics.mean(len(line) for line in lines)
+    print(f"{len(lines)} messages, mean {size:.0f} bytes, best of {args.repeat}")
+    print(f"{'':34} {'messages/s':>12} {'floor/x':>8}")
+    for name, rate in results.items():
+        print(f"{name:34} {rate:12,.0f} {floor_rate / rate:8.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+"""Generated fast paths for the common case: reference-form JSON.
+
+The general codec (``_objects``, ``_fields``) handles everything, one field
+object at a time. Most traffic, though, is builder-made JSON in reference
+form, which needs none of the shape machinery; for it, this module generates
+(once, at import) one straight-line function per object type, the way
+dataclasses generate ``__init__``:
+
+* a *decoder* turns a payload dict into constructor keyword arguments, or
+  returns ``None`` the moment anything is unusual (unknown key, wrong type,
+  unknown enum string, out-of-range number, keys out of order), and the caller
+  falls back to the general codec. It accepts only what the general codec
+  would convert without a hint, so both paths give equal messages (tested).
+* an *encoder* turns a message without a shape into the orjson input.
+
+Input parsed by orjson never holds lone surrogates (orjson refuses them), so
+the decoders skip that check; callers pass only orjson-parsed input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from omni_grpc.convert._fields import (
+    Enum,
+    Field,
+    Int,
+    Nested,
+    NumberOrLabel,
+    OptInt,
+    OptStr,
+    Str,
+    StrList,
+    StructField,
+)
+from omni_grpc.convert._schema import ObjectSpec
+
+Decoder = Callable[[dict[str, Any], list[tuple[str, str]]], dict[str, Any] | None]
+Encoder = Callable[[Any], dict[str, Any]]
+_INT64_MAX = 2**63 - 1
+_INT64_MIN = -(2**63)
+
+
+def _decode_source(spec: ObjectSpec, env: dict[str, Any]) -> str:
+    """Source of ``decode(obj, twins)``; ``twins`` collects (key, exact text)
+    for Struct fields whose text a Struct alone would not reproduce."""
+    lines = ["def decode(obj, twins):", "    kw = {}", "    for key, value in obj.items():"]
+    first = True
+    for index, field in enumerate(spec.fields):
+        cond = "if" if first else "elif"
+        first = False
+        lines.append(f"        {cond} key == {field.key!r}:")
+        body = _decode_field(field, index, env)
+        lines += [f"            {line}" for line in body]
+    lines.append(
+        f"        {'if' if first else 'elif'} key == 'type' and {spec.type_text is not None}:"
+    )
+    lines.append("            pass")
+    lines.append("        else:")
+    lines.append("            return None")
+    order = (["type"] if spec.type_text is not None else []) + [f.key for f in spec.fields]
+    required = [f.key for f in spec.fields if f.required]
+    env["ORDER"] = tuple(order)
+    env["REQUIRED"] = frozenset(required)
+    lines.append("    if list(obj) != [k for k in ORDER if k in obj]:")
+    lines.append("        return None")
+    if required:
+        lines.append("    if not REQUIRED <= obj.keys():")
+        lines.append("        return None")
+    lines.append("    return kw")
+    return "\n".join(lines)
+
+
+def _decode_field(field: Field, index: int, env: dict[str, Any]) -> list[str]:
+    name = field.name
+    if isinstance(field, Enum):
+        env[f"E{index}"] = field.to_number
+        return [
+            "if type(value) is not str: return None",
+            f"number = E{index}.get(value)",
+            "if number is None: return None",
+            f"kw[{name!r}] = number",
+        ]
+    if isinstance(field, NumberOrLabel):
+        return [
+            "kind = type(value)",
+            f"if kind is str: kw[{field.label_name!r}] = value",
+            "elif kind is int and INT64_MIN <= value <= INT64_MAX:",
+            f"    kw[{field.number_name!r}] = value",
+            "else: return None",
+        ]
+    if isinstance(field, (Int, OptInt)):
+        return [
+            "if type(value) is not int or not INT64_MIN <= value <= INT64_MAX: return None",
+            f"kw[{name!r}] = value",
+        ]
+    if isinstance(field, OptStr) and field.nullable:
+        return [
+            # null leaves the field unset; only a required key reads that back as null
+            f"if value is None: {'continue' if field.required else 'return None'}",
+            "if type(value) is not str: return None",
+            f"kw[{name!r}] = value",
+        ]
+    if isinstance(field, Str):  # OptStr included
+        return ["if type(value) is not str: return None", f"kw[{name!r}] = value"]
+    if isinstance(field, StrList):
+        empty_ok = field.required
+        return [
+            "if type(value) is not list: return None",
+            *([] if empty_ok else ["if not value: return None"]),
+            "for item in value:",
+            "    if type(item) is not str: return None",
+            f"kw[{name!r}] = value",
+        ]
+    if isinstance(field, StructField):
+        env[f"S{index}"] = field
+        return [
+            "if type(value) is not dict: return None",
+            f"twin = S{index}.twin(value) if needs_twin(value) else None",
+            f"if twin is not None: twins.append(({field.key!r}, twin))",
+            f"kw[{name!r}] = value",
+        ]
+    if isinstance(field, Nested):
+        env[f"D{index}"] = decoder_for(field.spec)
+        if field.many:
+            return [
+                "if type(value) is not list: return None",
+                *([] if field.required else ["if not value: return None"]),
+                "items = []",
+                "for item in value:",
+                "    if type(item) is not dict: return None",
+                "    nested = []",
+                f"    sub = D{index}(item, nested)",
+                "    if sub is None or nested: return None",
+                "    items.append(sub)",
+                f"kw[{name!r}] = items",
+            ]
+        return [
+            "if type(value) is not dict: return None",
+            "nested = []",
+            f"sub = D{index}(value, nested)",
+            "if sub is None or nested: return None",
+            f"kw[{name!r}] = sub",
+        ]
+    raise TypeError(f"no fast path for {type(field).__name__}")
+
+
+def _encode_source(spec: ObjectSpec, env: dict[str, Any]) -> str:
+    lines = ["def encode(msg):"]
+    lines.append(f"    out = {{'type': {spec.type_text!r}}}" if spec.type_text else "    out = {}")
+    for index, field in enumerate(spec.fields):
+        lines += [f"    {line}" for line in _encode_field(field, index, env)]
+    lines.append("    return out")
+    return "\n".join(lines)
+
+
+def _encode_field(field: Field, index: int, env: dict[str, Any]) -> list[str]:
+    key, name = field.key, field.name
+    if isinstance(field, Enum):
+        env[f"T{index}"] = field.to_text
+        return [
+            f"value = msg.{name}",
+            "if value:",
+            f"    text = T{index}.get(value)",
+            f"    if text is not None: out[{key!r}] = text",
+        ]
+    if isinstance(field, NumberOrLabel):
+        return [
+            f"arm = msg.WhichOneof({field.oneof!r})",
+            f"if arm is not None: out[{key!r}] = getattr(msg, arm)",
+        ]
+    if isinstance(field, OptStr) and field.nullable and field.required:
+        return [f"out[{key!r}] = msg.{name} if msg.HasField({name!r}) else None"]
+    if isinstance(field, (OptStr, OptInt)):
+        return [f"if msg.HasField({name!r}): out[{key!r}] = msg.{name}"]
+    if isinstance(field, (Str, Int)):
+        if field.required:
+            return [f"out[{key!r}] = msg.{name}"]
+        return [f"value = msg.{name}", f"if value: out[{key!r}] = value"]
+    if isinstance(field, StrList):
+        if field.required:
+            return [f"out[{key!r}] = list(msg.{name})"]
+        return [f"if msg.{name}: out[{key!r}] = list(msg.{name})"]
+    if isinstance(field, StructField):
+        env[f"S{index}"] = field
+        return [f"if msg.HasField({name!r}): out[{key!r}] = S{index}.encode_typed(msg)"]
+    if isinstance(field, Nested):
+        env[f"N{index}"] = encoder_for(field.spec)
+        if field.many:
+            return [
+                f"if {field.required} or msg.{name}:",
+                f"    out[{key!r}] = [N{index}(item) for item in msg.{name}]",
+            ]
+        return [f"out[{key!r}] = N{index}(msg.{name})"]
+    raise TypeError(f"no fast path for {type(field).__name__}")
+
+
+_BIG_INT = re.compile(rb"\d{16}")  # 2**53 has 16 digits
+
+
+def needs_twin(value: dict[str, Any]) -> bool:
+    """Cheap pre-check for orjson-parsed input: a Struct gives back the same
+    text unless some object's keys are unsorted or an integer is past 2**53
+    (doubles, and JavaScript-style number text, agree on everything else)."""
+    plain = orjson.dumps(value)
+    return plain != orjson.dumps(value, option=orjson.OPT_SORT_KEYS) or bool(_BIG_INT.search(plain))
+
+
+_decoders: dict[int, Decoder] = {}
+_encoders: dict[int, Encoder] = {}
+
+
+def _compile(source: str, env: dict[str, Any], name: str) -> Any:
+    env.update(INT64_MIN=_INT64_MIN, INT64_MAX=_INT64_MAX, needs_twin=needs_twin)
+    exec(compile(source, f"<omni_grpc fast path: {name}>", "exec"), env)
+    return env[name]
+
+
+def decoder_for(spec: ObjectSpec) -> Decoder:
+    found = _decoders.get(id(spec))
+    if found is None:
+        env: dict[str, Any] = {}
+        found = _decoders[id(spec)] = _compile(_decode_source(spec, env), env, "decode")
+    return found
+
+
+def encoder_for(spec: ObjectSpec) -> Encoder:
+    found = _encoders.get(id(spec))
+    if found is None:
+        env: dict[str, Any] = {}
+        found = _encoders[id(spec)] = _compile(_encode_source(spec, env), env, "encode")
+    return found

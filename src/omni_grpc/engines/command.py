@@ -88,6 +88,7 @@ class _Bridge:
         self.stderr: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self.proc: asyncio.subprocess.Process | None = None
         self.line = 0
+        self.lines: asyncio.Queue[bytes | _Failed] = asyncio.Queue(maxsize=1024)
 
     async def run(self, run_input: list[JsonObject]) -> AsyncIterator[EngineMessage]:
         try:
@@ -106,15 +107,17 @@ class _Bridge:
             return
         self.engine._children.add(self.proc)
         drain = asyncio.create_task(self._drain_stderr())
+        pump = asyncio.create_task(self._pump_stdout())
         try:
             async for message in self._converse(run_input):
                 yield message
         finally:
             self.engine._children.discard(self.proc)
             await _stop(self.proc, self.engine.grace)
-            drain.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await drain
+            for helper in (drain, pump):
+                helper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await helper
 
     async def _converse(self, run_input: list[JsonObject]) -> AsyncIterator[EngineMessage]:
         try:
@@ -140,73 +143,77 @@ class _Bridge:
             if not raw:
                 await self._check_exit()
                 return
-            message, payload = self._parse(raw)
-            self._observe(message, payload)
+            message = self._parse(raw)
+            self._observe(message)
             yield message
-            if (
-                payload.get("type") == "tool_call"
-                and payload.get("stop_reason", "completed") == "completed"
-            ):
+            if _needs_approval(message):
                 decision = await ask(self.options.approve, message_to_dict(message), abort)
                 if decision is None:
                     continue  # aborted meanwhile: the next read turns into the abort path
                 answer = {"type": "approval", "decision": decision}
-                await self._send({**answer, "tool_call_id": payload.get("tool_call_id", "")})
+                await self._send({**answer, "tool_call_id": message.tool_call.tool_call_id})
 
     async def _read_line(self, abort: AbortSignal) -> bytes | None:
         """The next stdout line (b"" at EOF), or None once aborted."""
-        assert self.proc is not None and self.proc.stdout is not None
         if abort.is_set():
             return None
-        reader = asyncio.ensure_future(self.proc.stdout.readline())
-        waiter = asyncio.ensure_future(abort.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {reader, waiter},
-                timeout=self.engine.idle_timeout,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        finally:
-            waiter.cancel()
-        if reader not in done:
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, ValueError):
-                await reader
-            if abort.is_set():
-                return None
-            raise _Failed(f"engine process wrote nothing for {self.engine.idle_timeout:g} s")
-        try:
-            line = reader.result()
-        except ValueError:  # asyncio's LimitOverrunError surfaces as ValueError
-            raise _Failed(
-                f"engine process wrote a line longer than {MAX_LINE_BYTES} bytes"
-            ) from None
-        if line:
+        # Lines usually arrive in bursts: take a queued one without waiting.
+        item = self.lines.get_nowait() if not self.lines.empty() else None
+        if item is None:
+            getter = asyncio.ensure_future(self.lines.get())
+            waiter = asyncio.ensure_future(abort.wait())
+            try:
+                done, _ = await asyncio.wait(
+                    {getter, waiter},
+                    timeout=self.engine.idle_timeout,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            finally:
+                waiter.cancel()
+            if getter not in done:
+                getter.cancel()
+                if abort.is_set():
+                    return None
+                raise _Failed(f"engine process wrote nothing for {self.engine.idle_timeout:g} s")
+            item = getter.result()
+        if isinstance(item, _Failed):
+            raise item
+        if item:
             self.line += 1
-        return line
+        return item
 
-    def _parse(self, raw: bytes) -> tuple[omni_pb2.OmniMessage, JsonObject]:
+    async def _pump_stdout(self) -> None:
+        """Moves stdout lines to ``self.lines``; the bounded queue keeps pipe backpressure."""
+        assert self.proc is not None and self.proc.stdout is not None
         try:
-            message = parse_message(raw.rstrip(b"\r\n"), line=self.line)
+            while line := await self.proc.stdout.readline():
+                await self.lines.put(line)
+        except ValueError:  # asyncio's LimitOverrunError surfaces as ValueError
+            too_long = f"engine process wrote a line longer than {MAX_LINE_BYTES} bytes"
+            await self.lines.put(_Failed(too_long))
+            return
+        await self.lines.put(b"")
+
+    def _parse(self, raw: bytes) -> omni_pb2.OmniMessage:
+        try:
+            return parse_message(raw.rstrip(b"\r\n"), line=self.line)
         except ConversionError as exc:
             where = f"{exc.path}: " if exc.path else ""
             raise _Failed(
                 f"engine process wrote an invalid OmniMessage on stdout line {self.line}: "
                 f"{where}{exc.reason}"
             ) from None
-        payload = message_to_dict(message).get("payload", {})
-        return message, payload if isinstance(payload, dict) else {}
 
-    def _observe(self, message: omni_pb2.OmniMessage, payload: Mapping[str, Any]) -> None:
+    def _observe(self, message: omni_pb2.OmniMessage) -> None:
         if message.origin:
             return
-        kind = payload.get("type")
-        self.fragments.observe(payload)
-        if kind == "request_begin":
+        arm = message.WhichOneof("payload")
+        self.fragments.observe_message(message)
+        if arm == "request_begin":
             self.request_open = True
-        elif kind == "request_end":
+        elif arm == "request_end":
             self.request_open = False
-        elif kind == "abort":
+        elif arm == "abort":
             self.abort_seen = True
 
     async def _check_exit(self) -> None:
@@ -239,8 +246,8 @@ class _Bridge:
                 raw = await asyncio.wait_for(self._read_line(quiet), timeout=left)
                 if not raw:
                     break
-                message, payload = self._parse(raw)
-                self._observe(message, payload)
+                message = self._parse(raw)
+                self._observe(message)
                 yield message
         if self.abort_seen:
             return
@@ -311,6 +318,15 @@ async def _stop(proc: asyncio.subprocess.Process, grace: float) -> None:
             return
         except TimeoutError:
             continue
+
+
+def _needs_approval(message: omni_pb2.OmniMessage) -> bool:
+    """A complete tool_call (stop_reason completed, or left out as the docs allow)."""
+    if message.WhichOneof("payload") != "tool_call":
+        return False
+    return message.tool_call.stop_reason in (
+        omni_pb2.STOP_REASON_COMPLETED, omni_pb2.STOP_REASON_UNSPECIFIED,
+    )  # fmt: skip
 
 
 def _seconds(options: Mapping[str, str], key: str, default: float) -> float:

@@ -219,7 +219,7 @@ class _ProxiedRun:
             return
         arm = message.WhichOneof("payload")
         if arm is not None and arm.startswith("partial_"):
-            self.fragments.observe(message_to_dict(message)["payload"])
+            self.fragments.observe_message(message)
         elif arm == "request_begin":
             self.request_open = True
         elif arm == "request_end":

@@ -12,9 +12,15 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from omni_grpc.protocol import builders as b
+from omni_grpc_proto.omni.v1 import omni_pb2
 
 JsonObject = dict[str, Any]
 SegmentKind = Literal["text", "thinking", "tool_call", "tool_call_output"]
+_EVENT_TYPES = {
+    omni_pb2.EVENT_TYPE_START: "start",
+    omni_pb2.EVENT_TYPE_DELTA: "delta",
+    omni_pb2.EVENT_TYPE_STOP: "stop",
+}
 
 
 class Segment:
@@ -138,6 +144,23 @@ class OpenFragments:
         chunk = payload.get(self._CONTENT[kind])
         if isinstance(chunk, str) and chunk:
             segment.buffer.append(chunk)
+
+    def observe_message(self, message: omni_pb2.OmniMessage) -> None:
+        """``observe`` for a protobuf message, reading only the fields it needs."""
+        arm = message.WhichOneof("payload")
+        kind = self._KINDS.get(arm or "")
+        if kind is None:
+            return
+        part = getattr(message, str(arm))
+        self.observe(
+            {
+                "type": arm,
+                "event_type": _EVENT_TYPES.get(part.event_type, ""),
+                "tool_call_id": getattr(part, "tool_call_id", ""),
+                "name": getattr(part, "name", ""),
+                self._CONTENT[kind]: getattr(part, self._CONTENT[kind]),
+            }
+        )
 
     def close_all(self, stop_reason: str) -> list[JsonObject]:
         """Stop fragments and complete messages for everything still open."""

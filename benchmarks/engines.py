@@ -83,8 +83,8 @@ async def compare(
 async def bench_openai(rounds: int, chunks: int, workspace: Path) -> None:
     text = "word " * chunks
     with FakeOpenAI() as fake:
-        engine = OpenAIEngine(OpenAIConfig.from_options(
-            {"base_url": fake.base_url, "model": "m", "builtin_tools": "false"}, env={}))  # fmt: skip
+        opts = {"base_url": fake.base_url, "model": "m", "builtin_tools": "false"}
+        engine = OpenAIEngine(OpenAIConfig.from_options(opts, env={}))
         http = httpx.AsyncClient(timeout=60)
 
         async def baseline() -> int:
@@ -153,8 +153,11 @@ async def bench_command(rounds: int, count: int, workspace: Path) -> None:
 
 async def bench_grpc_upstream(rounds: int, data: Path) -> None:
     def config(engine: str, opts: dict[str, str], sub: str) -> ServerConfig:
-        return ServerConfig(engine=engine, engine_options=opts, data_dir=data / sub,
-                            grpc=GrpcConfig(host="127.0.0.1", port=0), shutdown_grace=1.0)  # fmt: skip
+        grpc_config = GrpcConfig(host="127.0.0.1", port=0)
+        return ServerConfig(
+            engine=engine, engine_options=opts, data_dir=data / sub, grpc=grpc_config,
+            shutdown_grace=1.0,
+        )  # fmt: skip
 
     upstream = build_server(config(f"replay:{TRACE}", {"delay_ms": "0", "chunk": "1"}, "up"))
     await upstream.start()

@@ -37,9 +37,11 @@ async function main(argv: string[]): Promise<void> {
   if (positionals.length !== 1) {
     throw new Error("run needs exactly one PROMPT");
   }
+  // snippet:start node-client
   // Connect's gRPC transport speaks HTTP/2 (h2c on loopback).
   const transport = createGrpcTransport({ baseUrl: `http://${values.addr}` });
   await runPrompt(createClient(AgentService, transport), positionals[0], {
+  // snippet:end node-client
     approve: values.approve ?? false,
     abortAfter: Number(values["abort-after"]),
     dropAfter: Number(values["drop-after"]),

@@ -41,6 +41,7 @@ export async function runPrompt(
     }
     const event = r.kind.value?.kind;
     if (event?.case === "approvalRequest") {
+      // snippet:start node-approve
       const call = event.value.toolCall?.payload;
       if (call?.case !== "toolCall") return false;
       const id = call.value.toolCallId;
@@ -49,6 +50,7 @@ export async function runPrompt(
       approved.add(id);
       console.error(`[approve] ${call.value.name} ${id}`);
       await client.approve({ sessionId, toolCallId: id, decision: Decision.ALLOW });
+      // snippet:end node-approve
     } else if (event?.case === "resyncRequired") {
       console.error("[resync] the event id is gone; GetHistory has the recorded messages");
     } else if (event?.case === "taskState") {
@@ -73,13 +75,16 @@ export async function runPrompt(
       }
       if (options.abortAfter > 0 && received === options.abortAfter) {
         aborting = true;
+        // snippet:start node-abort
         const res = await client.abort({ sessionId, reason: "stopped by omni-client" });
         console.error(`[abort] requested, was running: ${res.wasRunning}`);
+        // snippet:end node-abort
       }
     }
   };
 
   const mode = options.approve || options.abortAfter > 0 ? ApprovalMode.ASK : ApprovalMode.ALLOW_ALL;
+  // snippet:start node-run
   let call = new AbortController();
   // detachOnCancel keeps the task alive when this call breaks, so it can be re-attached.
   let stream: AsyncIterable<RunResponse | AttachResponse> = client.run(
@@ -99,6 +104,7 @@ export async function runPrompt(
     call = new AbortController();
     stream = client.attach({ sessionId, afterEventId: lastEventId }, { signal: call.signal });
   }
+  // snippet:end node-run
 }
 
 // Streamed text goes to stdout as it arrives; complete messages end the line

@@ -7,10 +7,12 @@ import { OmniMessageSchema, type OmniMessage } from "./gen/omni/v1/omni_pb.js";
 // Prints one line per message of a varint-delimited .binpb trace: number,
 // timestamp, payload kind (the proto field name), then text and fidelity.
 export async function printTrace(path: string): Promise<void> {
+  // snippet:start node-trace
   let n = 0;
   for await (const m of sizeDelimitedDecodeStream(OmniMessageSchema, createReadStream(path))) {
     process.stdout.write(`#${++n} ${m.timestamp} ${describe(m)}\n`);
   }
+  // snippet:end node-trace
 }
 
 function describe(m: OmniMessage): string {

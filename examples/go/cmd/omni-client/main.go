@@ -62,6 +62,7 @@ func runCommand(args []string) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
 
+	// snippet:start go-dial
 	dialCtx, dialCancel := context.WithTimeout(ctx, 10*time.Second)
 	defer dialCancel()
 	// grpc-go 1.33 (Debian 12) predates insecure.NewCredentials().
@@ -75,5 +76,6 @@ func runCommand(args []string) error {
 		client: omniv1.NewAgentServiceClient(conn), out: os.Stdout, log: os.Stderr,
 		approve: *approve, abortAfter: *abortAfter, dropAfter: *dropAfter,
 	}
+	// snippet:end go-dial
 	return r.run(ctx, fs.Arg(0))
 }

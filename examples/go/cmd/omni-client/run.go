@@ -40,6 +40,7 @@ func (r *runner) run(ctx context.Context, prompt string) error {
 	if r.approve || r.abortAfter > 0 {
 		mode = omniv1.ApprovalMode_APPROVAL_MODE_ASK
 	}
+	// snippet:start go-run
 	callCtx, drop := context.WithCancel(ctx)
 	defer drop()
 	// detach_on_cancel keeps the task alive when this call breaks, so it can be re-attached.
@@ -66,6 +67,7 @@ func (r *runner) run(ctx context.Context, prompt string) error {
 		}
 		err = r.follow(ctx, func() (response, error) { return attach.Recv() }, drop)
 	}
+	// snippet:end go-run
 	return err
 }
 
@@ -92,11 +94,13 @@ func (r *runner) follow(ctx context.Context, recv func() (response, error), drop
 		}
 		if r.abortAfter > 0 && r.received == r.abortAfter {
 			r.aborting = true
+			// snippet:start go-abort
 			res, err := r.client.Abort(ctx, &omniv1.AbortRequest{SessionId: r.sessionID, Reason: "stopped by omni-client"})
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(r.log, "[abort] requested, was running: %v\n", res.WasRunning)
+			// snippet:end go-abort
 		}
 	}
 }
@@ -117,6 +121,7 @@ func (r *runner) handle(ctx context.Context, resp response) (bool, error) {
 	ev := resp.GetEvent()
 	switch {
 	case ev.GetApprovalRequest() != nil:
+		// snippet:start go-approve
 		call := ev.GetApprovalRequest().GetToolCall().GetToolCall()
 		if !r.approve || r.aborting || r.approved[call.GetToolCallId()] {
 			return false, nil
@@ -128,6 +133,7 @@ func (r *runner) handle(ctx context.Context, resp response) (bool, error) {
 			SessionId: r.sessionID, ToolCallId: call.GetToolCallId(), Decision: omniv1.Decision_DECISION_ALLOW,
 		})
 		return false, err
+		// snippet:end go-approve
 	case ev.GetResyncRequired() != nil:
 		fmt.Fprintln(r.log, "[resync] the event id is gone; GetHistory has the recorded messages")
 	case ev.GetTaskState() != nil:

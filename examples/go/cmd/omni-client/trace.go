@@ -21,6 +21,7 @@ func printTrace(path string, out io.Writer) error {
 		return err
 	}
 	defer f.Close()
+	// snippet:start go-trace
 	r := delimited.NewReader(f)
 	for n := 1; ; n++ {
 		msg := &omniv1.OmniMessage{}
@@ -35,6 +36,7 @@ func printTrace(path string, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "#%d %s %s\n", n, msg.GetTimestamp(), line)
 	}
+	// snippet:end go-trace
 }
 
 // describe names the payload arm (the proto field name) and shows its text

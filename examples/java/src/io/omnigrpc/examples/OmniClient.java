@@ -52,6 +52,7 @@ public final class OmniClient {
       usage();
     }
     int colon = addr.lastIndexOf(':');
+    // snippet:start java-channel
     // Debian ships grpc-netty only (no okhttp); plaintext is for loopback.
     ManagedChannel channel =
         NettyChannelBuilder.forAddress(addr.substring(0, colon), Integer.parseInt(addr.substring(colon + 1)))
@@ -59,6 +60,7 @@ public final class OmniClient {
             .build();
     try {
       new RunCommand(AgentServiceGrpc.newBlockingStub(channel), options).run(prompt);
+    // snippet:end java-channel
     } finally {
       channel.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
     }

@@ -59,6 +59,7 @@ final class RunCommand {
   void run(String prompt) {
     ApprovalMode mode =
         options.approve || options.abortAfter > 0 ? ApprovalMode.APPROVAL_MODE_ASK : ApprovalMode.APPROVAL_MODE_ALLOW_ALL;
+    // snippet:start java-run
     // detach_on_cancel keeps the task alive when this call breaks, so it can be re-attached.
     RunRequest request =
         RunRequest.newBuilder().setPrompt(prompt).setApprovalMode(mode).setDetachOnCancel(true).build();
@@ -72,6 +73,7 @@ final class RunCommand {
       call = Context.current().withCancellation();
       updates = map(startIn(call, () -> stub.attach(attach)), Update::of);
     }
+    // snippet:end java-run
   }
 
   /** Handles updates until the stream ends (true) or the connection is lost (false). */
@@ -89,9 +91,11 @@ final class RunCommand {
         }
         if (options.abortAfter > 0 && received == options.abortAfter) {
           aborting = true;
+          // snippet:start java-abort
           boolean wasRunning = stub.abort(AbortRequest.newBuilder()
               .setSessionId(sessionId).setReason("stopped by omni-client").build()).getWasRunning();
           System.err.println("[abort] requested, was running: " + wasRunning);
+          // snippet:end java-abort
         }
       }
       return true;
@@ -115,6 +119,7 @@ final class RunCommand {
     if (u.message() != null) {
       print(u.message());
     } else if (u.event().hasApprovalRequest()) {
+      // snippet:start java-approve
       ToolCall toolCall = u.event().getApprovalRequest().getToolCall().getToolCall();
       // Pending requests are re-sent on Attach; answer each call once.
       if (options.approve && !aborting && approved.add(toolCall.getToolCallId())) {
@@ -122,6 +127,7 @@ final class RunCommand {
         stub.approve(ApproveRequest.newBuilder().setSessionId(sessionId)
             .setToolCallId(toolCall.getToolCallId()).setDecision(Decision.DECISION_ALLOW).build());
       }
+      // snippet:end java-approve
     } else if (u.event().hasResyncRequired()) {
       System.err.println("[resync] the event id is gone; GetHistory has the recorded messages");
     } else if (u.event().hasTaskState()) {

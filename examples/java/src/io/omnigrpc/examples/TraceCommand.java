@@ -21,12 +21,14 @@ final class TraceCommand {
 
   /** One line per message: number, timestamp, payload kind, then text and fidelity when present. */
   static void print(Path path, PrintStream out) throws IOException {
+    // snippet:start java-trace
     try (InputStream in = new BufferedInputStream(Files.newInputStream(path))) {
       OmniMessage m;
       for (int n = 1; (m = OmniMessage.parseDelimitedFrom(in)) != null; n++) {
         out.println("#" + n + " " + m.getTimestamp() + " " + describe(m));
       }
     }
+    // snippet:end java-trace
   }
 
   private static String describe(OmniMessage m) throws IOException {

@@ -1,0 +1,24 @@
+"""docs/polyglot.md shows the very code the polyglot tests build and run."""
+
+from __future__ import annotations
+
+from doc_snippets import DOC, ROOT, referenced, regions, rendered
+
+SOURCES = [
+    p
+    for lang, pattern in (("go", "**/*.go"), ("java", "src/**/*.java"), ("node", "src/*.ts"))
+    for p in sorted((ROOT / "examples" / lang).glob(pattern))
+    if "vendor" not in p.parts
+]
+
+
+def test_doc_snippets_match_the_example_sources() -> None:
+    doc = DOC.read_text()
+    fix = "run python tests/polyglot/doc_snippets.py"
+    assert doc == rendered(doc), f"docs/polyglot.md drifted from examples/: {fix}"
+
+
+def test_every_marked_region_is_in_the_doc() -> None:
+    marked = {(str(path.relative_to(ROOT)), name) for path in SOURCES for name in regions(path)}
+    assert marked, "no snippet regions found in examples/"
+    assert marked == referenced(DOC.read_text())

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from omni_grpc_proto.omni.v1 import omni_pb2
 
 from omni_grpc import protocol as p
+from omni_grpc_proto.omni.v1 import omni_pb2
 
 TS = "2026-01-01T00:00:00.000Z"
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 from google.protobuf.internal.decoder import _DecodeVarint  # the reference varint reader
-from omni_grpc_proto.omni.v1.omni_pb2 import OmniMessage
 
 from omni_grpc.trace import FrameError, read_binpb, read_jsonl, write_binpb, write_jsonl
 from omni_grpc.trace.binpb import encode_varint
+from omni_grpc_proto.omni.v1.omni_pb2 import OmniMessage
 
 CORPUS = Path(__file__).parent / "conformance"
 JSONL_FILES = sorted(

@@ -8,11 +8,11 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO
 
 from google.protobuf.message import DecodeError
-from omni_grpc_proto.omni.v1.omni_pb2 import OmniMessage
 
 from omni_grpc.convert import ConversionError
 from omni_grpc.trace.records import TraceRecord
 from omni_grpc.trace.source import Source, open_source
+from omni_grpc_proto.omni.v1.omni_pb2 import OmniMessage
 
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
 _MAX_VARINT_BYTES = 10

@@ -103,22 +103,19 @@ async def test_parallel_tool_calls_approved_in_order_run_concurrently_returned_i
     )
     approver = Approver()
     engine = engine_for(fake, tools="fakes.slow_tools:TOOLS")
-    started = time.monotonic()
     out = await collect(engine, [user("wait twice")], workspace=tmp_path, approve=approver)
-    elapsed = time.monotonic() - started
 
     # Each complete tool_call is followed by its decision; approvals were asked in call order.
     order = kinds(out)
     first_call = order.index("tool_call")
     assert order[first_call + 1] == "approval_decision"
     assert [c["payload"]["tool_call_id"] for c in approver.calls] == ["call_a", "call_b"]
-    # The stream shows outputs in completion order (b finished first) ...
+    # The stream shows outputs in completion order: b, started second, finished first,
+    # which only happens when the calls run concurrently ...
     outputs = payloads(out, "tool_call_output")
     assert [o["tool_call_id"] for o in outputs] == ["call_b", "call_a"]
     assert outputs[1] == {"type": "tool_call_output", "role": "user", "output": "slept 300 ms",
                           "tool_call_id": "call_a", "stop_reason": "completed"}  # fmt: skip
-    # ... concurrently (not 310 ms one after the other plus overhead) ...
-    assert elapsed < 0.3 + 0.25
     # ... and the model gets them in call order, after the assistant's tool calls.
     second = fake.requests[1].body["messages"]
     assert second[2]["role"] == "assistant"

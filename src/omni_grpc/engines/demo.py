@@ -36,6 +36,8 @@ _TOOL = protocol.tool_definition(
     },
 )
 _ARGUMENT_CHUNKS = ('{"path":', '"."}')
+# At zero pacing, deltas produced per event-loop turn.
+_DELTAS_PER_TURN = 16
 
 
 class _Aborted(Exception):
@@ -104,15 +106,20 @@ class _Turn:
         self.request_open = False
         # The open fragment: (partial kind, tool_call_id, name, text so far).
         self.fragment: tuple[str, str, str, str] | None = None
+        self._ticks = 0
 
     async def _tick(self) -> None:
-        """Paces the stream and notices an abort; zero pacing still yields to the loop."""
+        """Paces the stream and notices an abort. Zero pacing still lets other tasks
+        run every few deltas, as a network-bound engine would, without paying an
+        event-loop turn for every delta."""
         abort = self.options.abort
         if self.engine.pacing > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(abort.wait(), self.engine.pacing)
         else:
-            await asyncio.sleep(0)
+            self._ticks += 1
+            if self._ticks % _DELTAS_PER_TURN == 0:
+                await asyncio.sleep(0)
         if abort.is_set():
             raise _Aborted
 

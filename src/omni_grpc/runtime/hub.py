@@ -274,11 +274,15 @@ class Hub:
     async def _emit(
         self, session: _Session, event_log: EventLog, msg: omni_pb2.OmniMessage
     ) -> None:
-        if session.writer is None:
-            session.writer = TraceWriter(session.trace_path)
-        if session.writer.write(msg):
-            session.message_count += 1
-        session.updated_at = utc_now()
+        # Partials and child-session messages are never recorded; skipping them
+        # here keeps the writer's full check off the hot path of every delta.
+        arm = msg.WhichOneof("payload") or ""
+        if not arm.startswith("partial_") and not msg.origin:
+            if session.writer is None:
+                session.writer = TraceWriter(session.trace_path)
+            if session.writer.write(msg):
+                session.message_count += 1
+                session.updated_at = utc_now()
         await event_log.publish(bodies.message_body(msg))
 
     async def _drive(

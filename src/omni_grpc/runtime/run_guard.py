@@ -4,33 +4,64 @@ Engines close their own fragments and requests and yield ``abort`` last. When
 one crashes, yields garbage or ignores an abort past the grace period, the hub
 asks this guard for the messages that close what is still open: each open
 fragment's ``stop`` and complete message, ``request_end``, then ``abort``.
+Observing is on every message's path, so it only records chunks; the complete
+messages are built when they are needed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from omni_grpc import protocol
 from omni_grpc.engines.base import JsonObject
 
-_PARTIAL_BUILDERS = {
-    "partial_text": lambda p, sr: protocol.partial_text("stop", stop_reason=sr),
-    "partial_thinking": lambda p, sr: protocol.partial_thinking("stop", stop_reason=sr),
-    "partial_tool_call": lambda p, sr: protocol.partial_tool_call(
-        "stop", p.get("name", ""), "", p.get("tool_call_id", ""), stop_reason=sr
-    ),
-    "partial_tool_call_output": lambda p, sr: protocol.partial_tool_call_output(
-        "stop", "", p.get("tool_call_id", ""), stop_reason=sr
-    ),
+# partial kind -> the payload key its content accumulates in
+_CONTENT = {
+    "partial_text": "text",
+    "partial_thinking": "thinking",
+    "partial_tool_call": "arguments",
+    "partial_tool_call_output": "output",
 }
+
+
+@dataclass
+class _Open:
+    kind: str
+    tool_call_id: str
+    name: str = ""
+    chunks: list[str] = field(default_factory=list)
+
+
+def _close(fragment: _Open, stop_reason: str) -> list[JsonObject]:
+    text = "".join(fragment.chunks)
+    cid, sr = fragment.tool_call_id, stop_reason
+    if fragment.kind == "partial_text":
+        return [
+            protocol.partial_text("stop", stop_reason=sr),
+            protocol.assistant_text(text, stop_reason=sr),
+        ]
+    if fragment.kind == "partial_thinking":
+        return [
+            protocol.partial_thinking("stop", stop_reason=sr),
+            protocol.thinking(text, stop_reason=sr),
+        ]
+    if fragment.kind == "partial_tool_call":
+        return [
+            protocol.partial_tool_call("stop", fragment.name, "", cid, stop_reason=sr),
+            protocol.tool_call(fragment.name, text, cid, stop_reason=sr),
+        ]
+    return [
+        protocol.partial_tool_call_output("stop", "", cid, stop_reason=sr),
+        protocol.tool_call_output(text, cid, stop_reason=sr),
+    ]
 
 
 class RunGuard:
     def __init__(self) -> None:
-        self._aggregator = protocol.PartialAggregator()
-        # Open fragments by aggregator key: the payload that opened them.
-        self._open: dict[str, Mapping[str, Any]] = {}
+        # Open fragments by the reference aggregator's key, in opening order.
+        self._open: dict[str, _Open] = {}
         self.request_open = False
         self.abort_seen = False
 
@@ -42,14 +73,23 @@ class RunGuard:
         if not isinstance(payload, Mapping):
             return
         kind = payload.get("type")
-        if kind in _PARTIAL_BUILDERS:
-            key = f"{kind}::{payload.get('tool_call_id') or ''}"
+        content_key = _CONTENT.get(kind) if isinstance(kind, str) else None
+        if content_key is not None:
+            assert isinstance(kind, str)
+            cid = payload.get("tool_call_id")
+            key = f"{kind}::{cid if isinstance(cid, str) else ''}"
             event = payload.get("event_type")
             if event == "stop":
                 self._open.pop(key, None)
-            else:
-                self._open.setdefault(key, payload)
-            self._aggregator.push(msg)
+                return
+            fragment = self._open.get(key)
+            if fragment is None or event == "start":
+                fragment = self._open[key] = _Open(kind, cid if isinstance(cid, str) else "")
+            if payload.get("name"):
+                fragment.name = str(payload["name"])
+            chunk = payload.get(content_key)
+            if isinstance(chunk, str) and chunk:
+                fragment.chunks.append(chunk)
         elif kind == "request_begin":
             self.request_open = True
         elif kind == "request_end":
@@ -63,10 +103,8 @@ class RunGuard:
         """What closes the run: fragment stops and completes, request_end, abort."""
         stop_reason = "aborted" if aborted else "failed"
         out: list[JsonObject] = []
-        for payload in list(self._open.values()):
-            stop = _PARTIAL_BUILDERS[str(payload["type"])](payload, stop_reason)
-            out.append(stop)
-            out.extend(self._aggregator.push(stop))
+        for fragment in self._open.values():
+            out.extend(_close(fragment, stop_reason))
         self._open.clear()
         if self.request_open:
             out.append(protocol.request_end(stop_reason, error_message=error))

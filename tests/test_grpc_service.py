@@ -203,7 +203,8 @@ async def test_attach_after_a_disconnect_loses_nothing(server_factory: ServerFac
 
 
 async def test_attach_with_an_evicted_id_gets_resync(server_factory: ServerFactory) -> None:
-    server = await server_factory(buffer_events=5)
+    # Paced so this Run's own reader keeps up with a 5-event buffer.
+    server = await server_factory(buffer_events=5, engine_options={"pacing": "0.002"})
     assert server.grpc is not None
     async with AgentClient(server.grpc.address) as client:
         events = await collect(client.run("fill the buffer"))

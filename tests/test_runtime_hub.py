@@ -294,3 +294,21 @@ async def test_shutdown_records_the_abort_of_running_tasks(tmp_path: Path) -> No
     assert lines[-1]["payload"] == {"type": "abort", "reason": "server shutting down"}
     with pytest.raises(HubClosed):
         await hub.run(prompt())
+
+
+async def test_idle_unwatched_logs_are_reclaimed_and_old_ids_then_resync(tmp_path: Path) -> None:
+    hub = Hub(DemoEngine(), tmp_path, log_idle_ttl=0)
+    session_id, sub = await hub.run(prompt())
+    events = await until_end(sub)
+    watcher = await hub.attach(session_id, None)
+    # Watched: kept, so an old id still replays.
+    same = await hub.attach(session_id, events[-3].event_id)
+    assert (await same.next()).event_id == events[-2].event_id  # type: ignore[union-attr]
+    watcher.close()
+    same.close()
+    sub.close()
+    await asyncio.sleep(0.01)
+    fresh = await hub.attach(session_id, events[-3].event_id)
+    first = await fresh.next()
+    assert first is not None and label(first) == "@resync_required"
+    assert not first.event_id.startswith(events[0].event_id.rsplit("-", 1)[0])

@@ -52,6 +52,11 @@ class EventLog(Protocol):
         """The newest id given out (buffered or unicast), None before the first."""
         ...
 
+    @property
+    def subscriber_count(self) -> int:
+        """Open subscriptions (served by this process)."""
+        ...
+
     async def publish(self, body: EventBody) -> HubEvent:
         """Buffers ``body`` and sends it to every subscriber."""
         ...

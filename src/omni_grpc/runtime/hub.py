@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +86,8 @@ class _Session:
     task: asyncio.Task[None] | None = None
     abort: AbortSignal | None = None
     writer: TraceWriter | None = None
+    # time.monotonic() when the session last stopped running (or was created).
+    idle_since: float = field(default_factory=time.monotonic)
 
     @property
     def running(self) -> bool:
@@ -106,6 +109,7 @@ class Hub:
         abort_grace: float = 10.0,
         buffer_events: int = DEFAULT_MAX_COUNT,
         buffer_bytes: int = DEFAULT_MAX_BYTES,
+        log_idle_ttl: float = 30 * 60,
     ) -> None:
         self.engine = engine
         self.store = SessionStore(data_dir)
@@ -118,6 +122,9 @@ class Hub:
         )
         self._sessions: dict[str, _Session] = {}
         self._closing = False
+        # Like the reference channel: a log idle, unwatched and not running for
+        # this long is dropped (its replacement's new epoch forces a resync).
+        self.log_idle_ttl = log_idle_ttl
         self.restore()
 
     # ---- sessions ---------------------------------------------------------------
@@ -167,9 +174,23 @@ class Hub:
         return session
 
     def _log(self, session: _Session) -> EventLog:
+        self._reclaim_idle_logs()
         if session.log is None:
             session.log = self._log_factory(session.session_id)
         return session.log
+
+    def _reclaim_idle_logs(self) -> None:
+        """Bounds memory across sessions; runs whenever a log is looked up."""
+        cutoff = time.monotonic() - self.log_idle_ttl
+        for session in self._sessions.values():
+            log = session.log
+            if (
+                log is not None
+                and not session.running
+                and session.idle_since < cutoff
+                and log.subscriber_count == 0
+            ):
+                session.log = None
 
     def _info(self, session: _Session) -> SessionInfo:
         return SessionInfo(
@@ -313,6 +334,7 @@ class Hub:
         finally:
             session.task = None
             session.abort = None
+            session.idle_since = time.monotonic()
             session.approvals.deny_all()
             session.updated_at = utc_now()
             await event_log.publish(bodies.task_state_body("idle"))

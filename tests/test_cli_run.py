@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import select
 import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -136,3 +140,38 @@ def test_sigterm_records_the_abort_of_a_running_task(
     records = list(read_jsonl(trace))
     assert errors(records, trace=True) == []
     assert records[-1].message.abort.reason == "server shutting down"
+
+
+def test_ask_prompts_on_a_terminal(serve_process: ServeFactory) -> None:
+    served = serve_process()
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "omni_grpc", "run", "may I?", "--target", served.grpc_address,
+         "--approve", "ask"],
+        stdin=slave, stdout=slave, stderr=slave, env={**os.environ, "COLUMNS": "100"},
+    )  # fmt: skip
+    os.close(slave)
+    output = b""
+    answered = False
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            output += chunk
+        if not answered and b"Allow this tool call?" in output:
+            os.write(master, b"n\n")
+            answered = True
+        if proc.poll() is not None and not ready:
+            break
+    os.close(master)
+    assert proc.wait(10) == 0
+    text = output.decode(errors="replace")
+    assert answered, text
+    assert "approve list_workspace [call_demo_1]?" in text
+    assert "approval: deny [call_demo_1]" in text and "Tool call denied by user." in text

@@ -50,7 +50,12 @@ def loads_checked(data: bytes | str) -> tuple[Any, bool]:
             pass  # maybe only a lone surrogate escape; the stdlib decides
     try:
         return json.loads(raw, parse_constant=_reject_constant), False
-    except (ValueError, UnicodeDecodeError) as exc:
+    except json.JSONDecodeError as exc:
+        # One line is one message, so the column is what locates the problem.
+        raise ConversionError(f"not valid JSON: {exc.msg} (column {exc.colno})") from None
+    except UnicodeDecodeError as exc:
+        raise ConversionError(f"not valid JSON: not UTF-8 at byte {exc.start}") from None
+    except ValueError as exc:
         raise ConversionError(f"not valid JSON: {exc}") from None
 
 

@@ -110,7 +110,7 @@ def build_go() -> GoBuild:
         "GOFLAGS": "-mod=vendor",
         "GOPROXY": "off",
         # A persistent build cache makes rebuilds after small edits fast.
-        "GOCACHE": str(CACHE / "go-build-cache"),
+        "GOCACHE": str(CACHE / "gocache"),
     }
 
     def build(out: Path) -> None:

@@ -1,4 +1,4 @@
-"""The custom engine in docs/engines.md, served and called for real."""
+"""The custom engine in the README and docs/engines.md, served and called for real."""
 
 from __future__ import annotations
 
@@ -16,6 +16,15 @@ from omni_grpc.trace import TraceRecord
 from omni_grpc.trace.validate import validate_records
 
 DOC = Path(__file__).parents[1] / "docs" / "engines.md"
+README = Path(__file__).parents[1] / "README.md"
+BLOCK = re.compile(r"<!-- echo_engine\.py[^>]*-->\n```python\n(.*?)```", re.S)
+
+
+def test_readme_and_guide_show_the_same_engine() -> None:
+    in_readme = BLOCK.search(README.read_text())
+    in_guide = BLOCK.search(DOC.read_text())
+    assert in_readme is not None and in_guide is not None
+    assert in_readme.group(1) == in_guide.group(1)
 
 
 @pytest.fixture

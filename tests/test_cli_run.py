@@ -175,3 +175,31 @@ def test_ask_prompts_on_a_terminal(serve_process: ServeFactory) -> None:
     assert answered, text
     assert "approve list_workspace [call_demo_1]?" in text
     assert "approval: deny [call_demo_1]" in text and "Tool call denied by user." in text
+
+
+def test_serve_points_the_openai_engine_with_base_url_and_model(
+    serve_process: ServeFactory,
+) -> None:
+    from fakes.openai_server import FakeOpenAI, text_reply
+
+    with FakeOpenAI() as upstream:
+        upstream.script(text_reply("Hello from the model."))
+        served = serve_process(
+            "--engine",
+            "openai",
+            "--base-url",
+            upstream.base_url,
+            "--model",
+            "tiny-model",
+            env={"OPENAI_API_KEY": "sk-test"},
+        )
+        done = omni("run", "hi", "--target", served.grpc_address, "--json")
+        assert done.returncode == 0, done.stderr
+        texts = [
+            json.loads(line)["payload"].get("text")
+            for line in done.stdout.splitlines()
+            if '"type":"text"' in line
+        ]
+        assert texts[-1] == "Hello from the model."
+        (request,) = upstream.requests
+        assert request.body["model"] == "tiny-model"

@@ -38,6 +38,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="engine option, repeatable",
     )
     parser.add_argument(
+        "--base-url",
+        help="openai engine: the endpoint, e.g. http://127.0.0.1:8000/v1 "
+        "(default $OPENAI_BASE_URL); same as --engine-opt base_url=",
+    )
+    parser.add_argument(
+        "--model",
+        help="openai engine: the model id (default $OPENAI_MODEL); same as --engine-opt model=",
+    )
+    parser.add_argument(
         "--data-dir", type=Path, default=Path(".omni-grpc"), help="traces and workspaces"
     )
     parser.add_argument(
@@ -92,6 +101,10 @@ def engine_options(pairs: list[str]) -> dict[str, str]:
 
 def config_from(args: argparse.Namespace) -> ServerConfig:
     options = engine_options(args.engine_opt)
+    # Shortcuts for the engine most people point at a model server.
+    for flag, key in ((args.base_url, "base_url"), (args.model, "model")):
+        if flag is not None:
+            options.setdefault(key, flag)
     if args.pacing is not None:
         options["pacing"] = str(args.pacing)
     grpc_config = GrpcConfig(

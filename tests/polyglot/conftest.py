@@ -8,7 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from polyglot_builds import BUILD_TIMES, GoBuild, build_go, build_java, build_node
+
+from polyglot.polyglot_builds import BUILD_TIMES, GoBuild, build_go, build_java, build_node
 
 LANGUAGES = ("go", "java", "node")
 

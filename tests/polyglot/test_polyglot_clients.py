@@ -54,7 +54,11 @@ def test_reattaches_after_a_dropped_call(client: list[str], go_server: str) -> N
 
 
 def test_reads_a_binpb_trace_from_omni_grpc_convert(client: list[str], tmp_path: Path) -> None:
-    from trace_expectations import convert_with_cli, expected_trace_lines, parse_trace_lines
+    from polyglot.trace_expectations import (
+        convert_with_cli,
+        expected_trace_lines,
+        parse_trace_lines,
+    )
 
     source = Path(__file__).parents[1] / "conformance" / "stream_basic_tool_turn.jsonl"
     binpb = convert_with_cli(source, tmp_path)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from doc_snippets import DOC, ROOT, referenced, regions, rendered
+from polyglot.doc_snippets import DOC, ROOT, referenced, regions, rendered
 
 SOURCES = [
     p

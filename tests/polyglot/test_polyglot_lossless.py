@@ -17,10 +17,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from trace_expectations import expected_trace_lines, parse_trace_lines
 
 from omni_grpc.convert import parse_message, serialize_message
 from omni_grpc.trace import read_binpb, write_binpb
+from polyglot.trace_expectations import expected_trace_lines, parse_trace_lines
 
 HERE = Path(__file__).parent
 CORPUS = sorted((HERE.parent / "conformance").glob("*.jsonl"))

@@ -126,8 +126,9 @@ class _ProxiedRun:
 
     async def run(self, run_input: list[JsonObject]) -> AsyncIterator[EngineMessage]:
         upstream_id = self.engine.upstream_session(self.options)
+        sent = [message_from_dict(m) for m in run_input]
         self.stream = self.engine.client().run(
-            input=[message_from_dict(m) for m in run_input],
+            input=sent,
             session_id=upstream_id,
             thinking_level=self.options.thinking_level,
             approval_mode="ask",
@@ -135,7 +136,7 @@ class _ProxiedRun:
         )
         watcher = asyncio.create_task(self._forward_abort())
         try:
-            async for message in self._relay(len(run_input)):
+            async for message in self._relay(sent):
                 yield message
         except AgentError as exc:
             if exc.code == grpc.StatusCode.NOT_FOUND:
@@ -159,19 +160,23 @@ class _ProxiedRun:
             for closing in self._failure(None):
                 yield closing
 
-    async def _relay(self, input_count: int) -> AsyncIterator[EngineMessage]:
+    async def _relay(self, sent: list[omni_pb2.OmniMessage]) -> AsyncIterator[EngineMessage]:
         assert self.stream is not None
-        echoed = 0
+        # An upstream like this server publishes the run's input first, which
+        # this server already has; other upstreams (say, the Go example) do
+        # not. So only a leading message whose payload is the input's own is
+        # an echo; the first anything else ends the echo.
+        echo = list(sent)
         try:
             async for event in self.stream:
                 if event.session_id:
                     self.engine.pair(self.options, event.session_id)
                 if event.message is not None:
                     message = event.message
-                    # The upstream publishes the run's input first; this server already has it.
-                    if echoed < input_count and _is_input(message):
-                        echoed += 1
+                    if echo and _echoes(message, echo[0]):
+                        echo.pop(0)
                         continue
+                    echo.clear()
                     self._observe(message)
                     yield message
                 elif event.server_event is not None:
@@ -252,8 +257,14 @@ class _ProxiedRun:
         return out
 
 
-def _is_input(message: omni_pb2.OmniMessage) -> bool:
-    return not message.origin and message.WhichOneof("payload") in _INPUT_ARMS
+def _echoes(message: omni_pb2.OmniMessage, sent: omni_pb2.OmniMessage) -> bool:
+    arm = message.WhichOneof("payload")
+    return (
+        not message.origin
+        and arm in _INPUT_ARMS
+        and arm == sent.WhichOneof("payload")
+        and getattr(message, arm) == getattr(sent, arm)
+    )
 
 
 def create(spec: str, **options: str) -> GrpcUpstreamEngine:

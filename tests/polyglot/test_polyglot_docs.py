@@ -1,8 +1,9 @@
-"""docs/polyglot.md shows the very code the polyglot tests build and run."""
+"""docs/polyglot.md and the README show the very code the polyglot tests
+build and run."""
 
 from __future__ import annotations
 
-from polyglot.doc_snippets import DOC, ROOT, referenced, regions, rendered
+from polyglot.doc_snippets import DOC, README, ROOT, referenced, regions, rendered
 
 SOURCES = [
     p
@@ -22,3 +23,17 @@ def test_every_marked_region_is_in_the_doc() -> None:
     marked = {(str(path.relative_to(ROOT)), name) for path in SOURCES for name in regions(path)}
     assert marked, "no snippet regions found in examples/"
     assert marked == referenced(DOC.read_text())
+
+
+def test_readme_snippets_match_the_example_sources() -> None:
+    readme = README.read_text()
+    shown = referenced(readme)
+    assert {
+        lang for path, _ in shown for lang in ("go", "java", "node") if f"/{lang}/" in path
+    } == {
+        "go",
+        "java",
+        "node",
+    }
+    fix = "run python tests/polyglot/doc_snippets.py"
+    assert readme == rendered(readme), f"README.md drifted from examples/: {fix}"

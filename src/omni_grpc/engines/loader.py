@@ -11,8 +11,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from omni_grpc._imports import import_object
 from omni_grpc.engines.base import Engine
 
 # Builds an engine from the full spec string and the --engine-opt options.
@@ -74,18 +74,12 @@ def _build(spec: str, factory: SpecFactory, options: dict[str, str]) -> Engine:
 
 
 def _from_module(spec: str, options: dict[str, str]) -> Engine:
-    module_name, _, attr = spec.partition(":")
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise EngineLoadError(f"engine {spec!r}: cannot import {module_name!r}: {exc}") from exc
-    factory: Any = module
-    for part in attr.split("."):
-        factory = getattr(factory, part, None)
-        if factory is None:
-            raise EngineLoadError(f"engine {spec!r}: {module_name!r} has no {attr!r}")
+        factory = import_object(spec)
+    except LookupError as exc:
+        raise EngineLoadError(f"engine {spec!r}: {exc}") from exc
     if not callable(factory):
-        raise EngineLoadError(f"engine {spec!r}: {attr!r} is not callable")
+        raise EngineLoadError(f"engine {spec!r}: {spec.partition(':')[2]!r} is not callable")
     engine: Engine = factory(**options)
     return engine
 

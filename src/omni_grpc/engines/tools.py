@@ -11,13 +11,14 @@ is a ``Tool``, an iterable of them, or a zero-argument callable returning either
 from __future__ import annotations
 
 import asyncio
-import importlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
+
+from omni_grpc._imports import import_object
 
 JsonObject = dict[str, Any]
 
@@ -209,19 +210,10 @@ def load_tools(spec: str) -> list[Tool]:
 
     Raises ``ValueError`` with the spec in the message when it cannot.
     """
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"tools spec {spec!r}: expected 'module:object'")
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"tools spec {spec!r}: cannot import {module_name!r}: {exc}") from exc
-    obj: Any = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise ValueError(f"tools spec {spec!r}: {module_name} has no {attr!r}") from None
+        obj = import_object(spec)
+    except LookupError as exc:
+        raise ValueError(f"tools spec {spec!r}: {exc}") from exc
     if callable(obj) and not isinstance(obj, Tool):
         obj = obj()
     tools = [obj] if isinstance(obj, Tool) else list(obj) if isinstance(obj, Iterable) else None

@@ -19,6 +19,7 @@ the decoders skip that check; callers pass only orjson-parsed input.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -48,29 +49,35 @@ _INT64_MIN = -(2**63)
 def _decode_source(spec: ObjectSpec, env: dict[str, Any]) -> str:
     """Source of ``decode(obj, twins)``; ``twins`` collects (key, exact text)
     for Struct fields whose text a Struct alone would not reproduce."""
-    lines = ["def decode(obj, twins):", "    kw = {}", "    for key, value in obj.items():"]
-    first = True
+    # Keys must come in reference order: each branch knows its position, so
+    # order is checked as keys arrive ("last"), and required keys are counted.
+    lines = [
+        "def decode(obj, twins):",
+        "    kw = {}",
+        "    last = -1",
+        "    required = 0",
+        "    for key, value in obj.items():",
+    ]
+    if spec.type_text is not None:
+        lines += [
+            "        if key == 'type':",
+            "            if last >= 0: return None",
+            "            last = 0",
+            "            continue",
+        ]
     for index, field in enumerate(spec.fields):
-        cond = "if" if first else "elif"
-        first = False
-        lines.append(f"        {cond} key == {field.key!r}:")
-        body = _decode_field(field, index, env)
-        lines += [f"            {line}" for line in body]
-    lines.append(
-        f"        {'if' if first else 'elif'} key == 'type' and {spec.type_text is not None}:"
-    )
-    lines.append("            pass")
-    lines.append("        else:")
-    lines.append("            return None")
-    order = (["type"] if spec.type_text is not None else []) + [f.key for f in spec.fields]
-    required = [f.key for f in spec.fields if f.required]
-    env["ORDER"] = tuple(order)
-    env["REQUIRED"] = frozenset(required)
-    lines.append("    if list(obj) != [k for k in ORDER if k in obj]:")
+        position = index + 1
+        lines.append(f"        if key == {field.key!r}:")
+        lines.append(f"            if last >= {position}: return None")
+        lines.append(f"            last = {position}")
+        if field.required:
+            lines.append("            required += 1")
+        lines += [f"            {line}" for line in _decode_field(field, index, env)]
+        lines.append("            continue")
     lines.append("        return None")
-    if required:
-        lines.append("    if not REQUIRED <= obj.keys():")
-        lines.append("        return None")
+    count = sum(1 for f in spec.fields if f.required)
+    if count:
+        lines.append(f"    if required != {count}: return None")
     lines.append("    return kw")
     return "\n".join(lines)
 
@@ -120,7 +127,7 @@ def _decode_field(field: Field, index: int, env: dict[str, Any]) -> list[str]:
         env[f"S{index}"] = field
         return [
             "if type(value) is not dict: return None",
-            f"twin = S{index}.twin(value) if needs_twin(value) else None",
+            "twin = struct_twin(value)",
             f"if twin is not None: twins.append(({field.key!r}, twin))",
             f"kw[{name!r}] = value",
         ]
@@ -131,11 +138,13 @@ def _decode_field(field: Field, index: int, env: dict[str, Any]) -> list[str]:
                 "if type(value) is not list: return None",
                 *([] if field.required else ["if not value: return None"]),
                 "items = []",
-                "for item in value:",
+                "for position, item in enumerate(value):",
                 "    if type(item) is not dict: return None",
                 "    nested = []",
                 f"    sub = D{index}(item, nested)",
-                "    if sub is None or nested: return None",
+                "    if sub is None: return None",
+                "    for path, text in nested:",
+                f"        twins.append((f'{field.key}/{{position}}/{{path}}', text))",
                 "    items.append(sub)",
                 f"kw[{name!r}] = items",
             ]
@@ -143,7 +152,9 @@ def _decode_field(field: Field, index: int, env: dict[str, Any]) -> list[str]:
             "if type(value) is not dict: return None",
             "nested = []",
             f"sub = D{index}(value, nested)",
-            "if sub is None or nested: return None",
+            "if sub is None: return None",
+            "for path, text in nested:",
+            f"    twins.append((f'{field.key}/{{path}}', text))",
             f"kw[{name!r}] = sub",
         ]
     raise TypeError(f"no fast path for {type(field).__name__}")
@@ -202,12 +213,24 @@ def _encode_field(field: Field, index: int, env: dict[str, Any]) -> list[str]:
 _BIG_INT = re.compile(rb"\d{16}")  # 2**53 has 16 digits
 
 
-def needs_twin(value: dict[str, Any]) -> bool:
-    """Cheap pre-check for orjson-parsed input: a Struct gives back the same
-    text unless some object's keys are unsorted or an integer is past 2**53
-    (doubles, and JavaScript-style number text, agree on everything else)."""
+def struct_twin(value: dict[str, Any]) -> str | None:
+    """The exact text a Struct field needs beside it, for orjson-parsed input.
+
+    A Struct gives back the same text unless some object's keys are unsorted
+    or an integer is past 2**53 (doubles and JavaScript number text agree on
+    everything else), so most values are settled by two C-speed dumps. The
+    rest (JSON Schemas, mostly) repeat across messages, hence the cache.
+    """
     plain = orjson.dumps(value)
-    return plain != orjson.dumps(value, option=orjson.OPT_SORT_KEYS) or bool(_BIG_INT.search(plain))
+    if plain == orjson.dumps(value, option=orjson.OPT_SORT_KEYS) and not _BIG_INT.search(plain):
+        return None
+    return _twin_of_text(plain)
+
+
+@functools.lru_cache(maxsize=1024)
+def _twin_of_text(plain: bytes) -> str | None:
+    # orjson's own text of a value it parsed reads back as the same value.
+    return StructField.twin(orjson.loads(plain))
 
 
 _decoders: dict[int, Decoder] = {}
@@ -215,7 +238,7 @@ _encoders: dict[int, Encoder] = {}
 
 
 def _compile(source: str, env: dict[str, Any], name: str) -> Any:
-    env.update(INT64_MIN=_INT64_MIN, INT64_MAX=_INT64_MAX, needs_twin=needs_twin)
+    env.update(INT64_MIN=_INT64_MIN, INT64_MAX=_INT64_MAX, struct_twin=struct_twin)
     exec(compile(source, f"<omni_grpc fast path: {name}>", "exec"), env)
     return env[name]
 

@@ -25,7 +25,11 @@ from omni_grpc.convert._errors import ConversionError
 
 Fragment = orjson.Fragment
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_LONG_DIGITS = re.compile(rb"\d{19}")  # int64 bounds have 19 digits
+# A run of 19 digits (int64 bounds have 19) sends the text to the exact
+# parser. Mapping every digit to "9" and searching with bytes.find is a
+# C-speed scan, several times faster than the equivalent regex.
+_DIGITS_TO_NINE = bytes.maketrans(b"012345678", b"999999999")
+_NINETEEN_DIGITS = b"9" * 19
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
 
@@ -43,7 +47,7 @@ def loads_checked(data: bytes | str) -> tuple[Any, bool]:
     """Like ``loads``; the flag says orjson parsed it, so no string in it holds
     a lone surrogate and every number is a 64-bit int or a float."""
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-    if not _LONG_DIGITS.search(raw):
+    if raw.translate(_DIGITS_TO_NINE).find(_NINETEEN_DIGITS) < 0:
         try:
             return orjson.loads(raw), True
         except orjson.JSONDecodeError:

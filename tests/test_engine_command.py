@@ -64,6 +64,33 @@ async def test_the_node_example_asks_for_approval_and_runs_its_tool(tmp_path: Pa
 
 
 @needs_node
+@pytest.mark.parametrize(
+    ("entries", "answer"),
+    [
+        ([], "The workspace is empty."),
+        (["only.txt"], "The workspace holds 1 entry: only.txt."),
+        (["b.txt", "a/"], "The workspace holds 2 entries: a/, b.txt."),
+    ],
+)
+async def test_the_node_example_counts_only_real_entries(
+    tmp_path: Path, entries: list[str], answer: str
+) -> None:
+    # The "[empty directory]" placeholder in the tool output is not an entry.
+    for name in entries:
+        if name.endswith("/"):
+            (tmp_path / name).mkdir()
+        else:
+            (tmp_path / name).write_text("x")
+    out = await collect(
+        node_engine(), [b.user_text("what files are in the workspace?")],
+        workspace=tmp_path, approve=Approver(),
+    )  # fmt: skip
+    expected_output = "\n".join(sorted(entries)) or "[empty directory]"
+    assert payloads(out, "tool_call_output")[0]["output"] == expected_output
+    assert payloads(out, "text")[-1]["text"] == answer
+
+
+@needs_node
 async def test_a_denied_call_reaches_the_child(tmp_path: Path) -> None:
     approver = Approver(default="deny")
     out = await collect(

@@ -132,8 +132,9 @@ async function agent(prompt, workspace) {
   requestOpen = false;
 
   let output;
+  let names = []; // the listing itself: the placeholder for an empty one is not an entry
   if (decision === "allow") {
-    const names = (await readdir(workspace, { withFileTypes: true })).map((e) => (e.isDirectory() ? e.name + "/" : e.name)).sort();
+    names = (await readdir(workspace, { withFileTypes: true })).map((e) => (e.isDirectory() ? e.name + "/" : e.name)).sort();
     output = names.length ? names.join("\n") : "[empty directory]";
     send(model({ type: "tool_call_output", role: "user", output, tool_call_id: id, stop_reason: "completed" }));
   } else {
@@ -143,9 +144,11 @@ async function agent(prompt, workspace) {
 
   send(event({ type: "request_begin" }));
   requestOpen = true;
-  const answer = decision === "allow"
-    ? `The workspace holds ${output.split("\n").length} entries: ${output.split("\n").join(", ")}.`
-    : "Understood, I will not look.";
+  const answer = decision !== "allow"
+    ? "Understood, I will not look."
+    : names.length === 0
+      ? "The workspace is empty."
+      : `The workspace holds ${names.length} ${names.length === 1 ? "entry" : "entries"}: ${names.join(", ")}.`;
   await streamText(answer);
   endRequest(prompt.length + output.length, answer.split(/\s+/).length);
   requestOpen = false;

@@ -170,8 +170,12 @@ def test_the_loader_builds_the_demo_and_module_factories() -> None:
         ("nope", {}, "unknown engine 'nope'"),
         ("no_such_module_x:f", {}, "cannot import 'no_such_module_x'"),
         ("omni_grpc.engines.demo:missing", {}, "has no 'missing'"),
-        ("demo", {"colour": "red"}, "colour"),
-        ("demo", {"pacing": "-1"}, "pacing must be >= 0"),
+        ("demo", {"colour": "red", "bogus": "1"}, r"unknown option\(s\) bogus, colour$"),
+        ("demo", {"pacing": "-1"}, "pacing=-1.0 must be a finite number >= 0"),
+        ("demo", {"pacing": "nan"}, "pacing=nan must be a finite number >= 0"),
+        ("demo", {"pacing": "soon"}, "pacing='soon' is not a number of seconds$"),
+        ("demo", {"repeat": "abc"}, "repeat='abc' is not a whole number$"),
+        ("demo", {"repeat": "0"}, "repeat=0 must be >= 1"),
     ],
 )
 def test_the_loader_explains_what_is_wrong(

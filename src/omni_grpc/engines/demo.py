@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import re
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from omni_grpc import protocol
 from omni_grpc.engines.base import Decision, JsonObject, RunOptions
@@ -38,6 +39,7 @@ _TOOL = protocol.tool_definition(
 _ARGUMENT_CHUNKS = ('{"path":', '"."}')
 # At zero pacing, deltas produced per event-loop turn.
 _DELTAS_PER_TURN = 16
+_N = TypeVar("_N", int, float)
 
 
 class _Aborted(Exception):
@@ -48,10 +50,10 @@ class DemoEngine:
     name = "demo"
 
     def __init__(self, pacing: float = 0.0, repeat: int = 1) -> None:
-        if pacing < 0:
-            raise ValueError("pacing must be >= 0")
+        if not 0 <= pacing < math.inf:
+            raise ValueError(f"demo engine: pacing={pacing!r} must be a finite number >= 0")
         if repeat < 1:
-            raise ValueError("repeat must be >= 1")
+            raise ValueError(f"demo engine: repeat={repeat!r} must be >= 1")
         self.pacing = pacing
         self.repeat = repeat
         self._runs: dict[str, int] = {}
@@ -285,6 +287,23 @@ def _answer(prompt: str, listing: str | None) -> str:
     return f"You said {prompt!r}. The workspace holds {count} entries. "
 
 
-def create(pacing: str = "0", repeat: str = "1") -> DemoEngine:
+def create(**options: str) -> DemoEngine:
     """The ``--engine demo`` factory (options arrive as strings)."""
-    return DemoEngine(pacing=float(pacing), repeat=int(repeat))
+    unknown = sorted(set(options) - {"pacing", "repeat"})
+    if unknown:
+        raise ValueError(f"demo engine: unknown option(s) {', '.join(unknown)}")
+    pacing = _option(options, "pacing", float, "a number of seconds", 0.0)
+    repeat = _option(options, "repeat", int, "a whole number", 1)
+    return DemoEngine(pacing=pacing, repeat=repeat)
+
+
+def _option(
+    options: dict[str, str], key: str, kind: Callable[[str], _N], what: str, default: _N
+) -> _N:
+    raw = options.get(key)
+    if raw is None:
+        return default
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ValueError(f"demo engine: {key}={raw!r} is not {what}") from None

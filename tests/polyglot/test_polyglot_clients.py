@@ -7,6 +7,7 @@ abort, and a re-attach that loses and repeats nothing.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from pathlib import Path
 
@@ -64,3 +65,27 @@ def test_reads_a_binpb_trace_from_omni_grpc_convert(client: list[str], tmp_path:
     binpb = convert_with_cli(source, tmp_path)
     done = run_client(client, "trace", str(binpb))
     assert parse_trace_lines(done.stdout) == expected_trace_lines(source)
+
+
+def test_a_reader_that_stops_early_ends_the_client_quietly(
+    client: list[str], tmp_path: Path
+) -> None:
+    """``client trace BIG.binpb | head -1``: the closed pipe is not an error to report."""
+    from polyglot.trace_expectations import convert_with_cli
+
+    source = Path(__file__).parents[1] / "conformance" / "stream_basic_tool_turn.jsonl"
+    one = convert_with_cli(source, tmp_path).read_bytes()
+    big = tmp_path / "big.binpb"
+    # Delimited traces concatenate; far more output than a pipe buffer holds.
+    big.write_bytes(one * 2000)
+    proc = subprocess.Popen(
+        [*client, "trace", str(big)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline().startswith(b"#1 ")
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    returncode = proc.wait(timeout=60)
+    # 0, or killed by SIGPIPE like cat(1); never a stack trace or an error line.
+    assert returncode in (0, -signal.SIGPIPE), (returncode, stderr)
+    assert stderr == ""

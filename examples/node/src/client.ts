@@ -13,6 +13,14 @@ import { AgentService } from "./gen/omni/v1/agent_service_pb.js";
 import { runPrompt } from "./run.js";
 import { echo, printTrace } from "./trace.js";
 
+// A reader that stops early (`client.js trace X.binpb | head`) closes the pipe;
+// that ends the output, not an error worth a stack trace. Node ignores
+// SIGPIPE, so the write fails with EPIPE instead: exit quietly, as cat(1) would.
+process.stdout.on("error", (err: NodeJS.ErrnoException) => {
+  if (err.code === "EPIPE") process.exit(0);
+  throw err;
+});
+
 async function main(argv: string[]): Promise<void> {
   const [command, ...rest] = argv;
   if (command === "trace" && rest.length === 1) {

@@ -72,6 +72,14 @@ class SessionInfo:
     last_event_id: str | None
 
 
+@dataclass(frozen=True)
+class LiveTail:
+    # Buffered partials up to this event id are already in the fragments.
+    cursor: str
+    # Synthetic partial_* start messages carrying each open fragment's prefix.
+    fragments: list[omni_pb2.OmniMessage]
+
+
 @dataclass
 class _Session:
     session_id: str
@@ -86,6 +94,10 @@ class _Session:
     task: asyncio.Task[None] | None = None
     abort: AbortSignal | None = None
     writer: TraceWriter | None = None
+    # While a task runs: its open fragments, and the id of the last message
+    # published, which the guard has seen (the live tail of GET /messages).
+    live: RunGuard | None = None
+    live_cursor: str | None = None
     # time.monotonic() when the session last stopped running (or was created).
     idle_since: float = field(default_factory=time.monotonic)
 
@@ -208,6 +220,15 @@ class Hub:
     def session_info(self, session_id: str) -> SessionInfo:
         return self._info(self._get(session_id))
 
+    def live_tail(self, session_id: str) -> LiveTail | None:
+        """While a task runs: what a client loading history mid-run needs to
+        paint in-progress fragments (the reference's ``live`` field), else None."""
+        session = self._get(session_id)
+        if session.live is None or session.live_cursor is None:
+            return None
+        fragments = [message_from_dict(f) for f in session.live.fragments()]
+        return LiveTail(session.live_cursor, fragments)
+
     def history(self, session_id: str) -> AsyncIterator[omni_pb2.OmniMessage]:
         """The session's recorded messages, from its trace (torn lines skipped).
         Raises SessionNotFound at once, not on the first iteration."""
@@ -293,7 +314,11 @@ class Hub:
     # ---- the task itself ---------------------------------------------------------
 
     async def _emit(
-        self, session: _Session, event_log: EventLog, msg: omni_pb2.OmniMessage
+        self,
+        session: _Session,
+        event_log: EventLog,
+        msg: omni_pb2.OmniMessage,
+        as_dict: Mapping[str, Any] | None = None,
     ) -> None:
         # Partials and child-session messages are never recorded; skipping them
         # here keeps the writer's full check off the hot path of every delta.
@@ -304,7 +329,12 @@ class Hub:
             if session.writer.write(msg):
                 session.message_count += 1
                 session.updated_at = utc_now()
-        await event_log.publish(bodies.message_body(msg))
+        event = await event_log.publish(bodies.message_body(msg))
+        # The guard and the cursor move together, with no await between, so a
+        # live-tail snapshot never holds a chunk its cursor does not cover.
+        if session.live is not None:
+            session.live.observe(as_dict if as_dict is not None else message_to_dict(msg))
+            session.live_cursor = event.event_id
 
     async def _drive(
         self,
@@ -334,6 +364,7 @@ class Hub:
         finally:
             session.task = None
             session.abort = None
+            session.live = session.live_cursor = None
             session.idle_since = time.monotonic()
             session.approvals.deny_all()
             session.updated_at = utc_now()
@@ -362,7 +393,7 @@ class Hub:
         request: RunRequest,
         abort: AbortSignal,
     ) -> None:
-        guard = RunGuard()
+        guard = session.live = RunGuard()
         mode = request.approval_mode or self.default_approval
 
         async def publish_ask(tool_call: JsonObject) -> EventBody:
@@ -391,8 +422,7 @@ class Hub:
             try:
                 async for item in stream:
                     msg, as_dict = _decode(item)
-                    guard.observe(as_dict)
-                    await self._emit(session, event_log, msg)
+                    await self._emit(session, event_log, msg, as_dict)
             except ConversionError as exc:
                 failure.append(f"engine produced an invalid message: {exc}")
             except Exception as exc:

@@ -97,6 +97,22 @@ class RunGuard:
         elif kind == "abort":
             self.abort_seen = True
 
+    def fragments(self) -> list[JsonObject]:
+        """Each open fragment as a synthetic ``start`` carrying what has streamed
+        so far, in opening order (the reference live tail's ``fragments``)."""
+        out: list[JsonObject] = []
+        for fragment in self._open.values():
+            text, cid = "".join(fragment.chunks), fragment.tool_call_id
+            if fragment.kind == "partial_text":
+                out.append(protocol.partial_text("start", text))
+            elif fragment.kind == "partial_thinking":
+                out.append(protocol.partial_thinking("start", text))
+            elif fragment.kind == "partial_tool_call":
+                out.append(protocol.partial_tool_call("start", fragment.name, text, cid))
+            else:
+                out.append(protocol.partial_tool_call_output("start", text, cid))
+        return out
+
     def closing_messages(
         self, *, aborted: bool, reason: str, error: str | None
     ) -> list[JsonObject]:

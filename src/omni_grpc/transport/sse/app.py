@@ -13,6 +13,7 @@ import secrets
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
+import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -105,8 +106,15 @@ class SseRoutes:
         self.hub.session_info(session_id)
         # Each message in the codec's exact bytes, as the trace holds them.
         parts = [serialize_message(m) async for m in self.hub.history(session_id)]
-        body = b'{"messages":[' + b",".join(parts) + b"]}"
-        return Response(body, media_type="application/json")
+        body = b'{"messages":[' + b",".join(parts) + b"]"
+        live = self.hub.live_tail(session_id)
+        if live is not None:
+            # As the reference: a client drops its buffered partials up to the
+            # cursor (same epoch) and paints these fragments instead.
+            fragments = b",".join(serialize_message(f) for f in live.fragments)
+            body += b',"live":{"cursor":' + orjson.dumps(live.cursor)
+            body += b',"fragments":[' + fragments + b"]}"
+        return Response(body + b"}", media_type="application/json")
 
     async def approve(self, request: Request) -> Response:
         session_id = request.path_params["sid"]

@@ -98,12 +98,27 @@ def test_run_usage_errors_exit_2() -> None:
 def test_serve_rejects_a_bad_engine_and_a_taken_port(tmp_path: Path) -> None:
     bad = omni("serve", "--engine", "nope", "--data-dir", str(tmp_path), "--no-http")
     assert bad.returncode == 2 and "unknown engine 'nope'" in bad.stderr
+    opts = omni("serve", "--engine-opt", "bogus=1", "--data-dir", str(tmp_path), "--no-http")
+    assert opts.returncode == 2 and "unknown option(s) bogus" in opts.stderr
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = str(taken.getsockname()[1])
-        clash = omni("serve", "--grpc-port", port, "--data-dir", str(tmp_path), "--no-http")
-    assert clash.returncode == 1 and "cannot bind" in clash.stderr
+        grpc_clash = omni("serve", "--grpc-port", port, "--data-dir", str(tmp_path), "--no-http")
+        http_clash = omni(
+            "serve", "--grpc-port", "0", "--http-port", port, "--data-dir", str(tmp_path)
+        )
+    # Each names the transport, the address, why, and the flag that moves it.
+    assert grpc_clash.returncode == 1
+    assert (
+        f"omni-grpc serve: cannot bind gRPC to 127.0.0.1:{port}: the port is already in use; "
+        "choose another port with --grpc-port (0 picks a free one)\n"
+    ) in grpc_clash.stderr
+    assert http_clash.returncode == 1
+    assert http_clash.stderr.endswith(
+        f"omni-grpc serve: cannot bind HTTP/SSE to 127.0.0.1:{port}: the port is already in use; "
+        "choose another port with --http-port (0 picks a free one)\n"
+    )
 
 
 def test_sigterm_records_the_abort_of_a_running_task(

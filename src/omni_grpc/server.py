@@ -51,6 +51,15 @@ class ServerConfig:
     abort_grace: float = 10.0
 
 
+class TransportStartError(OSError):
+    """A transport failed to start (most often: its port is taken); names which."""
+
+    def __init__(self, transport: Transport, cause: BaseException) -> None:
+        super().__init__(f"{transport.describe()}: {cause}")
+        self.transport = transport
+        self.cause = cause
+
+
 class OmniServer:
     def __init__(self, hub: Hub, transports: list[Transport], shutdown_grace: float = 5.0) -> None:
         self.hub = hub
@@ -61,7 +70,10 @@ class OmniServer:
         started: list[Transport] = []
         try:
             for transport in self.transports:
-                await transport.start()
+                try:
+                    await transport.start()
+                except (OSError, RuntimeError) as exc:
+                    raise TransportStartError(transport, exc) from exc
                 started.append(transport)
         except BaseException:
             for transport in reversed(started):

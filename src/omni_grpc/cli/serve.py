@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
 
 from omni_grpc.engines.loader import EngineLoadError, registered
 from omni_grpc.runtime.approvals import ApprovalMode
-from omni_grpc.server import OmniServer, ServerConfig, build_server
-from omni_grpc.transport.grpc import GrpcConfig
-from omni_grpc.transport.sse.transport import SseConfig
+from omni_grpc.server import OmniServer, ServerConfig, TransportStartError, build_server
+from omni_grpc.transport.grpc import GrpcConfig, GrpcTransport
+from omni_grpc.transport.sse.transport import SseConfig, SseTransport
 
 EXIT_USAGE = 2
 
@@ -157,6 +159,48 @@ async def serve(server: OmniServer) -> None:
         await server.stop("server shutting down")
 
 
+def bind_failure(exc: TransportStartError) -> str:
+    """Which transport could not bind where, why, and the flag that moves it."""
+    transport = exc.transport
+    if isinstance(transport, GrpcTransport):
+        what, host, port, flag = "gRPC", transport.config.host, transport.config.port, "--grpc-port"
+    elif isinstance(transport, SseTransport):
+        what, host, port, flag = (
+            "HTTP/SSE",
+            transport.config.host,
+            transport.config.port,
+            "--http-port",
+        )
+    else:
+        return str(exc)
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    # grpcio does not say why a bind failed; a plain bind of the same address does.
+    code = getattr(exc.cause, "errno", None) or _probe_bind(host, port)
+    if code in _PORT_ERRORS:
+        hint = f"; choose another port with {flag} (0 picks a free one)"
+        return f"cannot bind {what} to {address}: {_PORT_ERRORS[code]}{hint}"
+    if code == errno.EADDRNOTAVAIL:
+        return f"cannot bind {what} to {address}: {host} is not an address of this machine (--host)"
+    return f"cannot bind {what} to {address}: {exc.cause}"
+
+
+_PORT_ERRORS = {
+    errno.EADDRINUSE: "the port is already in use",
+    errno.EACCES: "permission denied (ports below 1024 need privileges)",
+}
+
+
+def _probe_bind(host: str, port: int) -> int | None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        return exc.errno
+    return None
+
+
 def run_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -166,6 +210,9 @@ def run_serve(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         asyncio.run(serve(server))
+    except TransportStartError as exc:
+        print(f"omni-grpc serve: {bind_failure(exc)}", file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"omni-grpc serve: {exc}", file=sys.stderr)
         return 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -255,6 +256,39 @@ async def test_a_dropped_connection_is_a_timeout(fake: FakeOpenAI, tmp_path: Pat
     assert ends[0]["status"] == "timeout"
     assert ends[0]["error_message"].startswith("connection lost")
     assert ends[1] == {"type": "request_end", "status": "completed", "attempt": 2}
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_a_refused_connection_says_so_and_names_the_endpoint(tmp_path: Path) -> None:
+    port = closed_port()
+    options = {"base_url": f"http://127.0.0.1:{port}/v1", "model": "m", "api_key": "k",
+               "retry_base_ms": "1", "max_attempts": "2"}  # fmt: skip
+    engine = OpenAIEngine(OpenAIConfig.from_options(options, env={}))
+    out = await collect(engine, [user("hi")], workspace=tmp_path)
+    reason = f"connection refused by 127.0.0.1:{port}"
+    assert [(e["status"], e["error_message"]) for e in payloads(out, "request_end")] == [
+        ("timeout", reason),
+        ("timeout", reason),
+    ]
+    assert out[-1]["payload"] == {"type": "abort", "reason": f"llm request error: {reason}"}
+
+
+async def test_a_connection_dropped_mid_stream_is_lost_not_refused(
+    fake: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake.script(drop_reply(after_text="par"))
+    out = await collect(engine_for(fake, max_attempts="1"), [user("hi")], workspace=tmp_path)
+    end = payloads(out, "request_end")[0]
+    assert end["status"] == "timeout"
+    assert end["error_message"].startswith("connection lost: ")
+    assert out[-1]["payload"] == {
+        "type": "abort", "reason": f"llm request error: {end['error_message']}"
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -98,6 +98,9 @@ async def stream_completion(
             emit(StreamEnd(done_marker=False))
     except httpx.TimeoutException as exc:
         emit(StreamFailure("timeout", f"timeout: {_describe(exc)}", True))
+    except httpx.ConnectError as exc:
+        # Nothing was sent: the endpoint is down or unreachable, not "lost".
+        emit(StreamFailure("timeout", _connect_failure(url, exc), True))
     except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
         emit(StreamFailure("timeout", f"connection lost: {_describe(exc)}", True))
     except SSEError as exc:
@@ -108,3 +111,17 @@ async def stream_completion(
 
 def _describe(exc: Exception) -> str:
     return str(exc) or type(exc).__name__
+
+
+def _connect_failure(url: str, exc: httpx.ConnectError) -> str:
+    """Names the endpoint and the root cause (httpx only says "All connection attempts failed")."""
+    where = httpx.URL(url).netloc.decode("ascii", errors="replace")
+    cause: BaseException | None = exc
+    root: BaseException = exc
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError):
+            return f"connection refused by {where}"
+        root = cause
+        cause = cause.__cause__ or cause.__context__
+    why = root.strerror if isinstance(root, OSError) and root.strerror else str(root)
+    return f"could not connect to {where}: {why or type(root).__name__}"

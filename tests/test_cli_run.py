@@ -14,8 +14,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from conftest import ServeProcess
 
+from omni_grpc.cli.target import with_default_port
 from omni_grpc.convert import parse_message, serialize_message
 from omni_grpc.trace import TraceRecord, read_jsonl
 from omni_grpc.trace.validate import validate_records
@@ -93,6 +95,36 @@ def test_run_usage_errors_exit_2() -> None:
         timeout=60,
     )
     assert asked.returncode == 2 and "needs a terminal" in asked.stderr
+
+
+def test_run_target_without_a_port_dials_50051() -> None:
+    with socket.socket() as probe:
+        if probe.connect_ex(("127.0.0.1", 50051)) == 0:
+            pytest.skip("something listens on 127.0.0.1:50051 here")
+    # Nothing listens, so the failure names the address gRPC dialled (it was :443).
+    v4 = omni("run", "x", "--target", "127.0.0.1")
+    assert v4.returncode == 3 and "ipv4:127.0.0.1:50051" in v4.stderr, v4.stderr
+    v6 = omni("run", "x", "--target", "[::1]")
+    assert v6.returncode == 3 and ":50051" in v6.stderr and ":443" not in v6.stderr, v6.stderr
+    shown = omni("run", "--help")
+    assert "the port defaults to 50051 (default 127.0.0.1:50051)" in " ".join(shown.stdout.split())
+
+
+@pytest.mark.parametrize(
+    ("target", "dialled"),
+    [
+        ("localhost", "localhost:50051"),
+        ("10.0.0.7:9000", "10.0.0.7:9000"),
+        ("[::1]", "[::1]:50051"),
+        ("::1", "[::1]:50051"),
+        ("[::1]:9000", "[::1]:9000"),
+        ("dns:///agents.internal:9000", "dns:///agents.internal:9000"),
+        ("unix:/run/omni.sock", "unix:/run/omni.sock"),
+        ("ipv6:[::1]:9000", "ipv6:[::1]:9000"),
+    ],
+)
+def test_target_forms(target: str, dialled: str) -> None:
+    assert with_default_port(target) == dialled
 
 
 def test_serve_rejects_a_bad_engine_and_a_taken_port(tmp_path: Path) -> None:

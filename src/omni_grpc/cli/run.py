@@ -24,6 +24,7 @@ from rich.panel import Panel
 from rich.prompt import Confirm
 from rich.text import Text
 
+from omni_grpc.cli.target import DEFAULT_PORT, with_default_port
 from omni_grpc.client import AgentClient, AgentError, StreamEvent
 from omni_grpc.convert import message_to_dict, server_event_to_dict
 
@@ -37,7 +38,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Send PROMPT to an omni-grpc server and render the agent's stream live.",
     )
     parser.add_argument("prompt", help="the user message")
-    parser.add_argument("--target", default="127.0.0.1:50051", help="HOST:PORT of the server")
+    parser.add_argument(
+        "--target",
+        default=f"127.0.0.1:{DEFAULT_PORT}",
+        help=f"HOST[:PORT] of the server; the port defaults to {DEFAULT_PORT} "
+        "(default %(default)s)",
+    )
     parser.add_argument("--session", help="continue this session (default: a new one)")
     parser.add_argument(
         "--approve",
@@ -167,7 +173,7 @@ def _tool_call_id(event: StreamEvent) -> str:
 
 async def run_stream(args: argparse.Namespace, out: Console, err: Console) -> int:
     client = AgentClient(
-        args.target,
+        with_default_port(args.target),
         token=args.token or None,
         tls=args.tls,
         tls_ca=args.tls_ca,

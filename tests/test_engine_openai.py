@@ -473,6 +473,8 @@ def test_config_comes_from_options_then_environment() -> None:
         ({}, "set --engine-opt model=NAME"),
         ({"model": "m", "colour": "red"}, "unknown option(s) colour"),
         ({"model": "m", "timeout": "soon"}, "timeout='soon' is not a number"),
+        ({"model": "m", "timeout": "-1"}, "timeout='-1' must be more than 0 seconds"),
+        ({"model": "m", "connect_timeout": "0"}, "connect_timeout='0' must be more than 0"),
         ({"model": "m", "max_attempts": "9"}, "max_attempts='9' must be between 1 and 5"),
         ({"model": "m", "tools": "fakes.slow_tools"}, "expected 'module:object'"),
         ({"model": "m", "tools": "no_such_module:X"}, "cannot import 'no_such_module'"),

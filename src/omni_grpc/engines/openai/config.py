@@ -78,8 +78,8 @@ class OpenAIConfig:
             system_prompt=opts.get("system_prompt", DEFAULT_SYSTEM_PROMPT),
             context_window=int(window) if window.isdigit() else window,
             agent_state=opts.get("agent_state", ""),
-            connect_timeout=_number(opts, "connect_timeout", 10.0),
-            read_timeout=_number(opts, "timeout", 120.0),
+            connect_timeout=_seconds(opts, "connect_timeout", 10.0),
+            read_timeout=_seconds(opts, "timeout", 120.0),
             max_attempts=int(_number(opts, "max_attempts", 5, low=1, high=5)),
             retry_base_ms=int(_number(opts, "retry_base_ms", 2000, low=0)),
             retry_cap_ms=int(_number(opts, "retry_cap_ms", 30000, low=0)),
@@ -117,6 +117,14 @@ def _number(
     if (low is not None and value < low) or (high is not None and value > high):
         bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
         raise ValueError(f"openai engine: {key}={raw!r} must be {bounds}")
+    return value
+
+
+def _seconds(opts: Mapping[str, str], key: str, default: float) -> float:
+    # Zero or less would time out every request before its first byte.
+    value = _number(opts, key, default)
+    if value <= 0:
+        raise ValueError(f"openai engine: {key}={opts[key]!r} must be more than 0 seconds")
     return value
 
 

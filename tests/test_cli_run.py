@@ -85,6 +85,16 @@ def test_run_reports_call_failures_with_exit_3(serve_process: ServeFactory) -> N
     assert unknown.returncode == 3 and "NOT_FOUND" in unknown.stderr
 
 
+def test_run_states_a_refused_request_once(serve_process: ServeFactory) -> None:
+    served = serve_process("--no-http")
+    empty = omni("run", "", "--target", served.grpc_address)
+    assert empty.returncode == 3
+    # The status message already names the field; its BadRequest detail adds nothing.
+    assert (
+        empty.stderr == "omni-grpc run: INVALID_ARGUMENT: input: set input messages or a prompt\n"
+    )
+
+
 def test_run_usage_errors_exit_2() -> None:
     # --approve ask needs a terminal; stdin here is not one.
     asked = subprocess.run(

@@ -206,12 +206,18 @@ async def run_stream(args: argparse.Namespace, out: Console, err: Console) -> in
         if stream.session_id:
             err.print(Text(f"session {stream.session_id}", style="dim"))
     except AgentError as exc:
-        detail = "; ".join(f"{f}: {d}" for f, d in exc.field_violations)
-        err.print(Text(f"omni-grpc run: {exc}" + (f" ({detail})" if detail else ""), style="red"))
+        err.print(Text(f"omni-grpc run: {describe_error(exc)}", style="red"))
         return EXIT_RPC
     finally:
         await client.close()
     return EXIT_RUN_FAILED if renderer.failed else EXIT_OK
+
+
+def describe_error(exc: AgentError) -> str:
+    """The status line, plus the field violations it does not already say."""
+    text = str(exc)
+    extra = [f"{f}: {d}" for f, d in exc.field_violations if f"{f}: {d}" not in text]
+    return text + (f" ({'; '.join(extra)})" if extra else "")
 
 
 def run_command(args: argparse.Namespace) -> int:

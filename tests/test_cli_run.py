@@ -95,6 +95,18 @@ def test_run_states_a_refused_request_once(serve_process: ServeFactory) -> None:
     )
 
 
+def test_run_errors_are_single_lines() -> None:
+    with socket.socket() as closed:  # bound, not listening: connections are refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        refused = omni("run", "x", "--target", f"127.0.0.1:{port}")
+    assert refused.returncode == 3
+    # gRPC's message runs past 80 columns; it must not be soft-wrapped mid-sentence.
+    [line] = refused.stderr.splitlines()
+    assert line.startswith("omni-grpc run: UNAVAILABLE: ") and len(line) > 80
+    assert f"127.0.0.1:{port}" in line and line.endswith("refused")
+
+
 def test_run_usage_errors_exit_2() -> None:
     # --approve ask needs a terminal; stdin here is not one.
     asked = subprocess.run(

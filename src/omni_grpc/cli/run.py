@@ -106,7 +106,7 @@ class Renderer:
         if p.get("role") == "user":
             return  # our own input, echoed by the server at task start
         if not self._take_streamed("text"):
-            self.console.print(p.get("text", ""))
+            self.console.print(Text(p.get("text", "")))
 
     def _take_streamed(self, kind: str) -> bool:
         if kind in self._streamed:
@@ -204,13 +204,19 @@ async def run_stream(args: argparse.Namespace, out: Console, err: Console) -> in
             if event.is_task_end:
                 break
         if stream.session_id:
-            err.print(Text(f"session {stream.session_id}", style="dim"))
+            say(err, f"session {stream.session_id}", "dim")
     except AgentError as exc:
-        err.print(Text(f"omni-grpc run: {describe_error(exc)}", style="red"))
+        say(err, f"omni-grpc run: {describe_error(exc)}")
         return EXIT_RPC
     finally:
         await client.close()
     return EXIT_RUN_FAILED if renderer.failed else EXIT_OK
+
+
+def say(err: Console, text: str, style: str = "red") -> None:
+    """One stderr line, whole: rich would soft-wrap it at 80 columns off a
+    terminal, and read brackets in it (an IPv6 address) as markup."""
+    err.print(Text(text, style=style), soft_wrap=True)
 
 
 def describe_error(exc: AgentError) -> str:
@@ -223,17 +229,17 @@ def describe_error(exc: AgentError) -> str:
 def run_command(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     if args.approve == "ask" and not sys.stdin.isatty():
-        err.print("omni-grpc run: --approve ask needs a terminal to ask on", style="red")
+        say(err, "omni-grpc run: --approve ask needs a terminal to ask on")
         return EXIT_USAGE
     if (args.tls_cert is None) != (args.tls_key is None):
-        err.print("omni-grpc run: --tls-cert and --tls-key go together", style="red")
+        say(err, "omni-grpc run: --tls-cert and --tls-key go together")
         return EXIT_USAGE
     out = Console(highlight=False)
     try:
         return asyncio.run(run_stream(args, out, err))
     except KeyboardInterrupt:
-        err.print("interrupted: the run was aborted", style="red")
+        say(err, "interrupted: the run was aborted")
         return 130
     except OSError as exc:
-        err.print(f"omni-grpc run: {exc}", style="red")
+        say(err, f"omni-grpc run: {exc}")
         return EXIT_USAGE

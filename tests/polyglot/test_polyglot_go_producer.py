@@ -29,6 +29,18 @@ PROMPT = "hello polyglot"
 SCRIPT = (Path(__file__).parent / "scripted_turn.jsonl").read_text().splitlines()
 
 
+def test_the_scripted_session_totals_sum_its_requests() -> None:
+    """What the Go server must send (checked against it below) adds up: every
+    view of the session's tokens (run, SSE done, history) agrees."""
+    usages = [m["payload"] for m in map(json.loads, SCRIPT)
+              if m["payload"]["type"] == "token_usage"]  # fmt: skip
+    running = {"cache_read": 0, "cache_write": 0, "output": 0, "total": 0}
+    for usage in usages:
+        running = {k: running[k] + usage["request"][k] for k in running}
+        assert usage["session"] == running
+    assert running["total"] == 54
+
+
 def test_generated_python_stub(go_server: str) -> None:
     with grpc.insecure_channel(go_server) as channel:
         stub = agent_service_pb2_grpc.AgentServiceStub(channel)

@@ -25,10 +25,12 @@ const (
 )
 
 // turn builds the messages of one scripted run. Its clock hands out fixed,
-// increasing timestamps.
+// increasing timestamps. spent is the session's running token total, which
+// each token_usage adds its request to (the session owns it; one run at a time).
 type turn struct {
 	prompt string
 	tick   int
+	spent  *omniv1.TokenCounts
 }
 
 func (t *turn) stamp(m *omniv1.OmniMessage) *omniv1.OmniMessage {
@@ -99,10 +101,17 @@ func (t *turn) streamedText(pieces []string, fidelity *structpb.Struct) []*omniv
 		Text: &omniv1.Text{Role: assistant, Text: strings.Join(pieces, ""), StopReason: completed, Fidelity: fidelity}}}))
 }
 
+// usage reports one request's tokens and the session's totals so far, which
+// include it: every view (run, SSE done, history) sums to the same figure.
 func (t *turn) usage(prompt, output int64) *omniv1.OmniMessage {
-	counts := &omniv1.TokenCounts{CacheWrite: prompt, Output: output, Total: prompt + output}
+	request := &omniv1.TokenCounts{CacheWrite: prompt, Output: output, Total: prompt + output}
+	t.spent.CacheRead += request.CacheRead
+	t.spent.CacheWrite += request.CacheWrite
+	t.spent.Output += request.Output
+	t.spent.Total += request.Total
+	session := proto.Clone(t.spent).(*omniv1.TokenCounts)
 	return t.stamp(&omniv1.OmniMessage{Type: eventMsg, Payload: &omniv1.OmniMessage_TokenUsage{
-		TokenUsage: &omniv1.TokenUsage{Session: counts, Request: counts}}})
+		TokenUsage: &omniv1.TokenUsage{Session: session, Request: request}}})
 }
 
 func (t *turn) requestEnd() *omniv1.OmniMessage {

@@ -80,7 +80,7 @@ func (s *Server) Run(req *omniv1.RunRequest, stream omniv1.AgentService_RunServe
 	sess.running, sess.cancel, sess.reason = true, cancel, ""
 	start := len(sess.log)
 	sess.mu.Unlock()
-	go sess.run(ctx, &turn{prompt: prompt}, req.ApprovalMode)
+	go sess.run(ctx, &turn{prompt: prompt, spent: sess.tokens}, req.ApprovalMode)
 
 	if err := stream.SendHeader(metadata.Pairs("omni-session-id", sess.id)); err != nil {
 		return err

@@ -32,6 +32,7 @@ type session struct {
 	pending  map[string]pendingApproval
 	history  []*omniv1.OmniMessage
 	modified time.Time
+	tokens   *omniv1.TokenCounts // the session's token totals, carried across runs
 }
 
 type pendingApproval struct {
@@ -42,7 +43,7 @@ type pendingApproval struct {
 func newSession(id string) *session {
 	now := time.Now().UTC()
 	return &session{id: id, created: now, modified: now, wake: make(chan struct{}),
-		pending: map[string]pendingApproval{}}
+		pending: map[string]pendingApproval{}, tokens: &omniv1.TokenCounts{}}
 }
 
 // publishLocked appends an event and wakes every follower. s.mu is held.

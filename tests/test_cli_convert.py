@@ -124,3 +124,22 @@ def test_forced_progress_bar_goes_to_stderr_only(tmp_path: Path) -> None:
     done = cli("convert", "--progress", "always", CLEAN[0], "-", "--to", "jsonl")
     assert done.returncode == 0
     assert done.stdout == CLEAN[0].read_bytes()
+
+
+def test_a_closed_stdout_ends_the_conversion_quietly(tmp_path: Path) -> None:
+    source = tmp_path / "many.jsonl"
+    source.write_bytes(corpus_bytes() * 20)  # well past a pipe's buffer
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # as `| head` does once it has its lines
+    try:
+        done = subprocess.run(
+            [CLI, "convert", str(source), "-", "--to", "binpb"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    # 128 + SIGPIPE, as a shell reports for a tool the signal ended; no traceback.
+    assert (done.returncode, done.stderr) == (141, b"")

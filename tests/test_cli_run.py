@@ -107,6 +107,39 @@ def test_run_errors_are_single_lines() -> None:
     assert f"127.0.0.1:{port}" in line and line.endswith("refused")
 
 
+@pytest.mark.parametrize("mode", [["--json"], []])
+def test_a_closed_stdout_aborts_the_run_quietly(
+    serve_process: ServeFactory, tmp_path: Path, mode: list[str]
+) -> None:
+    data = tmp_path / "data"
+    served = serve_process("--data-dir", str(data), "--pacing", "0.05", "--no-http")
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # as `| head` does once it has its lines
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "omni_grpc", "run", "x", "--target", served.grpc_address, *mode],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    # 128 + SIGPIPE, as a shell reports for a tool the signal ended; nothing on stderr.
+    assert (done.returncode, done.stderr) == (141, "")
+    # Nobody reads the output, so the run was aborted rather than left running.
+    deadline = time.monotonic() + 20
+    while True:
+        traces = list(data.glob("traces/*/*.jsonl"))
+        records = list(read_jsonl(traces[0])) if traces else []
+        if records and records[-1].message.WhichOneof("payload") == "abort":
+            break
+        assert time.monotonic() < deadline, "the run was not aborted"
+        time.sleep(0.1)
+    assert errors(records, trace=True) == []
+    assert records[-1].message.abort.reason == "the Run call was cancelled"
+
+
 def test_run_usage_errors_exit_2() -> None:
     # --approve ask needs a terminal; stdin here is not one.
     asked = subprocess.run(

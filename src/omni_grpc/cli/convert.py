@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
+from omni_grpc.cli.pipes import stdout_gone
 from omni_grpc.convert import ConversionError
 from omni_grpc.trace.formats import (
     FORMATS,
@@ -98,6 +99,8 @@ def _convert(
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader of stdout went away: stop, quietly
+        return stdout_gone()
     except OSError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1

@@ -24,6 +24,7 @@ from rich.panel import Panel
 from rich.prompt import Confirm
 from rich.text import Text
 
+from omni_grpc.cli.pipes import stdout_gone
 from omni_grpc.cli.target import DEFAULT_PORT, with_default_port
 from omni_grpc.client import AgentClient, AgentError, StreamEvent
 from omni_grpc.convert import message_to_dict, server_event_to_dict
@@ -64,6 +65,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--tls-cert", type=Path, help="client certificate for mTLS")
     parser.add_argument("--tls-key", type=Path, help="client key for mTLS")
     parser.set_defaults(handler=run_command)
+
+
+class _Output(Console):
+    """stdout. Rich's own answer to a closed pipe is SystemExit(1); raising
+    BrokenPipeError instead lets the run end the call and exit like --json."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
 
 
 class Renderer:
@@ -189,20 +199,25 @@ async def run_stream(args: argparse.Namespace, out: Console, err: Console) -> in
             approval_mode=approval_mode,
             thinking_level=args.thinking,
         )
-        async for event in stream:
-            if args.json:
-                if event.message is not None:
-                    sys.stdout.buffer.write(event.to_json() + b"\n")
-                    sys.stdout.buffer.flush()
-                    if event.kind == "abort":
-                        renderer.failed = True
-            else:
-                renderer.show(event)
-            if event.kind == "@approval_request":
-                decision = await ask_user(err, event)
-                await client.approve(event.session_id, _tool_call_id(event), decision)
-            if event.is_task_end:
-                break
+        try:
+            async for event in stream:
+                if args.json:
+                    if event.message is not None:
+                        sys.stdout.buffer.write(event.to_json() + b"\n")
+                        sys.stdout.buffer.flush()
+                        if event.kind == "abort":
+                            renderer.failed = True
+                else:
+                    renderer.show(event)
+                if event.kind == "@approval_request":
+                    decision = await ask_user(err, event)
+                    await client.approve(event.session_id, _tool_call_id(event), decision)
+                if event.is_task_end:
+                    break
+        except BrokenPipeError:
+            # Nobody reads the output any more: end the call, which aborts the run.
+            stream.cancel()
+            return stdout_gone()
         if stream.session_id:
             say(err, f"session {stream.session_id}", "dim")
     except AgentError as exc:
@@ -234,12 +249,14 @@ def run_command(args: argparse.Namespace) -> int:
     if (args.tls_cert is None) != (args.tls_key is None):
         say(err, "omni-grpc run: --tls-cert and --tls-key go together")
         return EXIT_USAGE
-    out = Console(highlight=False)
+    out = _Output(highlight=False)
     try:
         return asyncio.run(run_stream(args, out, err))
     except KeyboardInterrupt:
         say(err, "interrupted: the run was aborted")
         return 130
+    except BrokenPipeError:
+        return stdout_gone()
     except OSError as exc:
         say(err, f"omni-grpc run: {exc}")
         return EXIT_USAGE

@@ -47,7 +47,26 @@ def test_malformed_lines_are_errors_but_checking_goes_on() -> None:
     done = cli("validate", CORPUS / "trace_torn_tail_healed_001.jsonl")
     assert done.returncode == 1
     assert ":6: error: malformed line" in done.stdout
-    assert "6 lines checked as a trace: 1 error(s)" in done.stdout
+    # All 7 lines were read; the malformed one counts as checked too.
+    assert "7 lines checked as a trace: 1 error(s)" in done.stdout
+
+
+def test_diagnostics_come_in_line_order(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.jsonl"
+    lines = [
+        json.dumps(p.tool_call("ls", "{}", "c1")),  # never answered: known only at the end
+        "{not json",  # known when read
+        json.dumps(p.assistant_text("done")),
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    done = cli("validate", "--stream", path)
+    assert done.returncode == 1
+    found = [": ".join(line.split(": ")[:2]) for line in done.stdout.splitlines()]
+    assert found == [
+        f"{path}:1: warning",
+        f"{path}:2: error",
+        f"{path}: 3 lines checked as a stream",
+    ]
 
 
 def test_warnings_alone_exit_0(tmp_path: Path) -> None:

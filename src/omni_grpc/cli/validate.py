@@ -59,37 +59,42 @@ def run(args: argparse.Namespace) -> int:
 
     out = sys.stdout
     unit = "line" if fmt == "jsonl" else "record"
-    errors = warnings = 0
-
-    def emit(issue: Issue) -> None:
-        nonlocal errors, warnings
-        if issue.severity == "error":
-            errors += 1
-        else:
-            warnings += 1
-            if args.quiet:
-                return
-        _print(out, args.file, issue)
+    # Issues are sorted by line before printing: finish() and malformed lines
+    # would otherwise interleave out of order.
+    issues: list[Issue] = []
+    malformed = 0
 
     def on_skip(skipped: SkippedLine) -> None:
+        nonlocal malformed
+        malformed += 1
         what = "torn last line" if skipped.last else "malformed line"
-        emit(Issue(skipped.line, "error", "malformed", f"{what}: {skipped.reason}"))
+        issues.append(Issue(skipped.line, "error", "malformed", f"{what}: {skipped.reason}"))
 
     from omni_grpc.convert import message_to_dict
 
     validator = TraceValidator(trace=args.trace)
+    unreadable: str | None = None
     try:
         for record in read_records(args.file, fmt, tolerant=True, on_skip=on_skip):
-            for issue in validator.check(record.line, message_to_dict(record.message)):
-                emit(issue)
+            issues.extend(validator.check(record.line, message_to_dict(record.message)))
     except ConversionError as exc:
+        unreadable = str(exc)
+    issues.extend(validator.finish())
+    issues.sort(key=lambda issue: issue.line)  # stable: same-line issues keep their order
+
+    errors = sum(issue.severity == "error" for issue in issues)
+    warnings = len(issues) - errors
+    if unreadable is not None:
         errors += 1
-        print(f"{args.file}: error: {exc}", file=out)
-    for issue in validator.finish():
-        emit(issue)
+    for issue in issues:
+        if issue.severity == "error" or not args.quiet:
+            _print(out, args.file, issue)
+    if unreadable is not None:
+        print(f"{args.file}: error: {unreadable}", file=out)
     kind = "trace" if validator.trace else "stream"
+    count = validator.count + malformed  # every non-blank line read, malformed ones too
     print(
-        f"{args.file}: {validator.count} {unit if validator.count == 1 else unit + 's'} "
+        f"{args.file}: {count} {unit if count == 1 else unit + 's'} "
         f"checked as a {kind}: {errors} error(s), {warnings} warning(s)",
         file=out,
     )

@@ -73,6 +73,16 @@ def test_run_renders_for_humans_and_continues_a_session(serve_process: ServeFact
     assert '"call_demo_2"' in second.stdout  # the engine saw the same session again
 
 
+def test_run_approve_takes_the_serve_and_sse_mode_words(serve_process: ServeFactory) -> None:
+    served = serve_process("--no-http")
+    for mode, decision in [("allow-all", "allow"), ("deny-all", "deny"), ("read-only", "allow")]:
+        done = omni("run", "x", "--target", served.grpc_address, "--approve", mode)
+        assert done.returncode == 0, done.stderr
+        assert f"approval: {decision} [call_demo_1]" in done.stdout, (mode, done.stdout)
+    shown = " ".join(omni("run", "--help").stdout.split())
+    assert "--approve {allow-all,deny-all,read-only,ask}" in shown
+
+
 def test_run_reports_call_failures_with_exit_3(serve_process: ServeFactory) -> None:
     served = serve_process("--auth-token", "tok")
     refused = omni("run", "x", "--target", served.grpc_address)

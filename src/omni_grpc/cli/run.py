@@ -48,8 +48,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--session", help="continue this session (default: a new one)")
     parser.add_argument(
         "--approve",
-        choices=["allow", "deny", "read-only", "ask"],
-        help="approval mode for tool calls (default: the server's)",
+        # The words of serve --approval-mode and SSE approvalMode, plus short aliases.
+        choices=["allow-all", "deny-all", "read-only", "ask", "allow", "deny"],
+        metavar="{allow-all,deny-all,read-only,ask}",
+        help="approval mode for tool calls (default: the server's); "
+        "allow and deny are short for allow-all and deny-all",
     )
     parser.add_argument(
         "--thinking", choices=["none", "low", "medium", "high", "xhigh", "max"], help="level"

@@ -218,6 +218,24 @@ def test_serve_rejects_a_bad_engine_and_a_taken_port(tmp_path: Path) -> None:
     )
 
 
+def test_serve_shows_and_records_its_data_directory_absolute(
+    serve_process: ServeFactory, tmp_path: Path
+) -> None:
+    data = tmp_path / "rel-data"
+    served = serve_process("--data-dir", os.path.relpath(data), "--no-http")
+    # The banner says where traces go, as an absolute path, before "ready".
+    assert served.banner[-2] == f"omni-grpc data in {data} (traces/, workspaces/)\n"
+    assert served.banner[-1] == "omni-grpc ready\n"
+    done = omni("run", "x", "--target", served.grpc_address, "--json")
+    assert done.returncode == 0, done.stderr
+    [trace] = list(data.glob("traces/*/*.jsonl"))
+    meta = json.loads(trace.read_text().splitlines()[0])
+    session_id = meta["payload"]["session_id"]
+    assert meta["payload"]["workspace"] == str(data / "workspaces" / session_id)
+    shown = " ".join(omni("serve", "--help").stdout.split())
+    assert "(default .omni-grpc, in the current directory)" in shown
+
+
 def test_sigterm_records_the_abort_of_a_running_task(
     serve_process: ServeFactory, tmp_path: Path
 ) -> None:

@@ -61,8 +61,16 @@ class TransportStartError(OSError):
 
 
 class OmniServer:
-    def __init__(self, hub: Hub, transports: list[Transport], shutdown_grace: float = 5.0) -> None:
+    def __init__(
+        self,
+        hub: Hub,
+        transports: list[Transport],
+        shutdown_grace: float = 5.0,
+        data_dir: Path | None = None,
+    ) -> None:
         self.hub = hub
+        # Where traces and workspaces go (absolute), for the startup banner.
+        self.data_dir = data_dir
         self.transports = transports
         self.shutdown_grace = shutdown_grace
 
@@ -96,9 +104,12 @@ class OmniServer:
 def build_server(config: ServerConfig) -> OmniServer:
     """Loads the engine and wires the hub and the configured transports."""
     engine = load_engine(config.engine, config.engine_options)
+    # Absolute, so recorded paths (session_meta.workspace) do not depend on the
+    # directory the server happened to start in.
+    data_dir = config.data_dir.expanduser().resolve()
     hub = Hub(
         engine,
-        config.data_dir,
+        data_dir,
         default_approval=config.approval_mode,
         abort_grace=config.abort_grace,
         buffer_events=config.buffer_events,
@@ -109,4 +120,4 @@ def build_server(config: ServerConfig) -> OmniServer:
         transports.append(GrpcTransport(hub, config.grpc))
     if config.http is not None:
         transports.append(SseTransport(hub, config.http))
-    return OmniServer(hub, transports, config.shutdown_grace)
+    return OmniServer(hub, transports, config.shutdown_grace, data_dir)

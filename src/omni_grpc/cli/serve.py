@@ -49,7 +49,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="openai engine: the model id (default $OPENAI_MODEL); same as --engine-opt model=",
     )
     parser.add_argument(
-        "--data-dir", type=Path, default=Path(".omni-grpc"), help="traces and workspaces"
+        "--data-dir",
+        type=Path,
+        default=Path(".omni-grpc"),
+        help="traces and workspaces go here (default %(default)s, in the current directory)",
     )
     parser.add_argument(
         "--approval-mode",
@@ -151,6 +154,8 @@ async def serve(server: OmniServer) -> None:
     await server.start()
     for line in server.describe():
         print(f"omni-grpc serving {line}", flush=True)
+    if server.data_dir is not None:
+        print(f"omni-grpc data in {server.data_dir} (traces/, workspaces/)", flush=True)
     print("omni-grpc ready", flush=True)  # scripts and tests wait for this line
     try:
         await stop.wait()

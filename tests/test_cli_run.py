@@ -150,6 +150,37 @@ def test_a_closed_stdout_aborts_the_run_quietly(
     assert records[-1].message.abort.reason == "the Run call was cancelled"
 
 
+def test_ctrl_c_aborts_the_run_and_exits_130(serve_process: ServeFactory, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    served = serve_process("--data-dir", str(data), "--pacing", "0.2", "--no-http")
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "omni_grpc", "run", "x", "--target", served.grpc_address, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert runner.stdout is not None
+    assert runner.stdout.readline()  # under way
+    runner.send_signal(signal.SIGINT)
+    _, stderr = runner.communicate(timeout=30)
+    assert runner.returncode == 130
+    assert stderr == "interrupted: the run was aborted\n"
+    deadline = time.monotonic() + 20
+    while True:
+        [trace] = list(data.glob("traces/*/*.jsonl"))
+        records = list(read_jsonl(trace))
+        if records[-1].message.WhichOneof("payload") == "abort":
+            break
+        assert time.monotonic() < deadline, "the run was not aborted"
+        time.sleep(0.1)
+
+
+def test_run_help_lists_the_exit_statuses() -> None:
+    shown = omni("run", "--help").stdout
+    statuses = shown.split("exit status:\n", 1)[1].splitlines()
+    assert [line.split()[0] for line in statuses] == ["0", "1", "2", "3", "130", "141"]
+
+
 def test_run_usage_errors_exit_2() -> None:
     # --approve ask needs a terminal; stdin here is not one.
     asked = subprocess.run(

@@ -3,8 +3,7 @@
 Thinking is shown dimmed, text as it streams, tool calls and their outputs as
 panels; with ``--approve ask`` each tool call is put to the user on the
 terminal. ``--json`` prints the OmniMessages as JSONL instead (the reference
-bytes, via the codec). Exit status: 0 done, 1 the run failed or was aborted,
-2 bad usage, 3 the call itself failed (connection, auth, a refused request).
+bytes, via the codec). Exit statuses: see ``EXIT_CODES``.
 """
 
 from __future__ import annotations
@@ -24,12 +23,19 @@ from rich.panel import Panel
 from rich.prompt import Confirm
 from rich.text import Text
 
-from omni_grpc.cli.pipes import stdout_gone
+from omni_grpc.cli.pipes import EXIT_BROKEN_PIPE, stdout_gone
 from omni_grpc.cli.target import DEFAULT_PORT, with_default_port
 from omni_grpc.client import AgentClient, AgentError, StreamEvent
 from omni_grpc.convert import message_to_dict, server_event_to_dict
 
-EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_RPC = 0, 1, 2, 3
+EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_RPC, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_CODES = f"""exit status:
+  {EXIT_OK}    the run completed
+  {EXIT_RUN_FAILED}    the run was aborted or failed (the stream ended with abort)
+  {EXIT_USAGE}    bad usage (arguments, --approve ask without a terminal)
+  {EXIT_RPC}    the call itself failed (connection, auth, a refused request)
+  {EXIT_INTERRUPTED}  interrupted by Ctrl-C (the run is aborted)
+  {EXIT_BROKEN_PIPE}  stdout was closed, e.g. by `| head` (the run is aborted)"""
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,6 +43,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "run",
         help="send a prompt to an AgentService and render the stream",
         description="Send PROMPT to an omni-grpc server and render the agent's stream live.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("prompt", help="the user message")
     parser.add_argument(
@@ -257,7 +265,7 @@ def run_command(args: argparse.Namespace) -> int:
         return asyncio.run(run_stream(args, out, err))
     except KeyboardInterrupt:
         say(err, "interrupted: the run was aborted")
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return stdout_gone()
     except OSError as exc:

@@ -364,3 +364,19 @@ def test_serve_points_the_openai_engine_with_base_url_and_model(
         assert texts[-1] == "Hello from the model."
         (request,) = upstream.requests
         assert request.body["model"] == "tiny-model"
+
+
+def test_a_second_server_cannot_share_a_running_servers_port(
+    serve_process: ServeFactory, tmp_path: Path
+) -> None:
+    """grpcio would share the port (SO_REUSEPORT) and split sessions between
+    two processes; the second server must refuse instead."""
+    first = serve_process("--no-http")
+    port = first.grpc_address.rsplit(":", 1)[1]
+    second = omni(
+        "serve", "--grpc-port", port, "--no-http", "--data-dir", str(tmp_path / "second"),
+        timeout=30,
+    )  # fmt: skip
+    assert second.returncode == 1
+    assert f"cannot bind gRPC to 127.0.0.1:{port}: the port is already in use" in second.stderr
+    assert first.process.poll() is None  # the first server is untouched

@@ -40,6 +40,10 @@ class GrpcConfig:
             # Accept client pings as often as we send ours.
             ("grpc.http2.min_ping_interval_without_data_ms", min(self.keepalive_time_ms, 10_000)),
             ("grpc.http2.max_pings_without_data", 0),
+            # grpcio shares ports (SO_REUSEPORT) by default on Linux, so a
+            # second server on a taken port would bind silently and split the
+            # sessions between two processes. A taken port must be an error.
+            ("grpc.so_reuseport", 0),
         ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import shlex
 import shutil
 import sys
@@ -278,3 +279,19 @@ async def test_an_unreachable_upstream_fails_the_run_clearly(
     assert str(end["error_message"]).startswith("upstream AgentService 127.0.0.1:1: UNAVAILABLE")
     assert payloads(events)[-1]["type"] == "abort"
     assert errors_in(trace_of(gateway, sid), trace=True) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"grace_ms": "-1"}, "grace_ms='-1' must not be negative"),
+        ({"grace_ms": "nan"}, "grace_ms='nan' must not be negative"),
+        ({"grace_ms": "soon"}, "grace_ms='soon' is not a number"),
+        ({"colour": "blue"}, "unknown option(s) colour"),
+    ],
+)
+def test_the_gateway_refuses_bad_options_at_startup(options: dict[str, str], message: str) -> None:
+    from omni_grpc.engines.grpc_upstream import create
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        create("grpc://127.0.0.1:1", **options)

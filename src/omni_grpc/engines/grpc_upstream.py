@@ -284,6 +284,8 @@ def create(spec: str, **options: str) -> GrpcUpstreamEngine:
         raise ValueError(
             f"grpc upstream: grace_ms={options['grace_ms']!r} is not a number"
         ) from None
+    if not grace >= 0:  # also refuses nan
+        raise ValueError(f"grpc upstream: grace_ms={options['grace_ms']!r} must not be negative")
     return GrpcUpstreamEngine(
         target, tls=scheme == "grpcs" or ca is not None, token=options.get("token"), ca=ca,
         grace=grace,

@@ -323,12 +323,10 @@ class Hub:
         # Partials and child-session messages are never recorded; skipping them
         # here keeps the writer's full check off the hot path of every delta.
         arm = msg.WhichOneof("payload") or ""
-        if not arm.startswith("partial_") and not msg.origin:
-            if session.writer is None:
-                session.writer = TraceWriter(session.trace_path)
-            if session.writer.write(msg):
-                session.message_count += 1
-                session.updated_at = utc_now()
+        recordable = not arm.startswith("partial_") and not msg.origin
+        if recordable and _writer(session).write(msg):
+            session.message_count += 1
+            session.updated_at = utc_now()
         event = await event_log.publish(bodies.message_body(msg))
         # The guard and the cursor move together, with no await between, so a
         # live-tail snapshot never holds a chunk its cursor does not cover.
@@ -350,9 +348,7 @@ class Hub:
                     session.trace_path.parent.mkdir, parents=True, exist_ok=True
                 )
                 meta = message_from_dict(self._session_meta(session))
-                if session.writer is None:
-                    session.writer = TraceWriter(session.trace_path)
-                session.writer.write(meta)
+                _writer(session).write(meta)
                 session.message_count += 1
                 session.meta_written = True
             for msg in inputs:
@@ -461,6 +457,13 @@ class Hub:
 
 # Payloads a run's input may carry: complete user-side model messages.
 _INPUT_PAYLOADS = frozenset({"text", "image_url", "inline_data", "tool_call_output"})
+
+
+def _writer(session: _Session) -> TraceWriter:
+    """The session's trace writer, opened on first use."""
+    if session.writer is None:
+        session.writer = TraceWriter(session.trace_path)
+    return session.writer
 
 
 def _check_input(messages: list[omni_pb2.OmniMessage]) -> None:

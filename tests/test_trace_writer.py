@@ -122,3 +122,18 @@ def test_a_partial_write_failure_is_healed_by_the_next_record(tmp_path: Path) ->
     texts = [r.message.text.text for r in read_jsonl(shard, tolerant=True, on_skip=skipped.append)]
     assert texts == ["a", "c"]
     assert [(s.line, s.last) for s in skipped] == [(2, False)]
+
+
+def test_write_takes_the_line_a_caller_already_serialized(tmp_path: Path) -> None:
+    from omni_grpc.convert import parse_message, serialize_message
+
+    line = b'{"timestamp":"t","type":"event_msg","payload":{"type":"request_begin"}}'
+    message = parse_message(line)
+    writer = TraceWriter(tmp_path / "s_001.jsonl")
+    assert writer.write(message, serialize_message(message))
+    partial = parse_message(
+        b'{"timestamp":"t","type":"model_msg","payload":{"type":"partial_text","role":"assistant",'
+        b'"event_type":"start","text":"","stop_reason":"completed"}}'
+    )
+    assert not writer.write(partial, serialize_message(partial))  # still not recordable
+    assert (tmp_path / "s_001.jsonl").read_bytes() == line + b"\n"

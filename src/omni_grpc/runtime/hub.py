@@ -323,11 +323,12 @@ class Hub:
         # Partials and child-session messages are never recorded; skipping them
         # here keeps the writer's full check off the hot path of every delta.
         arm = msg.WhichOneof("payload") or ""
+        body = bodies.message_body(msg)  # serialized once, for the trace and every transport
         recordable = not arm.startswith("partial_") and not msg.origin
-        if recordable and _writer(session).write(msg):
+        if recordable and _writer(session).write(msg, body.data):
             session.message_count += 1
             session.updated_at = utc_now()
-        event = await event_log.publish(bodies.message_body(msg))
+        event = await event_log.publish(body)
         # The guard and the cursor move together, with no await between, so a
         # live-tail snapshot never holds a chunk its cursor does not cover.
         if session.live is not None:

@@ -37,13 +37,18 @@ class TraceWriter:
     def path(self) -> Path:
         return self._path
 
-    def write(self, msg: OmniMessage) -> bool:
-        """Append ``msg`` if it is recordable; ``False`` (nothing written) otherwise."""
+    def write(self, msg: OmniMessage, line: bytes | None = None) -> bool:
+        """Append ``msg`` if it is recordable; ``False`` (nothing written) otherwise.
+
+        ``line`` is ``msg`` already serialized, for callers that have it.
+        """
         if not is_recordable(msg):
             return False
-        from omni_grpc.convert import serialize_message
+        if line is None:
+            from omni_grpc.convert import serialize_message
 
-        self.append_line(serialize_message(msg))
+            line = serialize_message(msg)
+        self.append_line(line)
         return True
 
     def append_line(self, record: bytes) -> None:

@@ -1,7 +1,10 @@
 """Append-only JSONL trace writer with the reference guarantees.
 
 * One ``write(2)`` per record on an ``O_APPEND`` descriptor, so concurrent writers
-  (threads or processes) never splice records into each other.
+  (threads or processes) never splice records into each other. The tail check and
+  the write happen under an exclusive ``flock``: Linux grows a file's size page by
+  page during a large write, so without it another writer could see a record half
+  written, take it for a torn tail and add a needless blank line.
 * A torn tail left by a crash is healed: before the first append to an existing
   file whose last byte is not ``\\n`` (and again after a failed write), the record
   is prefixed with ``\\n``. The torn line then becomes a malformed *middle* line,
@@ -11,6 +14,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import threading
 from pathlib import Path
@@ -59,6 +63,7 @@ class TraceWriter:
             self._path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
                 if self._needs_newline is None:
                     self._needs_newline = _tail_is_torn(fd)
                 data = (b"\n" if self._needs_newline else b"") + record + b"\n"
@@ -70,7 +75,7 @@ class TraceWriter:
                     raise OSError(f"short write to {self._path}: {written} of {len(data)} bytes")
                 self._needs_newline = False
             finally:
-                os.close(fd)
+                os.close(fd)  # also releases the flock
 
     def rotate(self) -> Path:
         """Move to the next shard (``_001`` -> ``_002``) in the same date directory."""

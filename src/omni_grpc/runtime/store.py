@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,6 +11,9 @@ from pathlib import Path
 import orjson
 
 from omni_grpc.trace.paths import parse_shard_name, trace_path_for
+from omni_grpc.trace.resume import read_trace, recover_shard
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -61,8 +65,28 @@ def _describe(session_id: str, shards: list[Path]) -> StoredSession:
     stat = first.stat()
     created = _first_timestamp(first) or iso_utc(datetime.fromtimestamp(stat.st_mtime, UTC))
     updated = iso_utc(datetime.fromtimestamp(max(p.stat().st_mtime for p in shards), UTC))
-    count = sum(_count_records(p) for p in shards)
+    # Only the newest shard is appended to, so only it can hold a crash's tail.
+    count = sum(len(read_trace(p)[0]) for p in shards[:-1]) + _recover(shards[-1])
     return StoredSession(session_id, shards, created, updated, count)
+
+
+def _recover(shard: Path) -> int:
+    """Closes what a crash left open in ``shard``; its record count."""
+    try:
+        recovery = recover_shard(shard)
+    except OSError as exc:  # a read-only or full disk: serve what is there
+        log.warning("cannot repair %s after a restart: %s", shard, exc)
+        return len(read_trace(shard)[0])
+    if recovery.torn_bytes:
+        log.warning(
+            "%s: moved a torn last line (%d bytes) to %s.torn",
+            shard,
+            recovery.torn_bytes,
+            shard.name,
+        )
+    if recovery.closed:
+        log.warning("%s: closed a run interrupted by the last shutdown", shard)
+    return recovery.record_count
 
 
 def _first_timestamp(path: Path) -> str | None:
@@ -74,12 +98,3 @@ def _first_timestamp(path: Path) -> str | None:
         return None
     stamp = record.get("timestamp") if isinstance(record, dict) else None
     return stamp if isinstance(stamp, str) else None
-
-
-def _count_records(path: Path) -> int:
-    count = 0
-    with path.open("rb") as fh:
-        for line in fh:
-            if line.strip():
-                count += 1
-    return count

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from omni_grpc.convert import serialize_message, serialize_server_event
 from omni_grpc.runtime.events import EventBody, HubEvent
+from omni_grpc.runtime.health import RunFailure
 from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
 
 TaskStateName = str  # "idle" | "running"
@@ -24,12 +25,14 @@ def server_event_body(event: agent_service_pb2.ServerEvent) -> EventBody:
     return EventBody(None, event, serialize_server_event(event))
 
 
-def task_state_body(state: TaskStateName, queued: int = 0) -> EventBody:
+def task_state_body(
+    state: TaskStateName, queued: int = 0, failure: RunFailure | None = None
+) -> EventBody:
     # The reference always writes queued (0 without a queue).
     event = agent_service_pb2.ServerEvent(
         task_state=agent_service_pb2.TaskState(state=_STATES[state], queued=queued)
     )
-    return server_event_body(event)
+    return EventBody(None, event, serialize_server_event(event), failure)
 
 
 def approval_request_body(tool_call: omni_pb2.OmniMessage, origin: Sequence[str] = ()) -> EventBody:

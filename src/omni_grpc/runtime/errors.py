@@ -44,3 +44,12 @@ class HubClosed(HubError):
 
     def __init__(self) -> None:
         super().__init__("the server is shutting down")
+
+
+class StorageUnavailable(HubError):
+    """The trace storage is failing (full or read-only): no run can be recorded."""
+
+    def __init__(self, problem: str, *, exhausted: bool) -> None:
+        super().__init__(f"the server cannot record runs now: {problem}")
+        self.problem = problem
+        self.exhausted = exhausted

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from omni_grpc.runtime.health import RunFailure
 from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
 
 _EVENT_ID = re.compile(r"^(.*)-(\d+)$")
@@ -22,6 +23,10 @@ class EventBody:
     server_event: agent_service_pb2.ServerEvent | None
     # Compact reference JSON (no newline), from omni_grpc.convert.
     data: bytes
+    # On the ``task_state idle`` that closes a run the server had to stop (its
+    # trace could not be written): why, for the run's client. Not on the wire
+    # of the reference stream, whose task_state has no such field.
+    failure: RunFailure | None = None
 
     @property
     def size(self) -> int:
@@ -50,6 +55,10 @@ class HubEvent:
     @property
     def data(self) -> bytes:
         return self.body.data
+
+    @property
+    def failure(self) -> RunFailure | None:
+        return self.body.failure
 
 
 def utf16_length(data: bytes) -> int:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
+import os
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -32,14 +34,22 @@ from omni_grpc.engines.base import (
 )
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.approvals import ApprovalBroker, ApprovalMode
-from omni_grpc.runtime.errors import HubClosed, InvalidRequest, SessionBusy, SessionNotFound
+from omni_grpc.runtime.errors import (
+    HubClosed,
+    InvalidRequest,
+    SessionBusy,
+    SessionNotFound,
+    StorageUnavailable,
+)
 from omni_grpc.runtime.event_log import EventLog, Subscription
 from omni_grpc.runtime.events import EventBody
+from omni_grpc.runtime.health import STORAGE, HealthState, RunFailure, storage_failure
 from omni_grpc.runtime.memory_log import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT, MemoryEventLog
 from omni_grpc.runtime.run_guard import RunGuard
 from omni_grpc.runtime.store import SessionStore, utc_now
 from omni_grpc.trace import TraceWriter, read_jsonl
 from omni_grpc.trace.paths import new_session_id
+from omni_grpc.trace.resume import read_trace, recover_shard
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 log = logging.getLogger(__name__)
@@ -49,6 +59,18 @@ DEFAULT_ABORT_REASON = "aborted by user"
 
 # Builds a session's event log; the default is the in-memory ring buffer.
 LogFactory = Callable[[str], EventLog]
+# Seconds between checks of a failing trace storage (health recovers on its own).
+STORAGE_PROBE_SECONDS = 5.0
+# Recorded (once the storage works again) to close a run stopped by it.
+UNRECORDED_REASON = "the trace could not be written; the server stopped the run"
+
+
+class TraceRejected(Exception):
+    """The trace did not accept a record: the run must stop, unpublished."""
+
+    def __init__(self, failure: RunFailure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
 
 
 @dataclass
@@ -100,6 +122,9 @@ class _Session:
     live_cursor: str | None = None
     # time.monotonic() when the session last stopped running (or was created).
     idle_since: float = field(default_factory=time.monotonic)
+    # The last run stopped because its trace could not be written: the trace
+    # still holds it open, to be closed before anything else is recorded.
+    unclosed: bool = False
 
     @property
     def running(self) -> bool:
@@ -134,6 +159,8 @@ class Hub:
         )
         self._sessions: dict[str, _Session] = {}
         self._closing = False
+        self.health = HealthState()
+        self._storage_probe: asyncio.Task[None] | None = None
         # Like the reference channel: a log idle, unwatched and not running for
         # this long is dropped (its replacement's new epoch forces a resync).
         self.log_idle_ttl = log_idle_ttl
@@ -162,10 +189,16 @@ class Hub:
         while session_id in self._sessions:
             session_id = new_session_id()
         now = utc_now()
+        try:
+            workspace = self.store.workspace(session_id)
+        except OSError as exc:
+            failure = self._storage_failed(exc)
+            exhausted = failure.code == "resource_exhausted"
+            raise StorageUnavailable(failure.message, exhausted=exhausted) from exc
         session = _Session(
             session_id=session_id,
             shards=[self.store.new_trace_path(session_id)],
-            workspace=self.store.workspace(session_id),
+            workspace=workspace,
             created_at=now,
             updated_at=now,
             message_count=0,
@@ -242,6 +275,7 @@ class Hub:
         if self._closing:
             raise HubClosed()
         _check_input(request.input)
+        self._check_storage()
         if request.session_id:
             if not SESSION_ID.match(request.session_id):
                 raise InvalidRequest("session_id", "must match [A-Za-z0-9_-]{1,128}")
@@ -304,6 +338,8 @@ class Hub:
                 tasks.append(session.task)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        if self._storage_probe is not None:
+            self._storage_probe.cancel()
         for session in self._sessions.values():
             if session.log is not None:
                 await session.log.close()
@@ -325,9 +361,8 @@ class Hub:
         arm = msg.WhichOneof("payload") or ""
         body = bodies.message_body(msg)  # serialized once, for the trace and every transport
         recordable = not arm.startswith("partial_") and not msg.origin
-        if recordable and _writer(session).write(msg, body.data):
-            session.message_count += 1
-            session.updated_at = utc_now()
+        if recordable:
+            self._record(session, msg, body.data)
         event = await event_log.publish(body)
         # The guard and the cursor move together, with no await between, so a
         # live-tail snapshot never holds a chunk its cursor does not cover.
@@ -343,19 +378,34 @@ class Hub:
         request: RunRequest,
         abort: AbortSignal,
     ) -> None:
+        failure: RunFailure | None = None
         try:
+            if session.unclosed:
+                recovery = await asyncio.to_thread(
+                    recover_shard, session.trace_path, UNRECORDED_REASON
+                )
+                session.message_count = recovery.record_count + sum(
+                    len(read_trace(p)[0]) for p in session.shards[:-1]
+                )
+                session.unclosed = False
             if not session.meta_written:
                 await asyncio.to_thread(
                     session.trace_path.parent.mkdir, parents=True, exist_ok=True
                 )
                 meta = message_from_dict(self._session_meta(session))
-                _writer(session).write(meta)
-                session.message_count += 1
+                self._record(session, meta)
                 session.meta_written = True
             for msg in inputs:
                 await self._emit(session, event_log, msg)
             await event_log.publish(bodies.task_state_body("running"))
             await self._run_engine(session, event_log, inputs, request, abort)
+        except TraceRejected as exc:
+            failure = exc.failure
+            session.unclosed = session.meta_written
+            log.error("session %s: %s", session.session_id, failure.message)
+        except OSError as exc:  # the trace directory could not be made or repaired
+            failure = self._storage_failed(exc)
+            log.error("session %s: %s", session.session_id, failure.message)
         except Exception:  # a hub bug must still end the task cleanly
             log.exception("task of session %s failed", session.session_id)
         finally:
@@ -365,7 +415,7 @@ class Hub:
             session.idle_since = time.monotonic()
             session.approvals.deny_all()
             session.updated_at = utc_now()
-            await event_log.publish(bodies.task_state_body("idle"))
+            await event_log.publish(bodies.task_state_body("idle", failure=failure))
 
     def _session_meta(self, session: _Session) -> JsonObject:
         if isinstance(self.engine, DescribesSession):
@@ -413,6 +463,7 @@ class Hub:
             metadata=request.metadata,
         )
         failure: list[str] = []
+        rejected: list[TraceRejected] = []
 
         async def pump() -> None:
             stream = self.engine.run([message_to_dict(m) for m in inputs], options)
@@ -420,6 +471,11 @@ class Hub:
                 async for item in stream:
                     msg, as_dict = _decode(item)
                     await self._emit(session, event_log, msg, as_dict)
+            except TraceRejected as exc:
+                # Nothing more can be recorded, so nothing more is published:
+                # the run's client is told through the closing task_state.
+                rejected.append(exc)
+                abort.set(exc.failure.message)
             except ConversionError as exc:
                 failure.append(f"engine produced an invalid message: {exc}")
             except Exception as exc:
@@ -445,6 +501,8 @@ class Hub:
             aborted.cancel()
             if not pumping.done():
                 pumping.cancel()
+        if rejected:
+            raise rejected[0]
         if failure or (abort.is_set() and not guard.abort_seen):
             reason = (
                 abort.reason if abort.is_set() and abort.reason else (failure or ["aborted"])[0]
@@ -454,6 +512,68 @@ class Hub:
             )
             for item in closing:
                 await self._emit(session, event_log, message_from_dict(item))
+
+    # ---- the trace storage -----------------------------------------------------
+
+    def _record(
+        self, session: _Session, msg: omni_pb2.OmniMessage, line: bytes | None = None
+    ) -> None:
+        """Appends one record to the session's trace, or raises TraceRejected."""
+        try:
+            written = _writer(session).write(msg, line)
+        except OSError as exc:
+            raise TraceRejected(self._storage_failed(exc)) from exc
+        if written:
+            session.message_count += 1
+            session.updated_at = utc_now()
+            if not self.health.serving:
+                self.health.clear(STORAGE)
+
+    def _storage_failed(self, exc: OSError) -> RunFailure:
+        log.error("trace storage failed: %s", exc)
+        failure = storage_failure(exc)
+        self.health.report(STORAGE, failure.message)
+        with contextlib.suppress(RuntimeError):  # RuntimeError: no running loop
+            if self._storage_probe is None or self._storage_probe.done():
+                self._storage_probe = asyncio.get_running_loop().create_task(
+                    self._probe_until_healthy(), name="omni-storage-probe"
+                )
+        return failure
+
+    def _check_storage(self) -> None:
+        """Refuses a run up front while the storage is known to fail (and still
+        fails a fresh check), instead of starting one that cannot be recorded."""
+        problem = self.health.problem(STORAGE)
+        if problem is None:
+            return
+        error = self._probe_storage()
+        if error is None:
+            self.health.clear(STORAGE)
+            return
+        full = storage_failure(error).code == "resource_exhausted"
+        raise StorageUnavailable(problem, exhausted=full)
+
+    def _probe_storage(self) -> OSError | None:
+        probe = self.store.traces_dir / f".probe-{os.getpid()}"
+        try:
+            self.store.traces_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                if os.write(fd, b"\0" * 4096) != 4096:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            finally:
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(probe)
+        except OSError as exc:
+            return exc
+        return None
+
+    async def _probe_until_healthy(self) -> None:
+        while self.health.problem(STORAGE) is not None and not self._closing:
+            await asyncio.sleep(STORAGE_PROBE_SECONDS)
+            if await asyncio.to_thread(self._probe_storage) is None:
+                self.health.clear(STORAGE)
 
 
 # Payloads a run's input may carry: complete user-side model messages.

@@ -5,6 +5,8 @@
   the write happen under an exclusive ``flock``: Linux grows a file's size page by
   page during a large write, so without it another writer could see a record half
   written, take it for a torn tail and add a needless blank line.
+* A failed or short write is taken back (the file is cut to its size before
+  the write, still under the lock), so a full disk does not tear the trace.
 * A torn tail left by a crash is healed: before the first append to an existing
   file whose last byte is not ``\\n`` (and again after a failed write), the record
   is prefixed with ``\\n``. The torn line then becomes a malformed *middle* line,
@@ -14,6 +16,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import fcntl
 import os
 import threading
@@ -70,9 +74,21 @@ class TraceWriter:
                 # A failure (including a short write) leaves the tail unknown: look
                 # again before the next append.
                 self._needs_newline = None
-                written = os.write(fd, data)
-                if written != len(data):
-                    raise OSError(f"short write to {self._path}: {written} of {len(data)} bytes")
+                before = os.fstat(fd).st_size
+                try:
+                    written = os.write(fd, data)
+                    if written != len(data):
+                        raise OSError(
+                            errno.ENOSPC,
+                            f"short write to {self._path}: {written} of {len(data)} bytes",
+                        )
+                except OSError:
+                    # Take back what a short write left (a full disk), so the
+                    # trace still ends on a record; if even that fails, the
+                    # newline prefix above heals the tail on the next append.
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, before)
+                    raise
                 self._needs_newline = False
             finally:
                 os.close(fd)  # also releases the flock

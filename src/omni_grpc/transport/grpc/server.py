@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +59,8 @@ class GrpcTransport:
         self._credentials = server_credentials(config)
         self.server: grpc.aio.Server | None = None
         self.health = health.aio.HealthServicer()
+        self._health_updates: set[asyncio.Task[None]] = set()
+        self._stopping = False
 
     def _build(self) -> grpc.aio.Server:
         """A grpc.aio server belongs to the running loop, so it is made in start()."""
@@ -99,10 +102,26 @@ class GrpcTransport:
         if self.port == 0:
             raise OSError(f"cannot bind gRPC to {target}")
         await server.start()
+        await self._set_health(self.hub.health.serving)
+        self.hub.health.on_change(self._health_changed)
+
+    async def _set_health(self, serving: bool) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING
+        if not serving:
+            status = health_pb2.HealthCheckResponse.NOT_SERVING
         for name in ("", SERVICE_NAME):
-            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+            await self.health.set(name, status)
+
+    def _health_changed(self, serving: bool) -> None:
+        if self._stopping:
+            return  # graceful shutdown has set NOT_SERVING for good
+        # The hub reports from inside a run: health.set is a coroutine.
+        task = asyncio.get_running_loop().create_task(self._set_health(serving))
+        self._health_updates.add(task)
+        task.add_done_callback(self._health_updates.discard)
 
     async def stop(self, grace: float) -> None:
+        self._stopping = True
         if self.server is not None:
             await self.health.enter_graceful_shutdown()
             await self.server.stop(grace)

@@ -21,6 +21,10 @@ log = logging.getLogger(__name__)
 SESSION_HEADER = "omni-session-id"
 CANCEL_REASON = "the Run call was cancelled"
 _STATES = {"idle": pb.SESSION_STATE_IDLE, "running": pb.SESSION_STATE_RUNNING}
+_FAILURE_CODES = {
+    "resource_exhausted": grpc.StatusCode.RESOURCE_EXHAUSTED,
+    "unavailable": grpc.StatusCode.UNAVAILABLE,
+}
 
 
 def run_response(event: HubEvent, session_id: str) -> pb.RunResponse:
@@ -68,6 +72,12 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
                 yield run_response(event, session_id)
                 if is_task_end(event):
                     finished = True
+                    if event.failure is not None:
+                        # The server stopped the run (its trace could not be
+                        # written): the call must not end as a success.
+                        await context.abort(
+                            _FAILURE_CODES[event.failure.code], event.failure.message
+                        )
                     break
         finally:
             sub.close()

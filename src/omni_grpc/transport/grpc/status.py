@@ -22,6 +22,7 @@ from omni_grpc.runtime.errors import (
     InvalidRequest,
     SessionBusy,
     SessionNotFound,
+    StorageUnavailable,
 )
 
 ERROR_DOMAIN = "omni-grpc"
@@ -66,6 +67,9 @@ def status_for(error: HubError) -> status_pb2.Status:
         )
     if isinstance(error, HubClosed):
         return status_pb2.Status(code=code_pb2.UNAVAILABLE, message=str(error))
+    if isinstance(error, StorageUnavailable):
+        code = code_pb2.RESOURCE_EXHAUSTED if error.exhausted else code_pb2.UNAVAILABLE
+        return status_pb2.Status(code=code, message=str(error))
     return status_pb2.Status(code=code_pb2.INTERNAL, message=str(error))
 
 

@@ -160,6 +160,10 @@ class SseRoutes:
                     for out in projection.feed(event.message):
                         yield out.encode()
                 elif is_task_end(event):
+                    if event.failure is not None:
+                        failure = event.failure
+                        for out in projection.fail(failure.code, failure.message):
+                            yield out.encode()
                     break
             else:
                 # The subscription closed before the task ended: the server is going away.

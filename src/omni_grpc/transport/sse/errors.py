@@ -10,10 +10,12 @@ from starlette.responses import JSONResponse, Response
 
 from omni_grpc.runtime.errors import (
     ApprovalNotPending,
+    HubClosed,
     HubError,
     InvalidRequest,
     SessionBusy,
     SessionNotFound,
+    StorageUnavailable,
 )
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,10 @@ def hub_error_status(exc: HubError) -> tuple[int, str]:
         return 409, "task_in_progress"
     if isinstance(exc, ApprovalNotPending):
         return 404, "approval_not_pending"
+    if isinstance(exc, StorageUnavailable):
+        return 503, "storage_unavailable"
+    if isinstance(exc, HubClosed):
+        return 503, "unavailable"
     return 400, "invalid_request"
 
 

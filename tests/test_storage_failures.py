@@ -1,0 +1,192 @@
+"""A full or read-only data dir: runs end failed and say so, nothing unrecorded
+is published, health reports it, and the next run works once storage returns.
+
+The disk is a real tmpfs mounted for the test (the machine's tests run as root).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from omni_grpc.convert import serialize_message
+from omni_grpc.engines.demo import DemoEngine
+from omni_grpc.runtime.hub import Hub
+from omni_grpc.trace.resume import read_trace
+from omni_grpc.trace.validate import TraceValidator
+from omni_grpc.transport.sse.app import create_app
+from omni_grpc.transport.sse.consumer import read_dialect
+from omni_grpc.transport.sse.server import HttpServer
+from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
+from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc
+from tests.conftest import ServerFactory
+
+
+class SmallDisk:
+    def __init__(self, mountpoint: Path) -> None:
+        self.path = mountpoint
+        self.filler = mountpoint / "filler"
+
+    def fill(self) -> None:
+        """Takes every free byte (a tmpfs counts whole pages)."""
+        fd = os.open(self.filler, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            for size in (1 << 20, 4096, 1):
+                while True:
+                    try:
+                        os.write(fd, b"\0" * size)
+                    except OSError as exc:
+                        assert exc.errno == errno.ENOSPC
+                        break
+        finally:
+            os.close(fd)
+
+    def free(self) -> None:
+        self.filler.unlink(missing_ok=True)
+
+    def remount(self, mode: str) -> None:
+        subprocess.run(["mount", "-o", f"remount,{mode}", str(self.path)], check=True)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    mountpoint = tmp_path / "disk"
+    mountpoint.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mountpoint)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        message = f"cannot mount a tmpfs: {done.stderr.strip()}"
+        if os.environ.get("OMNI_REQUIRE_TOOLCHAINS") or os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    try:
+        yield SmallDisk(mountpoint)
+    finally:
+        subprocess.run(["umount", "-l", str(mountpoint)], check=False)
+
+
+def _recordable(response: pb.RunResponse) -> bool:
+    if not response.HasField("message"):
+        return False
+    arm = response.message.WhichOneof("payload") or ""
+    return not arm.startswith("partial_") and not response.message.origin
+
+
+def _trace_lines(data_dir: Path) -> list[bytes]:
+    [shard] = (data_dir / "traces").glob("*/*.jsonl")
+    return shard.read_bytes().splitlines()
+
+
+def _errors(data_dir: Path) -> list[Any]:
+    [shard] = (data_dir / "traces").glob("*/*.jsonl")
+    records, skipped = read_trace(shard)
+    assert skipped == []
+    validator = TraceValidator(trace=True)
+    issues = [i for n, m in enumerate(records, 1) for i in validator.check(n, m)]
+    return [i for i in issues + validator.finish() if i.severity == "error"]
+
+
+def _health(channel: grpc.aio.Channel) -> Any:
+    return health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""))
+
+
+async def test_full_disk_fails_the_run_and_the_next_one_works(
+    server_factory: ServerFactory, small_disk: SmallDisk
+) -> None:
+    data = small_disk.path / "data"
+    # repeat: the final answer is longer than the slack in the trace's last page.
+    server = await server_factory(data_dir=data, engine_options={"repeat": "60"})
+    assert server.grpc is not None
+    async with grpc.aio.insecure_channel(server.grpc.address) as channel:
+        stub = agent_service_pb2_grpc.AgentServiceStub(channel)
+        first = [r async for r in stub.Run(pb.RunRequest(prompt="one"))]
+        session_id = first[0].session_id
+        before = _trace_lines(data)
+
+        small_disk.fill()
+        received: list[pb.RunResponse] = []
+        call = stub.Run(pb.RunRequest(prompt="two", session_id=session_id))
+        with pytest.raises(grpc.aio.AioRpcError) as failed:
+            async for response in call:
+                received.append(response)
+        assert failed.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "trace could not be written" in (failed.value.details() or "")
+        assert "/" not in (failed.value.details() or ""), "no server path in the detail"
+        # Every recordable message the client saw is in the trace, and nothing else is.
+        published = [serialize_message(r.message) for r in received if _recordable(r)]
+        assert _trace_lines(data)[len(before) :] == published
+        assert (await _health(channel)).status == health_pb2.HealthCheckResponse.NOT_SERVING
+
+        # While the disk stays full, a run is refused before it starts.
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.Run(pb.RunRequest(prompt="three", session_id=session_id)).read()
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+        small_disk.free()
+        last = [r async for r in stub.Run(pb.RunRequest(prompt="four", session_id=session_id))]
+        assert last[-1].event.task_state.state == pb.SESSION_STATE_IDLE
+        assert (await _health(channel)).status == health_pb2.HealthCheckResponse.SERVING
+        [info] = (await stub.ListSessions(pb.ListSessionsRequest())).sessions
+        assert info.message_count == len(_trace_lines(data))
+    assert _errors(data) == []
+
+
+async def test_read_only_data_dir_fails_the_run_unavailable(
+    server_factory: ServerFactory, small_disk: SmallDisk
+) -> None:
+    data = small_disk.path / "data"
+    server = await server_factory(data_dir=data)
+    assert server.grpc is not None
+    async with grpc.aio.insecure_channel(server.grpc.address) as channel:
+        stub = agent_service_pb2_grpc.AgentServiceStub(channel)
+        small_disk.remount("ro")
+        with pytest.raises(grpc.aio.AioRpcError) as failed:
+            async for _ in stub.Run(pb.RunRequest(prompt="one")):
+                pass
+        assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert (await _health(channel)).status == health_pb2.HealthCheckResponse.NOT_SERVING
+
+        small_disk.remount("rw")
+        responses = [r async for r in stub.Run(pb.RunRequest(prompt="two"))]
+        assert responses[-1].event.task_state.state == pb.SESSION_STATE_IDLE
+        assert (await _health(channel)).status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_dialect_run_on_a_full_disk_ends_failed_then_503(small_disk: SmallDisk) -> None:
+    data = small_disk.path / "data"
+    hub = Hub(DemoEngine(repeat=60), data)
+    server = HttpServer(create_app(hub), port=0)
+    await server.start()
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+            items = [i async for i in read_dialect(http, "/v1/runs", {"prompt": "one"})]
+            assert items[-1].data["status"] == "completed"
+            small_disk.fill()
+            items = [i async for i in read_dialect(http, "/v1/runs", {"prompt": "two"})]
+            names = [i.event for i in items]
+            assert names[-2:] == ["error", "done"], names
+            assert items[-2].data["code"] == "resource_exhausted"
+            assert items[-1].data["status"] == "failed"
+
+            refused = await http.post("/v1/runs", json={"prompt": "three"})
+            assert refused.status_code == 503
+            assert refused.json()["code"] == "storage_unavailable"
+
+            small_disk.free()
+            items = [i async for i in read_dialect(http, "/v1/runs", {"prompt": "four"})]
+            assert items[-1].data["status"] == "completed"
+    finally:
+        await hub.shutdown()
+        await server.stop()

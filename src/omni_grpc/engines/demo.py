@@ -42,6 +42,17 @@ _DELTAS_PER_TURN = 16
 _N = TypeVar("_N", int, float)
 
 
+_CALL_ID = re.compile(rb'"tool_call_id":"call_demo_(\d+)"')
+
+
+def _last_call_number(trace: Path | None) -> int:
+    """The highest ``call_demo_<n>`` a trace holds (0 for none or no trace)."""
+    if trace is None or not trace.is_file():
+        return 0
+    with trace.open("rb") as fh:
+        return max((int(m) for line in fh for m in _CALL_ID.findall(line)), default=0)
+
+
 class _Aborted(Exception):
     """Raised inside the run when the abort signal is seen."""
 
@@ -57,6 +68,7 @@ class DemoEngine:
         self.pacing = pacing
         self.repeat = repeat
         self._runs: dict[str, int] = {}
+        self._calls: dict[str, int] = {}
         self._usage: dict[str, JsonObject] = {}
 
     def session_meta(self, session_id: str, workspace: Path) -> JsonObject:
@@ -85,6 +97,16 @@ class DemoEngine:
     def _next_run(self, session_id: str) -> int:
         self._runs[session_id] = self._runs.get(session_id, 0) + 1
         return self._runs[session_id]
+
+    def _next_call(self, session_id: str, trace: Path | None) -> int:
+        """The number of the session's next tool call: one past the highest in its
+        trace, then counting. Ids stay unique across tasks and restarts (a
+        resumed trace pairs outputs by id) and the engine stays deterministic."""
+        last = self._calls.get(session_id)
+        if last is None:
+            last = _last_call_number(trace)
+        self._calls[session_id] = last + 1
+        return last + 1
 
     def _count(self, session_id: str, output_text: str, prompt_text: str) -> JsonObject:
         request = {
@@ -128,7 +150,7 @@ class _Turn:
     async def play(self, prompt: str) -> AsyncIterator[JsonObject]:
         opts = self.options
         number = self.engine._next_run(opts.session_id)
-        call_id = f"call_demo_{number}"
+        call_id = f"call_demo_{self.engine._next_call(opts.session_id, opts.trace_path)}"
         if number == 1:
             yield protocol.tool_list_ready([_TOOL])
 

@@ -20,6 +20,7 @@ the recorded gap between messages (scaled by ``speed``, capped by
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -73,6 +74,8 @@ class ReplayEngine:
         self.options = options or ReplayOptions()
         self.meta, self.tasks, self.has_partials = _load(path)
         self._cursor: dict[str, int] = {}
+        # Per session: every tool_call_id its trace holds or this engine gave it.
+        self._used: dict[str, set[str]] = {}
 
     def session_meta(self, session_id: str, workspace: Path) -> JsonObject:
         recorded = self.meta or {}
@@ -90,8 +93,30 @@ class ReplayEngine:
         self, input: list[JsonObject], options: RunOptions
     ) -> AsyncIterator[EngineMessage]:
         player = _Player(self, options)
-        async for message in player.play(self._next_task(options.session_id)):
+        task = self._unique_ids(options, self._next_task(options.session_id))
+        async for message in player.play(task):
             yield message
+
+    def _unique_ids(self, options: RunOptions, task: list[_Recorded]) -> list[_Recorded]:
+        """The task with every tool_call_id the session already used renamed.
+
+        Playing a recorded task again (the cycle wrapped, ``turns=all``, or a
+        restart) would otherwise repeat its ids, and a resumed trace pairs
+        outputs by id. The first play keeps the recorded ids.
+        """
+        used = self._used.get(options.session_id)
+        if used is None:
+            used = self._used[options.session_id] = _call_ids_in(options.trace_path)
+        renamed: dict[str, str] = {}
+        for recorded in task:
+            if recorded.payload.get("type") == "tool_call":
+                call_id = str(recorded.payload.get("tool_call_id", ""))
+                if call_id in used and call_id not in renamed:
+                    renamed[call_id] = f"{call_id}_{secrets.token_hex(4)}"
+                used.add(renamed.get(call_id, call_id))
+        if not renamed:
+            return task
+        return [_renamed(recorded, renamed) for recorded in task]
 
     def _next_task(self, session_id: str) -> list[_Recorded]:
         if self.options.turns == "all":
@@ -201,6 +226,28 @@ def _segment_of(payload: Mapping[str, Any]) -> Segment:
         name=str(payload.get("name", "")),
         tool_call_id=str(payload.get("tool_call_id", "")),
     )
+
+
+def _renamed(recorded: _Recorded, names: Mapping[str, str]) -> _Recorded:
+    arm = recorded.message.WhichOneof("payload")
+    body = getattr(recorded.message, arm) if arm else None
+    old = getattr(body, "tool_call_id", None)
+    if not isinstance(old, str) or old not in names:
+        return recorded
+    message = omni_pb2.OmniMessage()
+    message.CopyFrom(recorded.message)
+    getattr(message, arm).tool_call_id = names[old]
+    return _Recorded(message, message_to_dict(message)["payload"], recorded.timestamp)
+
+
+def _call_ids_in(trace: Path | None) -> set[str]:
+    if trace is None or not trace.is_file():
+        return set()
+    return {
+        record.message.tool_call.tool_call_id
+        for record in read_records(trace, "jsonl", tolerant=True)
+        if record.message.WhichOneof("payload") == "tool_call"
+    }
 
 
 def _restamped(message: omni_pb2.OmniMessage) -> omni_pb2.OmniMessage:

@@ -99,7 +99,7 @@ class _Lane:
     awaiting: tuple[int, _Fragment] | None = None  # (stop line, fragment)
     request_line: int | None = None
     calls: dict[str, int] = field(default_factory=dict)  # call id -> line, no output yet
-    seen_calls: set[str] = field(default_factory=set)
+    seen_calls: dict[str, int] = field(default_factory=dict)  # call id -> line of its call
 
 
 class TraceValidator:
@@ -220,8 +220,17 @@ class TraceValidator:
             lane.request_line = None
         elif kind == "tool_call" and isinstance(call_id, str):
             if call_id in lane.seen_calls:
-                report("error", "tool-pairing", f"tool_call id {call_id!r} used twice")
-            lane.seen_calls.add(call_id)
+                # Unique within the session, across tasks: a resumed trace pairs
+                # each output with the call of its id.
+                first = lane.seen_calls[call_id]
+                report(
+                    "error",
+                    "tool-pairing",
+                    f"tool_call id {call_id!r} used twice (first on line {first}); "
+                    "ids must be unique within a session",
+                )
+            else:
+                lane.seen_calls[call_id] = line
             # Only a completed call runs; others need no output.
             if payload.get("stop_reason", "completed") == "completed":
                 lane.calls[call_id] = line

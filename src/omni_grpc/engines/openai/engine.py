@@ -88,13 +88,20 @@ class _Run:
         self.config = engine.config
         self.options = options
         self.items: list[JsonObject] = []
+        self.call_ids: set[str] = set()
         self.session_usage: JsonObject = b.empty_token_counts()
         self.tools: dict[str, asyncio.Task[ToolResult]] = {}
         self.ctx = ToolContext(options.session_id, options.workspace)
 
     async def execute(self, run_input: list[JsonObject]) -> AsyncIterator[JsonObject]:
         yield b.tool_list_ready([t.definition() for t in self.config.tools.values()])
-        history = rebuild(load_trace(self.options.trace_path))
+        recorded = load_trace(self.options.trace_path)
+        self.call_ids = {
+            str(m["payload"].get("tool_call_id"))
+            for m in recorded
+            if isinstance(m.get("payload"), dict) and m["payload"].get("type") == "tool_call"
+        }
+        history = rebuild(recorded)
         drop_echoed_input(history, run_input)
         self.items = history.items + [dict(m["payload"]) for m in run_input]
         self.session_usage = history.session_usage
@@ -152,7 +159,7 @@ class _Run:
                 queue.put_nowait,
             )
         )
-        assembler = TurnAssembler()
+        assembler = TurnAssembler(self.call_ids)
         started: list[str] = []
         try:
             while True:

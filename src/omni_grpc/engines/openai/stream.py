@@ -9,6 +9,7 @@ message follows its stop immediately.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,7 +25,11 @@ class MalformedStream(Exception):
 
 
 class TurnAssembler:
-    def __init__(self) -> None:
+    def __init__(self, used_call_ids: set[str] | None = None) -> None:
+        # Every tool_call_id the session has used: a call must not reuse one, or
+        # a resumed trace would pair an output with the wrong call. Shared with
+        # the caller, and added to as calls open.
+        self.used_call_ids = used_call_ids if used_call_ids is not None else set()
         self._open: Segment | None = None
         self._open_index: int | None = None
         self._reasoning_field = ""
@@ -32,7 +37,6 @@ class TurnAssembler:
         self.messages: list[JsonObject] = []  # complete messages, in stream order
         self.usage: JsonObject | None = None
         self.finish_reason: str | None = None
-        self._next_call = 0
 
     def feed(self, chunk: object) -> list[JsonObject]:
         """The fragments and complete messages one chunk produces."""
@@ -93,9 +97,12 @@ class TurnAssembler:
             out += self.close()
             call_id = call.get("id")
             if not isinstance(call_id, str) or not call_id:
-                # Some servers omit ids; invent a stable one so outputs can pair.
-                call_id = f"call_{self._next_call}"
-            self._next_call += 1
+                # Some servers omit ids; invent one so outputs can pair.
+                call_id = f"call_{secrets.token_hex(8)}"
+            elif call_id in self.used_call_ids:
+                # Some servers number calls per response (call_0 every turn).
+                call_id = f"{call_id}_{secrets.token_hex(4)}"
+            self.used_call_ids.add(call_id)
             segment = Segment(
                 "tool_call", name=str(function.get("name") or ""), tool_call_id=call_id
             )

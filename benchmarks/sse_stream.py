@@ -55,7 +55,7 @@ def _http(server: OmniServer) -> httpx.AsyncClient:
 
 async def reference_sse_run(server: OmniServer, prompt: str) -> Sample:
     async with _http(server) as http:
-        sid = (await http.post("/api/sessions", json={})).json()["sessionId"]
+        sid = (await http.post("/api/sessions", json={})).json()["session"]["sessionId"]
         connected = asyncio.Event()
         marks: list[float] = []
         count = 0

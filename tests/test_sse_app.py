@@ -56,7 +56,7 @@ async def served(
 async def new_session(s: Served, **headers: str) -> str:
     r = await s.http.post("/api/sessions", json={}, headers=headers)
     assert r.status_code == 201, r.text
-    sid: str = r.json()["sessionId"]
+    sid: str = r.json()["session"]["sessionId"]
     return sid
 
 
@@ -123,9 +123,12 @@ async def test_a_task_streams_in_reference_order_and_matches_history(tmp_path: P
         # Every complete message of the stream is in the history, byte for byte.
         r = await s.http.get(f"/api/sessions/{sid}/messages")
         assert r.status_code == 200 and r.headers["content-type"] == "application/json"
-        history = [
-            json.dumps(m, separators=(",", ":"), ensure_ascii=False) for m in r.json()["messages"]
+        messages = r.json()["messages"]
+        # Each carries its place in the trace; a client's dedup key leaves it out.
+        assert [m.pop("tracePosition") for m in messages] == [
+            {"fileIndex": 1, "ordinal": i} for i in range(len(messages))
         ]
+        history = [json.dumps(m, separators=(",", ":"), ensure_ascii=False) for m in messages]
         assert json.loads(history[0])["type"] == "session_meta"
         streamed = [
             i.data
@@ -211,11 +214,12 @@ async def test_ask_mode_approvals_over_http(tmp_path: Path) -> None:
         bad = await s.http.post(
             f"/api/sessions/{sid}/approvals/{call_id}", json={"decision": "maybe"}
         )
-        assert bad.status_code == 400 and bad.json()["code"] == "invalid_request"
+        assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_request"
         unknown = await s.http.post(
             f"/api/sessions/{sid}/approvals/nope", json={"decision": "allow"}
         )
-        assert unknown.status_code == 404 and unknown.json()["code"] == "approval_not_pending"
+        assert unknown.status_code == 404
+        assert unknown.json()["error"]["code"] == "approval_not_found"
         ok = await s.http.post(
             f"/api/sessions/{sid}/approvals/{call_id}", json={"decision": "deny"}
         )
@@ -261,7 +265,8 @@ async def test_dialect_run_streams_the_six_events(tmp_path: Path) -> None:
         assert names[0] == "thought" and names[-1] == "done" and names.count("done") == 1
         assert set(names) <= {"thought", "tool_call", "tool_result", "message", "done"}
         call = next(e.data for e in events if e.event == "tool_call")
-        assert call == {"tool": "list_workspace", "call_id": "call_demo_1", "args": {"path": "."}}
+        assert call["tool"] == "list_workspace" and call["args"] == {"path": "."}
+        assert call["call_id"].startswith("call_demo_")
         assert names.index("tool_call") < names.index("tool_result")
         done = events[-1].data
         assert done["status"] == "completed" and done["total_tokens"] > 0
@@ -281,12 +286,12 @@ async def test_dialect_run_streams_the_six_events(tmp_path: Path) -> None:
 async def test_dialect_run_continues_a_session_and_reports_busy(tmp_path: Path) -> None:
     async with served(tmp_path, pacing=0.05) as s:
         r = await s.http.post("/api/sessions", json={})
-        sid = r.json()["sessionId"]
+        sid = r.json()["session"]["sessionId"]
         stream = read_dialect(s.http, "/v1/runs", {"prompt": "one", "session_id": sid})
         first = await anext(stream)
         assert first.event == "thought"
         busy = await s.http.post("/v1/runs", json={"prompt": "two", "sessionId": sid})
-        assert busy.status_code == 409 and busy.json()["code"] == "task_in_progress"
+        assert busy.status_code == 409 and busy.json()["error"]["code"] == "task_in_progress"
         rest = [ev async for ev in stream]
         assert rest[-1].event == "done"
 
@@ -343,7 +348,7 @@ async def test_bearer_token_via_header_or_query_parameter(tmp_path: Path) -> Non
     async with served(tmp_path, token="s3cret") as s:
         r = await s.http.post("/api/sessions", json={})
         assert r.status_code == 401
-        assert r.json()["code"] == "unauthenticated"
+        assert r.json()["error"]["code"] == "unauthenticated"
         assert r.headers["www-authenticate"] == "Bearer"
         wrong = await s.http.get("/api/sessions", headers={"Authorization": "Bearer nope"})
         assert wrong.status_code == 401
@@ -397,8 +402,8 @@ async def test_bad_requests_get_json_errors_naming_the_field(
         r = await s.http.post(
             f"/api/sessions/{sid}/tasks", content=body, headers={"content-type": "application/json"}
         )
-        assert (r.status_code, r.json()["code"]) == (status, code)
-        assert needle in r.json()["message"]
+        assert (r.status_code, r.json()["error"]["code"]) == (status, code)
+        assert needle in r.json()["error"]["message"]
 
 
 async def test_unknown_sessions_and_routes(tmp_path: Path) -> None:
@@ -410,11 +415,13 @@ async def test_unknown_sessions_and_routes(tmp_path: Path) -> None:
             ("POST", "/api/sessions/nope/abort"),
         ]:
             r = await s.http.request(method, path, json={"prompt": "x"})
-            assert r.status_code == 404 and r.json()["code"] == "session_not_found", path
+            assert r.status_code == 404, path
+            assert r.json()["error"]["code"] == "session_not_found", path
         r = await s.http.get("/nowhere")
-        assert r.status_code == 404 and r.json() == {"code": "not_found", "message": "Not Found"}
+        assert r.status_code == 404
+        assert r.json() == {"error": {"code": "not_found", "message": "Not Found"}}
         r = await s.http.delete("/api/sessions")
-        assert r.status_code == 405 and r.json()["code"] == "method_not_allowed"
+        assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed"
 
 
 async def test_the_app_mounts_inside_a_users_application(tmp_path: Path) -> None:

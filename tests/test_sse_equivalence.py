@@ -78,7 +78,7 @@ def engine_messages(lines: list[Line]) -> list[str]:
 async def test_grpc_sse_and_reingested_sse_agree(tmp_path: Path) -> None:
     async with omni_server(tmp_path / "a") as a:
         async with httpx.AsyncClient(base_url=http_url(a), timeout=10) as http:
-            sid = (await http.post("/api/sessions", json={})).json()["sessionId"]
+            sid = (await http.post("/api/sessions", json={})).json()["session"]["sessionId"]
             seen: list[StreamItem] = []
             connected = asyncio.Event()
 

@@ -108,7 +108,7 @@ async def test_sse_gateway(go_server: str, serve_process: Callable[..., Any]) ->
     async with httpx.AsyncClient(timeout=30) as http:
         created = await http.post(f"{base}/api/sessions", json={})
         assert created.status_code == 201
-        sid = created.json()["sessionId"]
+        sid = created.json()["session"]["sessionId"]
         messages: list[str] = []
         states: list[int] = []
 

@@ -102,7 +102,7 @@ class SseUpstreamEngine:
         upstream = self._sessions.get(session_id)
         if upstream is None:
             created = await self._post("/api/sessions", {}, (200, 201))
-            upstream = str(created.json()["sessionId"])
+            upstream = _created_session_id(created)
             self._sessions[session_id] = upstream
         return upstream
 
@@ -157,6 +157,20 @@ class SseUpstreamEngine:
     async def _relay_abort(self, base: str, options: RunOptions) -> None:
         await options.abort.wait()
         await self._post(f"{base}/abort", {"reason": options.abort.reason or ""}, (202, 204))
+
+
+def _created_session_id(response: httpx.Response) -> str:
+    """The id in a reference ``{"session": SessionInfo}`` answer."""
+    try:
+        body = response.json()
+        session_id = body["session"]["sessionId"]
+    except (ValueError, KeyError, TypeError):
+        raise UpstreamError(
+            f"POST /api/sessions answered no session.sessionId: {response.text[:300]}"
+        ) from None
+    if not isinstance(session_id, str) or not session_id:
+        raise UpstreamError(f"POST /api/sessions answered a bad sessionId: {session_id!r}")
+    return session_id
 
 
 def create(url: str, token: str | None = None, timeout: str | float = 30.0) -> SseUpstreamEngine:

@@ -48,7 +48,7 @@ from omni_grpc.runtime.memory_log import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT, M
 from omni_grpc.runtime.run_guard import RunGuard
 from omni_grpc.runtime.store import SessionStore, utc_now
 from omni_grpc.trace import TraceWriter, read_jsonl
-from omni_grpc.trace.paths import new_session_id
+from omni_grpc.trace.paths import new_session_id, parse_shard_name
 from omni_grpc.trace.resume import read_trace, recover_shard
 from omni_grpc_proto.omni.v1 import omni_pb2
 
@@ -92,6 +92,20 @@ class SessionInfo:
     updated_at: str
     message_count: int
     last_event_id: str | None
+    # From the session_meta the trace opens with (or will, before the first run).
+    provider: str = ""
+    model_id: str = ""
+    workspace: str = ""
+    source: str | None = None
+    # The mode a task that names none runs under (the server's default).
+    approval_mode: str = ApprovalMode.ALLOW_ALL.value
+    pending_approvals: int = 0
+    # The shard new records go to; None until the first run writes one.
+    trace_path: str | None = None
+
+    @property
+    def has_trace(self) -> bool:
+        return self.trace_path is not None
 
 
 @dataclass(frozen=True)
@@ -112,6 +126,8 @@ class _Session:
     message_count: int
     meta_written: bool
     approvals: ApprovalBroker
+    # The session_meta payload, once known (recorded, or built for the first run).
+    meta: JsonObject | None = None
     log: EventLog | None = None
     task: asyncio.Task[None] | None = None
     abort: AbortSignal | None = None
@@ -182,6 +198,7 @@ class Hub:
                 message_count=stored.record_count,
                 meta_written=stored.record_count > 0,
                 approvals=ApprovalBroker(stored.session_id),
+                meta=stored.meta,
             )
 
     def _create_session(self) -> _Session:
@@ -238,6 +255,8 @@ class Hub:
                 session.log = None
 
     def _info(self, session: _Session) -> SessionInfo:
+        meta = self._meta_payload(session)
+        source = meta.get("source")
         return SessionInfo(
             session_id=session.session_id,
             state="running" if session.running else "idle",
@@ -245,7 +264,21 @@ class Hub:
             updated_at=session.updated_at,
             message_count=session.message_count,
             last_event_id=session.log.last_event_id if session.log else None,
+            provider=str(meta.get("provider", "")),
+            model_id=str(meta.get("model_id", "")),
+            workspace=str(meta.get("workspace", "")),
+            source=source if isinstance(source, str) else None,
+            approval_mode=self.default_approval.value,
+            pending_approvals=len(session.approvals.pending()),
+            trace_path=str(session.trace_path) if session.meta_written else None,
         )
+
+    def _meta_payload(self, session: _Session) -> JsonObject:
+        if session.meta is None:
+            # Not recorded yet: what the first run will record.
+            payload = self._session_meta(session)["payload"]
+            session.meta = payload if isinstance(payload, dict) else {}
+        return session.meta
 
     def list_sessions(self) -> list[SessionInfo]:
         return [self._info(s) for s in self._sessions.values()]
@@ -266,6 +299,17 @@ class Hub:
         """The session's recorded messages, from its trace (torn lines skipped).
         Raises SessionNotFound at once, not on the first iteration."""
         return _read_history(list(self._get(session_id).shards))
+
+    async def history_shards(self, session_id: str) -> list[tuple[int, list[omni_pb2.OmniMessage]]]:
+        """The recorded messages shard by shard, each with its file index (``_001``
+        is 1): a message's place in its shard is its reference ``tracePosition``."""
+        shards = list(self._get(session_id).shards)
+        out = []
+        for shard in shards:
+            parsed = parse_shard_name(shard)
+            if parsed is not None and shard.exists():
+                out.append((parsed[1], await asyncio.to_thread(_read_shard, shard)))
+        return out
 
     # ---- tasks ------------------------------------------------------------------
 
@@ -392,8 +436,10 @@ class Hub:
                 await asyncio.to_thread(
                     session.trace_path.parent.mkdir, parents=True, exist_ok=True
                 )
-                meta = message_from_dict(self._session_meta(session))
-                self._record(session, meta)
+                meta_dict = self._session_meta(session)
+                payload = meta_dict["payload"]
+                session.meta = payload if isinstance(payload, dict) else {}
+                self._record(session, message_from_dict(meta_dict))
                 session.meta_written = True
             for msg in inputs:
                 await self._emit(session, event_log, msg)
@@ -418,19 +464,26 @@ class Hub:
             await event_log.publish(bodies.task_state_body("idle", failure=failure))
 
     def _session_meta(self, session: _Session) -> JsonObject:
-        if isinstance(self.engine, DescribesSession):
-            payload = self.engine.session_meta(session.session_id, session.workspace)
-        else:
-            payload = protocol.session_meta_payload(
-                session.session_id,
-                "omni-grpc",
-                getattr(self.engine, "name", type(self.engine).__name__),
-                "unknown",
-                "",
-                "",
-                str(session.workspace),
-            )
+        payload = self._meta_for(session.session_id, session.workspace)
         return protocol.session_meta(payload, timestamp=session.created_at)
+
+    def _meta_for(self, session_id: str, workspace: Path) -> JsonObject:
+        if isinstance(self.engine, DescribesSession):
+            return self.engine.session_meta(session_id, workspace)
+        return protocol.session_meta_payload(
+            session_id,
+            "omni-grpc",
+            getattr(self.engine, "name", type(self.engine).__name__),
+            "unknown",
+            "",
+            "",
+            str(workspace),
+        )
+
+    def new_session_model(self) -> tuple[str, str]:
+        """``(provider, model_id)`` that a session created now would record."""
+        payload = self._meta_for("session-new", self.store.workspaces_dir / "session-new")
+        return str(payload.get("provider", "")), str(payload.get("model_id", ""))
 
     async def _run_engine(
         self,

@@ -24,6 +24,8 @@ class StoredSession:
     created_at: str
     updated_at: str
     record_count: int
+    # The payload of the session_meta the first shard opens with, if it does.
+    meta: dict[str, object] | None = None
 
 
 def utc_now() -> str:
@@ -63,11 +65,17 @@ class SessionStore:
 def _describe(session_id: str, shards: list[Path]) -> StoredSession:
     first = shards[0]
     stat = first.stat()
-    created = _first_timestamp(first) or iso_utc(datetime.fromtimestamp(stat.st_mtime, UTC))
+    record = _first_record(first)
+    stamp = record.get("timestamp")
+    created = (
+        stamp if isinstance(stamp, str) else iso_utc(datetime.fromtimestamp(stat.st_mtime, UTC))
+    )
     updated = iso_utc(datetime.fromtimestamp(max(p.stat().st_mtime for p in shards), UTC))
     # Only the newest shard is appended to, so only it can hold a crash's tail.
     count = sum(len(read_trace(p)[0]) for p in shards[:-1]) + _recover(shards[-1])
-    return StoredSession(session_id, shards, created, updated, count)
+    payload = record.get("payload")
+    meta = payload if record.get("type") == "session_meta" and isinstance(payload, dict) else None
+    return StoredSession(session_id, shards, created, updated, count, meta)
 
 
 def _recover(shard: Path) -> int:
@@ -89,12 +97,11 @@ def _recover(shard: Path) -> int:
     return recovery.record_count
 
 
-def _first_timestamp(path: Path) -> str | None:
+def _first_record(path: Path) -> dict[str, object]:
     with path.open("rb") as fh:
         line = fh.readline()
     try:
         record = orjson.loads(line)
     except orjson.JSONDecodeError:
-        return None
-    stamp = record.get("timestamp") if isinstance(record, dict) else None
-    return stamp if isinstance(stamp, str) else None
+        return {}
+    return record if isinstance(record, dict) else {}

@@ -43,7 +43,8 @@ async function api(method, path, body) {
   });
   if (!response.ok) {
     let message = response.status + " " + response.statusText;
-    try { message = (await response.json()).message || message; } catch (_) { /* not JSON */ }
+    // Errors are {"error": {code, message}}, as the reference server writes them.
+    try { message = (await response.json()).error.message || message; } catch (_) { /* not JSON */ }
     throw new Error(message);
   }
   if (response.status === 204) return null;
@@ -181,7 +182,10 @@ function askApproval(toolCall) {
 
 async function renderHistory() {
   const history = await api("GET", `api/sessions/${sessionId}/messages`);
-  for (const msg of history.messages) renderMessage(msg, JSON.stringify(msg));
+  for (const { tracePosition, ...msg } of history.messages) {
+    // The stream's copy has no tracePosition: keyed without it, the two match.
+    renderMessage(msg, JSON.stringify(msg));
+  }
 }
 
 function renderServerEvent(event) {
@@ -203,7 +207,7 @@ function connect() {
   if (ready) return ready;
   ready = (async () => {
     if (!sessionId) {
-      sessionId = (await api("POST", "api/sessions", {})).sessionId;
+      sessionId = (await api("POST", "api/sessions", {})).session.sessionId;
       params.set("session", sessionId);
       history.replaceState(null, "", "?" + params.toString());
     } else {

@@ -13,7 +13,6 @@ import secrets
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
-import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -22,12 +21,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from omni_grpc.convert import serialize_message
 from omni_grpc.runtime.bodies import is_task_end
-from omni_grpc.runtime.errors import HubError
+from omni_grpc.runtime.errors import ApprovalNotPending, HubError, SessionBusy
 from omni_grpc.runtime.event_log import Subscription
-from omni_grpc.runtime.hub import Hub, RunRequest, SessionInfo
-from omni_grpc.transport.sse import page
+from omni_grpc.runtime.hub import Hub, RunRequest
+from omni_grpc.trace.window import positioned, window
+from omni_grpc.transport.sse import history, page
 from omni_grpc.transport.sse.auth import BearerAuth
 from omni_grpc.transport.sse.dialect import DialectProjection
 from omni_grpc.transport.sse.errors import (
@@ -39,31 +38,25 @@ from omni_grpc.transport.sse.errors import (
 )
 from omni_grpc.transport.sse.requests import (
     DEFAULT_MAX_BODY_BYTES,
+    QUEUE_REFUSED,
     approval_mode,
+    check_session_model,
+    check_session_options,
     decision,
     input_messages,
     optional_string,
+    queue_if_busy,
     read_json,
     thinking_level,
 )
 from omni_grpc.transport.sse.response import EventStreamResponse
+from omni_grpc.transport.sse.sessions import session_json
 from omni_grpc.transport.sse.stream import event_frames, paced
 from omni_grpc.transport.sse.wire import DEFAULT_HEARTBEAT_SECONDS, PING
 
 SESSION_HEADER = "omni-session-id"
 # The abort reason recorded when a dialect client hangs up mid-run.
 DISCONNECT_REASON = "client disconnected"
-
-
-def _session_json(info: SessionInfo) -> dict[str, Any]:
-    return {
-        "sessionId": info.session_id,
-        "state": info.state,
-        "createdAt": info.created_at,
-        "updatedAt": info.updated_at,
-        "messageCount": info.message_count,
-        "lastEventId": info.last_event_id,
-    }
 
 
 class SseRoutes:
@@ -77,23 +70,33 @@ class SseRoutes:
     # ---- reference routes ------------------------------------------------------
 
     async def list_sessions(self, _request: Request) -> Response:
-        return JSONResponse({"sessions": [_session_json(s) for s in self.hub.list_sessions()]})
+        return JSONResponse({"sessions": [session_json(s) for s in self.hub.list_sessions()]})
 
     async def create_session(self, request: Request) -> Response:
-        await read_json(request, self.max_body, required=False)  # agent options: none yet
+        body = await read_json(request, self.max_body, required=False)
+        check_session_options(body, self.hub.default_approval)
+        check_session_model(body, self.hub.new_session_model())
         info = self.hub.create_session()
-        return JSONResponse(_session_json(info), status_code=201)
+        return JSONResponse({"session": session_json(info)}, status_code=201)
 
     async def get_session(self, request: Request) -> Response:
-        return JSONResponse(_session_json(self.hub.session_info(request.path_params["sid"])))
+        info = self.hub.session_info(request.path_params["sid"])
+        return JSONResponse({"session": session_json(info, with_trace_path=True)})
 
     async def create_task(self, request: Request) -> Response:
         session_id = request.path_params["sid"]
         self.hub.session_info(session_id)  # 404 before reading a large body
         body = await read_json(request, self.max_body)
-        _, subscription = await self.hub.run(self._run_request(body, session_id))
+        run_request = self._run_request(body, session_id)
+        queue = queue_if_busy(body)
+        try:
+            _, subscription = await self.hub.run(run_request)
+        except SessionBusy as exc:
+            if queue:
+                raise ApiError(409, "queue_not_supported", QUEUE_REFUSED) from exc
+            raise
         subscription.close()  # the client watches /stream
-        return JSONResponse({"sessionId": session_id, "state": "running"}, status_code=202)
+        return JSONResponse({"sessionId": session_id}, status_code=202)
 
     async def stream(self, request: Request) -> Response:
         session_id = request.path_params["sid"]
@@ -104,23 +107,27 @@ class SseRoutes:
     async def messages(self, request: Request) -> Response:
         session_id = request.path_params["sid"]
         self.hub.session_info(session_id)
-        # Each message in the codec's exact bytes, as the trace holds them.
-        parts = [serialize_message(m) async for m in self.hub.history(session_id)]
-        body = b'{"messages":[' + b",".join(parts) + b"]"
-        live = self.hub.live_tail(session_id)
-        if live is not None:
-            # As the reference: a client drops its buffered partials up to the
-            # cursor (same epoch) and paints these fragments instead.
-            fragments = b",".join(serialize_message(f) for f in live.fragments)
-            body += b',"live":{"cursor":' + orjson.dumps(live.cursor)
-            body += b',"fragments":[' + fragments + b"]}"
-        return Response(body + b"}", media_type="application/json")
+        wanted = history.page_request(request.query_params)
+        # The live tail is taken before the trace is read: every message its
+        # cursor covers is then in the history (the trace is written first).
+        live = self.hub.live_tail(session_id) if wanted is None or wanted.before is None else None
+        records = positioned(await self.hub.history_shards(session_id))
+        if wanted is None:
+            payload = history.body(records, live, None)
+        else:
+            page = window(records, wanted.limit, wanted.before)
+            payload = history.body(page.messages, live, page)
+        return Response(payload, media_type="application/json")
 
     async def approve(self, request: Request) -> Response:
         session_id = request.path_params["sid"]
         self.hub.session_info(session_id)
         body = await read_json(request, self.max_body)
-        self.hub.approve(session_id, request.path_params["call_id"], decision(body))
+        try:
+            self.hub.approve(session_id, request.path_params["call_id"], decision(body))
+        except ApprovalNotPending as exc:
+            # The reference's code for an unknown call and an already decided one.
+            raise ApiError(404, "approval_not_found", str(exc)) from exc
         return Response(status_code=204)
 
     async def abort(self, request: Request) -> Response:

@@ -72,6 +72,8 @@ async def _raise_for_status(response: httpx.Response) -> None:
     message = body.decode(errors="replace")
     try:
         parsed = orjson.loads(body)
+        if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
+            parsed = parsed["error"]  # the reference's {"error": {code, message}}
         if isinstance(parsed, dict):
             code = parsed.get("code")
             message = parsed.get("message", message)

@@ -1,4 +1,11 @@
-"""Errors as JSON ``{code, message}`` with the right HTTP status."""
+"""Errors as the reference writes them: ``{"error": {"code", "message"}}``.
+
+Every HTTP route answers a failure in this one shape, the dialect's
+``POST /v1/runs`` included, because a reference client reads
+``body.error?.code`` and loses everything else. An error the server did not
+expect is logged and answered as 500 ``internal`` with a fixed sentence: its
+type and text can name files or internals and are never sent to a client.
+"""
 
 from __future__ import annotations
 
@@ -31,10 +38,17 @@ class ApiError(Exception):
         self.message = message
 
 
+INTERNAL_MESSAGE = "Internal server error."
+
+
+def error_body(code: str, message: str) -> dict[str, dict[str, str]]:
+    return {"error": {"code": code, "message": message}}
+
+
 def error_response(
     status: int, code: str, message: str, headers: dict[str, str] | None = None
 ) -> JSONResponse:
-    return JSONResponse({"code": code, "message": message}, status_code=status, headers=headers)
+    return JSONResponse(error_body(code, message), status_code=status, headers=headers)
 
 
 def hub_error_status(exc: HubError) -> tuple[int, str]:
@@ -78,4 +92,4 @@ async def on_http_exception(_request: Request, exc: Exception) -> Response:
 
 async def on_unexpected(request: Request, exc: Exception) -> Response:
     log.exception("%s %s failed", request.method, request.url.path, exc_info=exc)
-    return error_response(500, "internal", f"internal error: {type(exc).__name__}")
+    return error_response(500, "internal", INTERNAL_MESSAGE)

@@ -62,9 +62,11 @@ def input_messages(body: dict[str, Any]) -> list[omni_pb2.OmniMessage]:
                 raise _bad(f"{field}.text", "must be a string")
             messages.append(message_from_dict(protocol.user_text(text)))
         elif kind == "image_url":
-            url = part.get("image_url")
+            # imageUrl is the reference's key; image_url is the payload's own name.
+            key = "imageUrl" if "imageUrl" in part else "image_url"
+            url = part.get(key)
             if not isinstance(url, str) or not url:
-                raise _bad(f"{field}.image_url", "must be a non-empty string")
+                raise _bad(f"{field}.{key}", "must be a non-empty string")
             messages.append(message_from_dict(protocol.image_url(url)))
         elif kind == "file":
             path = part.get("path")
@@ -95,24 +97,80 @@ def thinking_level(body: dict[str, Any]) -> str | None:
     return None
 
 
+# The reference's name for a mode we spell differently.
+_MODE_ALIASES = {"always-ask": ApprovalMode.ASK}
+
+
 def approval_mode(body: dict[str, Any]) -> ApprovalMode | None:
     for key in ("approvalMode", "approval_mode"):
         value = body.get(key)
         if value is None:
             continue
+        if isinstance(value, str) and value in _MODE_ALIASES:
+            return _MODE_ALIASES[value]
         try:
             return ApprovalMode(value)
         except ValueError:
-            modes = ", ".join(m.value for m in ApprovalMode)
+            modes = ", ".join([*(m.value for m in ApprovalMode), *_MODE_ALIASES])
             raise _bad(key, f"must be one of {modes}") from None
     return None
 
 
 def decision(body: dict[str, Any]) -> str:
+    """A person's answer, as the reference route takes it: allow or deny.
+    (``forbidden`` is a command policy's veto, never a person's.)"""
     value = body.get("decision")
-    if value not in ("allow", "deny", "forbidden"):
-        raise _bad("decision", "must be allow, deny or forbidden")
+    if value not in ("allow", "deny"):
+        raise _bad("decision", f"must be allow or deny, not {value!r}")
     return str(value)
+
+
+QUEUE_REFUSED = (
+    "the session is running a task and omni-grpc keeps no follow-up queue "
+    "(queueIfBusy); send the task again once the session is idle"
+)
+
+
+def queue_if_busy(body: dict[str, Any]) -> bool:
+    value = body.get("queueIfBusy", False)
+    if not isinstance(value, bool):
+        raise _bad("queueIfBusy", "must be a boolean")
+    return value
+
+
+def check_session_options(body: dict[str, Any], default_approval: ApprovalMode) -> None:
+    """``POST /api/sessions`` options (the reference's SessionCreateRequest).
+
+    A bridged session has the engine's model, a workspace of its own and the
+    server's approval mode, so a value is accepted only when it is what the
+    session gets anyway; anything else is refused rather than ignored.
+    """
+    for key in ("provider", "modelId", "workspace"):
+        value = body.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise _bad(key, "must be a non-empty string")
+    if body.get("workspace") is not None:
+        raise _bad("workspace", "each session gets its own workspace under the data directory")
+    mode = approval_mode(body)
+    if mode is not None and mode is not default_approval:
+        raise _bad(
+            "approvalMode",
+            f"sessions run under the server's mode ({default_approval.value}); "
+            "give approvalMode with each task instead",
+        )
+
+
+def check_session_model(body: dict[str, Any], model: tuple[str, str]) -> None:
+    """provider and modelId, if given, must name the engine's model (both or neither)."""
+    provider, model_id = body.get("provider"), body.get("modelId")
+    if (provider is None) != (model_id is None):
+        raise _bad("modelId", "provider and modelId go together: give both or neither")
+    if provider is not None and (provider, model_id) != model:
+        raise _bad(
+            "modelId",
+            f"this server's engine runs {model[0]}/{model[1]}; "
+            f"{provider}/{model_id} is not available",
+        )
 
 
 def optional_string(body: dict[str, Any], key: str) -> str | None:

@@ -494,3 +494,37 @@ def test_user_tools_load_from_a_factory_and_names_must_be_unique() -> None:
     )
     assert list(config.tools) == ["read_file", "list_directory", "sleep", "explode"]
     assert config.tools["read_file"].read_only and not config.tools["sleep"].read_only
+
+
+async def test_a_provider_that_repeats_call_ids_gets_unique_ones(
+    fake: FakeOpenAI, tmp_path: Path
+) -> None:
+    """Some servers number calls per response (call_0 every time); a resumed trace
+    pairs outputs by id, so a reused id is renamed, and the model sees the new one."""
+    from omni_grpc.convert import message_from_dict, serialize_message
+
+    trace = tmp_path / "trace.jsonl"
+    earlier = [
+        b.user_text("first"),
+        b.request_begin(),
+        b.tool_call("sleep", '{"ms": 1}', "call_0"),
+        b.request_end("completed"),
+        b.tool_call_output("slept 1 ms", "call_0"),
+    ]
+    trace.write_bytes(b"".join(serialize_message(message_from_dict(m)) + b"\n" for m in earlier))
+    fake.script(
+        tool_calls_reply([("call_0", "sleep", '{"ms": 1}')]),
+        tool_calls_reply([("call_0", "sleep", '{"ms": 1}')]),
+        tool_calls_reply([("", "sleep", '{"ms": 1}')]),
+        text_reply("done"),
+    )
+    engine = engine_for(fake, tools="fakes.slow_tools:TOOLS")
+    out = await collect(engine, [user("again")], workspace=tmp_path, trace_path=trace)
+    ids = [p["tool_call_id"] for p in payloads(out, "tool_call")]
+    assert len(ids) == 3 and len({*ids, "call_0"}) == 4, ids
+    assert all(i.startswith("call_") for i in ids)
+    # Each output answers its own call, and the model is told the same ids.
+    assert sorted(p["tool_call_id"] for p in payloads(out, "tool_call_output")) == sorted(ids)
+    last = fake.requests[-1].body["messages"]
+    sent = [c["id"] for m in last if m["role"] == "assistant" for c in m.get("tool_calls", [])]
+    assert sent[-3:] == ids

@@ -192,3 +192,34 @@ async def test_many_concurrent_replays(tmp_path: Path) -> None:
     runs = [collect(engine, [], workspace=tmp_path, session_id=f"s{i}") for i in range(50)]
     results = await asyncio.gather(*runs)
     assert {len(r) for r in results} == {len(results[0])}
+
+
+async def test_a_task_played_again_gets_fresh_tool_call_ids(tmp_path: Path) -> None:
+    """A resumed trace pairs outputs by id: playing a recorded task a second time
+    in one session (or after a restart, seen through the trace) renames its ids."""
+    engine = create(f"replay:{BASIC_TRACE}", delay_ms="0", turns="all")
+    first = await collect(engine, [b.user_text("x")], workspace=tmp_path, session_id="s1")
+    assert [p["tool_call_id"] for p in payloads(first, "tool_call")] == ["call_0"]  # as recorded
+    second = await collect(engine, [b.user_text("x")], workspace=tmp_path, session_id="s1")
+    (renamed,) = {p["tool_call_id"] for p in payloads(second, "tool_call")}
+    assert renamed != "call_0" and renamed.startswith("call_0_")
+    # Every message of the call follows the new id.
+    for kind in ("partial_tool_call", "approval_decision", "tool_call_output"):
+        assert {p["tool_call_id"] for p in payloads(second, kind)} == {renamed}, kind
+
+    # A new engine (a restart) learns the used ids from the session's trace.
+    from omni_grpc.convert import serialize_message
+
+    trace = tmp_path / "trace.jsonl"
+    trace.write_bytes(
+        b"".join(
+            serialize_message(message_from_dict(m)) + b"\n"
+            for m in first
+            if not m["payload"]["type"].startswith("partial_")  # type: ignore[index]
+        )
+    )
+    restarted = create(f"replay:{BASIC_TRACE}", delay_ms="0")
+    again = await collect(
+        restarted, [b.user_text("x")], workspace=tmp_path, session_id="s1", trace_path=trace
+    )
+    assert [p["tool_call_id"] for p in payloads(again, "tool_call")] != ["call_0"]

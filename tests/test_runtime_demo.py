@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from omni_grpc import protocol
+from omni_grpc.convert import message_from_dict
 from omni_grpc.engines.base import AbortSignal, Decision, JsonObject, RunOptions
 from omni_grpc.engines.demo import DemoEngine
 from omni_grpc.engines.loader import EngineLoadError, load_engine
+from omni_grpc.runtime.hub import Hub, RunRequest
 
 
 def kinds(messages: list[JsonObject]) -> list[str]:
@@ -183,3 +185,21 @@ def test_the_loader_explains_what_is_wrong(
 ) -> None:
     with pytest.raises(EngineLoadError, match=message):
         load_engine(spec, options)
+
+
+async def test_tool_call_ids_stay_unique_across_a_restart(tmp_path: Path) -> None:
+    """The call number continues from the trace, not from a per-process count."""
+    ids = []
+    for _ in range(2):  # two processes over one data directory
+        hub = Hub(DemoEngine(), tmp_path / "data")
+        sessions = hub.list_sessions()
+        sid = sessions[0].session_id if sessions else None
+        for prompt in ("one", "two"):
+            text = message_from_dict(protocol.user_text(prompt))
+            sid, sub = await hub.run(RunRequest(input=[text], session_id=sid))
+            sub.close()
+            await hub.wait_idle(sid)
+        assert sid is not None
+        ids = [m.tool_call.tool_call_id async for m in hub.history(sid) if m.HasField("tool_call")]
+        await hub.shutdown()
+    assert ids == ["call_demo_1", "call_demo_2", "call_demo_3", "call_demo_4"]

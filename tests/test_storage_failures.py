@@ -182,7 +182,7 @@ async def test_dialect_run_on_a_full_disk_ends_failed_then_503(small_disk: Small
 
             refused = await http.post("/v1/runs", json={"prompt": "three"})
             assert refused.status_code == 503
-            assert refused.json()["code"] == "storage_unavailable"
+            assert refused.json()["error"]["code"] == "storage_unavailable"
 
             small_disk.free()
             items = [i async for i in read_dialect(http, "/v1/runs", {"prompt": "four"})]

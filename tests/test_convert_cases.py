@@ -26,7 +26,7 @@ EXACT = [
     f'{{{T},"type":"event_msg","payload":{{"request":{{"total":3,"output":1,"cache_write":1,"cache_read":1}},"session":{{"cache_read":0,"cache_write":0,"output":0,"total":0}},"type":"token_usage"}}}}',
     # unknown keys everywhere, unknown envelope type, kinds and enum strings
     f'{{{T},"type":"model_msg","payload":{{"type":"text","role":"user","text":"a","lang":"en"}},"trace":{{"span":[1,2]}}}}',
-    f'{{{T},"type":"debug_msg","payload":{{"type":"text","role":"system","text":"a","stop_reason":"cancelled"}}}}',
+    f'{{{T},"type":"model_msg","payload":{{"type":"text","role":"system","text":"a","stop_reason":"cancelled"}}}}',
     f'{{{T},"type":"model_msg","payload":{{"type":"video","role":"assistant","frames":[{{"t":0.5}}]}}}}',
     f'{{{T},"type":"event_msg","payload":{{"type":"mcp_connect_end","status":"completed","results":[{{"server":"a","transport":"websocket","status":"completed","duration_ms":1,"tools":2,"extra":true}}]}}}}',
     # JavaScript number text
@@ -45,6 +45,8 @@ EXACT = [
     f'{{{T},"type":"event_msg","payload":{{"type":"request_end","status":"auth","message":"401","retry_in_ms":0}}}}',
     # an empty fidelity object is kept when the source had one
     f'{{{T},"type":"model_msg","payload":{{"type":"text","role":"assistant","text":"x","stop_reason":"completed","fidelity":{{}}}}}}',
+    # an unknown envelope type travels with an unknown payload kind
+    f'{{{T},"type":"debug_msg","payload":{{"type":"trace_dump","frames":[]}}}}',
 ]
 
 

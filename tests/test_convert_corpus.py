@@ -13,6 +13,7 @@ from omni_grpc.convert import (
     serialize_message,
     to_betterproto,
 )
+from omni_grpc.convert._shape import has_hints
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 CORPUS = Path(__file__).parent / "conformance"
@@ -82,11 +83,12 @@ def test_broken_lines_name_their_line(key: tuple[str, int]) -> None:
 
 
 def test_reference_form_lines_carry_no_hints() -> None:
-    """Builder-made lines need no JsonShape except where a Struct cannot keep
-    key order (JSON Schemas) or the line uses legacy/extra keys."""
-    plain = [line for _, _, line in PARSEABLE if b'"parameters"' not in line]
-    shaped = [line for line in plain if parse_message(line).HasField("shape")]
-    assert shaped == [line for line in shaped if b'"fidelity"' in line or b"phase" in line]
+    """Builder-made lines need no hints at all: the text of a JSON Schema or
+    of an unsorted fidelity is a field of its own, not a hint."""
+    shaped = [line for _, _, line in PARSEABLE if has_hints(parse_message(line))]
+    assert shaped == []
+    schemas = [line for _, _, line in PARSEABLE if b'"parameters"' in line]
+    assert schemas, "the corpus has JSON Schemas"
 
 
 def test_fast_path_and_general_codec_agree_on_the_corpus() -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from omni_grpc.convert import parse_message, serialize_message
 from omni_grpc.convert._jsontext import js_number
+from omni_grpc.convert._shape import has_hints
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 HERE = Path(__file__).parent
@@ -52,7 +53,7 @@ def test_javascript_written_lines_round_trip(seed: int) -> None:
     shaped = 0
     for number, line in enumerate(lines, 1):
         message = parse_message(line, line=number)
-        shaped += message.HasField("shape")
+        shaped += has_hints(message)
         assert serialize_message(message) == line, f"line {number}"
         again = omni_pb2.OmniMessage.FromString(message.SerializeToString(deterministic=True))
         assert serialize_message(again) == line, f"line {number} after the wire"

@@ -11,14 +11,15 @@ from hypothesis import strategies as st
 from omni_grpc.convert import from_betterproto, parse_message, serialize_message, to_betterproto
 from omni_grpc.convert._fields import (
     Enum,
+    Fidelity,
     Field,
     Int,
+    JsonText,
     Nested,
     NumberOrLabel,
     OptStr,
     Str,
     StrList,
-    StructField,
 )
 from omni_grpc.convert._jsontext import dump_value
 from omni_grpc.convert._schema import ENVELOPE_TYPE_OF_ARM, PAYLOADS, SESSION_META, ObjectSpec
@@ -52,7 +53,7 @@ def value_for(field: Field) -> st.SearchStrategy[Any]:
         return strings
     if isinstance(field, StrList):
         return st.lists(strings, max_size=3)
-    if isinstance(field, StructField):
+    if isinstance(field, (Fidelity, JsonText)):
         return st.dictionaries(strings, json_values, max_size=4)
     if isinstance(field, Nested):
         inner = objects(field.spec)
@@ -138,6 +139,8 @@ def test_every_payload_arm_has_a_codec() -> None:
         for field in spec.fields:
             if isinstance(field, NumberOrLabel):
                 codec_fields |= {field.number_name, field.label_name}
+            elif isinstance(field, Fidelity):
+                codec_fields |= {field.name, field.json_name}
             else:
                 codec_fields.add(field.name)
         assert codec_fields == proto_fields, spec.arm

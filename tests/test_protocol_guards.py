@@ -58,7 +58,7 @@ def test_protobuf_guards() -> None:
     assert p.is_model_message(partial) and p.is_partial_payload(partial)
     assert not p.is_recordable(partial)
 
-    text = omni_pb2.OmniMessage(timestamp=TS, type=omni_pb2.MESSAGE_TYPE_MODEL_MSG)
+    text = omni_pb2.OmniMessage(timestamp=TS)
     text.text.text = "hi"
     assert p.is_complete_model_message(text) and p.is_recordable(text)
     text.origin.append("child")
@@ -68,7 +68,8 @@ def test_protobuf_guards() -> None:
     begin.request_begin.SetInParent()
     assert p.is_event_message(begin) and p.payload_kind(begin) == "request_begin"
 
-    unknown = omni_pb2.OmniMessage(timestamp=TS, type=omni_pb2.MESSAGE_TYPE_EVENT_MSG)
+    unknown = omni_pb2.OmniMessage(timestamp=TS)
+    unknown.unknown.envelope_type = "event_msg"
     unknown.unknown.type = "future_event"
     unknown.unknown.json = '{"type":"future_event"}'
     assert p.payload_kind(unknown) == "future_event" and p.is_recordable(unknown)

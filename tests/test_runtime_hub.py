@@ -223,7 +223,7 @@ class Stubborn:
 
 class Garbage:
     async def run(self, input: list[JsonObject], options: RunOptions) -> AsyncIterator[JsonObject]:
-        yield {"timestamp": "t", "type": "model_msg", "payload": {"type": "text", "role": 7}}
+        yield {"timestamp": "t", "type": "model_msg", "payload": {"type": "text", "role": {}}}
 
 
 async def test_an_engine_crash_becomes_messages(tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ def main() -> None:
         time.sleep(30)
     if mode == "bad-message":
         sys.stdout.write(
-            '{"timestamp":"t","type":"model_msg","payload":{"type":"text","role":7}}\n'
+            '{"timestamp":"t","type":"model_msg","payload":{"type":"text","role":{}}}\n'
         )
         sys.stdout.flush()
         time.sleep(30)

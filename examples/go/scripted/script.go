@@ -18,8 +18,6 @@ import (
 const ToolCallID = "call_1"
 
 const (
-	modelMsg  = omniv1.MessageType_MESSAGE_TYPE_MODEL_MSG
-	eventMsg  = omniv1.MessageType_MESSAGE_TYPE_EVENT_MSG
 	assistant = omniv1.Role_ROLE_ASSISTANT
 	completed = omniv1.StopReason_STOP_REASON_COMPLETED
 )
@@ -46,10 +44,10 @@ func (t *turn) words() int { return len(strings.Fields(t.prompt)) }
 func (t *turn) beforeApproval() []*omniv1.OmniMessage {
 	fidelity, _ := structpb.NewStruct(map[string]interface{}{"signature": "scripted-go"})
 	args, _ := json.Marshal(map[string]string{"text": t.prompt})
-	msgs := []*omniv1.OmniMessage{t.stamp(&omniv1.OmniMessage{Type: eventMsg,
+	msgs := []*omniv1.OmniMessage{t.stamp(&omniv1.OmniMessage{
 		Payload: &omniv1.OmniMessage_RequestBegin{RequestBegin: &omniv1.RequestBegin{}}})}
 	msgs = append(msgs, t.streamedText([]string{"You said: ", t.prompt}, fidelity)...)
-	return append(msgs, t.stamp(&omniv1.OmniMessage{Type: modelMsg,
+	return append(msgs, t.stamp(&omniv1.OmniMessage{
 		Payload: &omniv1.OmniMessage_ToolCall{ToolCall: &omniv1.ToolCall{
 			Role: assistant, Name: "word_count", Arguments: string(args),
 			ToolCallId: ToolCallID, StopReason: completed}}}))
@@ -64,16 +62,16 @@ func (t *turn) decided(d omniv1.Decision) []*omniv1.OmniMessage {
 		out.Output, out.StopReason = "Tool call denied by user.", omniv1.StopReason_STOP_REASON_ABORTED
 	}
 	return []*omniv1.OmniMessage{
-		t.stamp(&omniv1.OmniMessage{Type: eventMsg, Payload: &omniv1.OmniMessage_ApprovalDecision{
+		t.stamp(&omniv1.OmniMessage{Payload: &omniv1.OmniMessage_ApprovalDecision{
 			ApprovalDecision: &omniv1.ApprovalDecision{Decision: d, ToolCallId: ToolCallID}}}),
-		t.stamp(&omniv1.OmniMessage{Type: modelMsg, Payload: &omniv1.OmniMessage_ToolCallOutput{ToolCallOutput: out}}),
+		t.stamp(&omniv1.OmniMessage{Payload: &omniv1.OmniMessage_ToolCallOutput{ToolCallOutput: out}}),
 	}
 }
 
 // afterApproval closes the first request and runs a second one that streams
 // a closing sentence.
 func (t *turn) afterApproval() []*omniv1.OmniMessage {
-	msgs := []*omniv1.OmniMessage{t.usage(12, 7), t.requestEnd(), t.stamp(&omniv1.OmniMessage{Type: eventMsg,
+	msgs := []*omniv1.OmniMessage{t.usage(12, 7), t.requestEnd(), t.stamp(&omniv1.OmniMessage{
 		Payload: &omniv1.OmniMessage_RequestBegin{RequestBegin: &omniv1.RequestBegin{}}})}
 	msgs = append(msgs, t.streamedText([]string{fmt.Sprintf("That was %d words.", t.words())}, nil)...)
 	return append(msgs, t.usage(30, 5), t.requestEnd())
@@ -81,7 +79,7 @@ func (t *turn) afterApproval() []*omniv1.OmniMessage {
 
 // aborted is the last message of an aborted run.
 func (t *turn) aborted(reason string) *omniv1.OmniMessage {
-	return t.stamp(&omniv1.OmniMessage{Type: eventMsg, Payload: &omniv1.OmniMessage_Abort{
+	return t.stamp(&omniv1.OmniMessage{Payload: &omniv1.OmniMessage_Abort{
 		Abort: &omniv1.Abort{Reason: proto.String(reason)}}})
 }
 
@@ -89,7 +87,7 @@ func (t *turn) aborted(reason string) *omniv1.OmniMessage {
 // complete message (the protocol's streaming discipline).
 func (t *turn) streamedText(pieces []string, fidelity *structpb.Struct) []*omniv1.OmniMessage {
 	partial := func(et omniv1.EventType, text string) *omniv1.OmniMessage {
-		return t.stamp(&omniv1.OmniMessage{Type: modelMsg, Payload: &omniv1.OmniMessage_PartialText{
+		return t.stamp(&omniv1.OmniMessage{Payload: &omniv1.OmniMessage_PartialText{
 			PartialText: &omniv1.PartialText{Role: assistant, EventType: et, Text: text, StopReason: completed}}})
 	}
 	msgs := []*omniv1.OmniMessage{partial(omniv1.EventType_EVENT_TYPE_START, "")}
@@ -97,7 +95,7 @@ func (t *turn) streamedText(pieces []string, fidelity *structpb.Struct) []*omniv
 		msgs = append(msgs, partial(omniv1.EventType_EVENT_TYPE_DELTA, p))
 	}
 	msgs = append(msgs, partial(omniv1.EventType_EVENT_TYPE_STOP, ""))
-	return append(msgs, t.stamp(&omniv1.OmniMessage{Type: modelMsg, Payload: &omniv1.OmniMessage_Text{
+	return append(msgs, t.stamp(&omniv1.OmniMessage{Payload: &omniv1.OmniMessage_Text{
 		Text: &omniv1.Text{Role: assistant, Text: strings.Join(pieces, ""), StopReason: completed, Fidelity: fidelity}}}))
 }
 
@@ -110,11 +108,11 @@ func (t *turn) usage(prompt, output int64) *omniv1.OmniMessage {
 	t.spent.Output += request.Output
 	t.spent.Total += request.Total
 	session := proto.Clone(t.spent).(*omniv1.TokenCounts)
-	return t.stamp(&omniv1.OmniMessage{Type: eventMsg, Payload: &omniv1.OmniMessage_TokenUsage{
+	return t.stamp(&omniv1.OmniMessage{Payload: &omniv1.OmniMessage_TokenUsage{
 		TokenUsage: &omniv1.TokenUsage{Session: session, Request: request}}})
 }
 
 func (t *turn) requestEnd() *omniv1.OmniMessage {
-	return t.stamp(&omniv1.OmniMessage{Type: eventMsg, Payload: &omniv1.OmniMessage_RequestEnd{
+	return t.stamp(&omniv1.OmniMessage{Payload: &omniv1.OmniMessage_RequestEnd{
 		RequestEnd: &omniv1.RequestEnd{Status: completed}}})
 }

@@ -11,7 +11,11 @@ from google.protobuf.message import Message
 from omni_grpc.convert import _jsontext as jt
 from omni_grpc.convert._errors import ConversionError
 from omni_grpc.convert._fields import Field, StrList, wrong_type
-from omni_grpc.convert._message import message_from_dict, message_to_jsonable
+from omni_grpc.convert._message import (
+    message_from_dict,
+    message_to_jsonable,
+    unknown_payload_text,
+)
 from omni_grpc.convert._objects import decode_object, encode_object
 from omni_grpc.convert._schema import SERVER_EVENT_BY_ARM, SERVER_EVENT_BY_TYPE, ObjectSpec
 from omni_grpc.convert._shape import ShapeRecorder, ShapeView
@@ -70,7 +74,10 @@ def server_event_from_dict(obj: Mapping[str, Any], *, line: int | None = None) -
     spec = _BY_TYPE.get(kind)
     if spec is None:
         event.unknown.type = jt.scrub_surrogates(kind)
-        event.unknown.json = jt.dump_value(obj)
+        try:
+            event.unknown.json = jt.dump_value(obj)
+        except ConversionError as exc:
+            raise exc.at_line(line) from None
         return event
     rec = ShapeRecorder()
     target = getattr(event, str(spec.arm))
@@ -80,7 +87,7 @@ def server_event_from_dict(obj: Mapping[str, Any], *, line: int | None = None) -
     except ConversionError as exc:
         raise exc.at_line(line) from None
     if rec.orders or rec.raws:
-        rec.fill(event.shape)
+        rec.fill(event)
     return event
 
 
@@ -93,9 +100,8 @@ def server_event_to_jsonable(event: ServerEvent) -> Any:
     if arm is None:
         raise ConversionError("the server event has no kind")
     if arm == "unknown":
-        return jt.Fragment(event.unknown.json)
-    view = ShapeView(event.shape) if event.HasField("shape") else None
-    return encode_object(_BY_ARM[arm], getattr(event, arm), "", view)
+        return unknown_payload_text(event.unknown.type, event.unknown.json, "", _BY_TYPE)
+    return encode_object(_BY_ARM[arm], getattr(event, arm), "", ShapeView.of(event))
 
 
 def server_event_to_dict(event: ServerEvent) -> dict[str, Any]:

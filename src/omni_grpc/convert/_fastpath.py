@@ -26,17 +26,24 @@ from typing import Any
 
 import orjson
 
+from omni_grpc.convert import _jsontext as jt
+from omni_grpc.convert._errors import ConversionError
 from omni_grpc.convert._fields import (
+    MISSING,
+    VIEW_DEPTH,
     Enum,
+    Fidelity,
     Field,
     Int,
+    JsonText,
     Nested,
     NumberOrLabel,
     OptInt,
     OptStr,
     Str,
     StrList,
-    StructField,
+    canonical_view,
+    struct_view,
 )
 from omni_grpc.convert._schema import ObjectSpec
 
@@ -47,8 +54,8 @@ _INT64_MIN = -(2**63)
 
 
 def _decode_source(spec: ObjectSpec, env: dict[str, Any]) -> str:
-    """Source of ``decode(obj, twins)``; ``twins`` collects (key, exact text)
-    for Struct fields whose text a Struct alone would not reproduce."""
+    """Source of ``decode(obj, twins)``; ``twins`` collects (path, exact text)
+    hints (none today: fidelity's text is a field of its own)."""
     # Keys must come in reference order: each branch knows its position, so
     # order is checked as keys arrive ("last"), and required keys are counted.
     lines = [
@@ -123,13 +130,20 @@ def _decode_field(field: Field, index: int, env: dict[str, Any]) -> list[str]:
             "    if type(item) is not str: return None",
             f"kw[{name!r}] = value",
         ]
-    if isinstance(field, StructField):
-        env[f"S{index}"] = field
+    if isinstance(field, Fidelity):
         return [
             "if type(value) is not dict: return None",
-            "twin = struct_twin(value)",
-            f"if twin is not None: twins.append(({field.key!r}, twin))",
+            "twin = fidelity_twin(value)",
+            "if twin is DECLINE: return None",
+            f"if twin is not None: kw[{field.json_name!r}] = twin",
             f"kw[{name!r}] = value",
+        ]
+    if isinstance(field, JsonText):
+        return [
+            "if type(value) is not dict: return None",
+            "text = json_text(value)",
+            "if text is DECLINE: return None",
+            f"kw[{name!r}] = text",
         ]
     if isinstance(field, Nested):
         env[f"D{index}"] = decoder_for(field.spec)
@@ -155,7 +169,8 @@ def _decode_field(field: Field, index: int, env: dict[str, Any]) -> list[str]:
             "if sub is None: return None",
             "for path, text in nested:",
             f"    twins.append((f'{field.key}/{{path}}', text))",
-            f"kw[{name!r}] = sub",
+            # all zeros stays unset, as the general codec leaves it
+            f"if any(sub.values()): kw[{name!r}] = sub",
         ]
     raise TypeError(f"no fast path for {type(field).__name__}")
 
@@ -177,7 +192,8 @@ def _encode_field(field: Field, index: int, env: dict[str, Any]) -> list[str]:
             f"value = msg.{name}",
             "if value:",
             f"    text = T{index}.get(value)",
-            f"    if text is not None: out[{key!r}] = text",
+            # a number from a newer schema is written as a JSON number
+            f"    out[{key!r}] = value if text is None else text",
         ]
     if isinstance(field, NumberOrLabel):
         return [
@@ -196,9 +212,12 @@ def _encode_field(field: Field, index: int, env: dict[str, Any]) -> list[str]:
         if field.required:
             return [f"out[{key!r}] = list(msg.{name})"]
         return [f"if msg.{name}: out[{key!r}] = list(msg.{name})"]
-    if isinstance(field, StructField):
+    if isinstance(field, (Fidelity, JsonText)):
         env[f"S{index}"] = field
-        return [f"if msg.HasField({name!r}): out[{key!r}] = S{index}.encode_typed(msg)"]
+        return [
+            f"value = S{index}.encode(msg, '', None)",
+            f"if value is not MISSING: out[{key!r}] = value",
+        ]
     if isinstance(field, Nested):
         env[f"N{index}"] = encoder_for(field.spec)
         if field.many:
@@ -211,17 +230,26 @@ def _encode_field(field: Field, index: int, env: dict[str, Any]) -> list[str]:
 
 
 _BIG_INT = re.compile(rb"\d{16}")  # 2**53 has 16 digits
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_FLOAT = re.compile(rb"\d[.eE]")
+DECLINE: Any = object()  # "the general codec must decide"
 
 
-def struct_twin(value: dict[str, Any]) -> str | None:
-    """The exact text a Struct field needs beside it, for orjson-parsed input.
+def fidelity_twin(value: dict[str, Any]) -> Any:
+    """The exact text fidelity needs beside its Struct view, for orjson-parsed
+    input: None when the view alone gives the bytes back, DECLINE when the
+    general codec must decide (a value deeper than the view).
 
     A Struct gives back the same text unless some object's keys are unsorted
     or an integer is past 2**53 (doubles and JavaScript number text agree on
-    everything else), so most values are settled by two C-speed dumps. The
-    rest (JSON Schemas, mostly) repeat across messages, hence the cache.
+    everything else), so most values are settled by two C-speed dumps.
     """
-    plain = orjson.dumps(value)
+    try:
+        plain = orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return DECLINE
+    if plain.count(b"{") + plain.count(b"[") > VIEW_DEPTH and jt.depth_of(value) > VIEW_DEPTH:
+        return DECLINE
     if plain == orjson.dumps(value, option=orjson.OPT_SORT_KEYS) and not _BIG_INT.search(plain):
         return None
     return _twin_of_text(plain)
@@ -230,7 +258,30 @@ def struct_twin(value: dict[str, Any]) -> str | None:
 @functools.lru_cache(maxsize=1024)
 def _twin_of_text(plain: bytes) -> str | None:
     # orjson's own text of a value it parsed reads back as the same value.
-    return StructField.twin(orjson.loads(plain))
+    value = orjson.loads(plain)
+    exact = jt.dump_value(value)
+    viewed = jt.dumps(_canonical(value)).decode()
+    return None if exact == viewed else exact
+
+
+def _canonical(value: Any) -> Any:
+    return canonical_view(struct_view(value))
+
+
+def json_text(value: dict[str, Any]) -> Any:
+    """JavaScript's text of an orjson-parsed object, or DECLINE. orjson's own
+    text is JavaScript's unless a float is in it (orjson parsed no lone
+    surrogates and no integers past 64 bits)."""
+    try:
+        plain = orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return DECLINE
+    if _FLOAT.search(_STRINGS.sub(b"", plain)) is None:
+        return plain.decode()
+    try:
+        return jt.dump_value(value)
+    except ConversionError:
+        return DECLINE
 
 
 _decoders: dict[int, Decoder] = {}
@@ -238,7 +289,14 @@ _encoders: dict[int, Encoder] = {}
 
 
 def _compile(source: str, env: dict[str, Any], name: str) -> Any:
-    env.update(INT64_MIN=_INT64_MIN, INT64_MAX=_INT64_MAX, struct_twin=struct_twin)
+    env.update(
+        INT64_MIN=_INT64_MIN,
+        INT64_MAX=_INT64_MAX,
+        fidelity_twin=fidelity_twin,
+        json_text=json_text,
+        DECLINE=DECLINE,
+        MISSING=MISSING,
+    )
     exec(compile(source, f"<omni_grpc fast path: {name}>", "exec"), env)
     return env[name]
 

@@ -1,16 +1,17 @@
 """Field codecs: how one JSON key maps onto one protobuf field.
 
 Every codec decodes a JSON value into its typed field, recording the exact
-text in the shape when the typed field can only approximate it (the *view*),
-and encodes the typed field back, preferring that exact text while it still
+text as a hint when the typed field can only approximate it (the *view*), and
+encodes the typed field back, preferring that exact text while it still
 decodes to the field's current value, so an edited field never loses to a
-stale hint.
+stale hint. A key whose field is empty is written only while a hint says the
+source had it that way (``"images":[]``): clearing a field gives absence.
 """
 
 from __future__ import annotations
 
 import abc
-import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,12 @@ from omni_grpc.convert._shape import ShapeRecorder, ShapeView, child
 MISSING: Any = object()  # "write no value for this key"
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
+_INT32_MIN = -(2**31)
+_INT32_MAX = 2**31 - 1
+# Levels of nesting the Struct view of fidelity holds (the fidelity object is
+# level 1). Each JSON level costs three protobuf levels inside a Struct, and
+# upb and Java stop decoding at 100; 16 keeps any message well inside that.
+VIEW_DEPTH = 16
 
 
 def type_name(value: Any) -> str:
@@ -40,6 +47,10 @@ def type_name(value: Any) -> str:
 
 def wrong_type(path: str, expected: str, value: Any) -> ConversionError:
     return ConversionError(f"expected {expected}, got {type_name(value)}", path=path)
+
+
+def _located(exc: ConversionError, path: str) -> ConversionError:
+    return ConversionError(exc.reason, path=path + exc.path)
 
 
 class Field(abc.ABC):
@@ -59,7 +70,7 @@ class Field(abc.ABC):
 
     # -- encoding --------------------------------------------------------
     def present(self, msg: Message) -> bool:
-        """Whether the key is written when the shape lists no keys."""
+        """Whether the key is written when no hint says otherwise."""
         return self.required or self.has_value(msg)
 
     def has_value(self, msg: Message) -> bool:
@@ -72,12 +83,14 @@ class Field(abc.ABC):
             raw = view.raws.get(path)
             if raw is not None and self.raw_matches(raw, msg):
                 return jt.Fragment(raw)
+        if not self.present(msg):
+            return MISSING
         return self.encode_typed(msg)
 
     def raw_matches(self, raw: str, msg: Message) -> bool:
         try:
             return bool(self.view_of(jt.loads(raw)) == self.typed(msg))
-        except (ConversionError, TypeError, ValueError):
+        except (ConversionError, TypeError, ValueError, OverflowError):
             return False
 
     def typed(self, msg: Message) -> Any:
@@ -91,7 +104,7 @@ class Field(abc.ABC):
 
 
 class Str(Field):
-    """A string; lone surrogates are kept in the shape, U+FFFD in the field."""
+    """A string; lone surrogates are kept in a hint, U+FFFD in the field."""
 
     __slots__ = ()
 
@@ -120,7 +133,9 @@ class OptStr(Str):
 
     def decode(self, value: Any, msg: Message, path: str, rec: ShapeRecorder) -> None:
         if value is None and self.nullable:
-            msg.ClearField(self.name)  # null: unset, written back as null
+            msg.ClearField(self.name)  # null: unset
+            if not self.required:
+                rec.raw(path, "null")  # an optional key that held null keeps it
             return
         if type(value) is not str:
             raise wrong_type(path, "a string or null" if self.nullable else "a string", value)
@@ -144,7 +159,10 @@ class OptStr(Str):
 
 
 class Enum(Field):
-    """A string union as a proto enum; an unknown string keeps its text."""
+    """A string union as a proto enum. An unknown string keeps its text in a
+    hint; a number the schema does not know (from a producer built on a newer
+    schema) is written as a JSON number, as protobuf's JSON mapping does, and
+    read back as that number."""
 
     __slots__ = ("to_number", "to_text")
 
@@ -154,25 +172,55 @@ class Enum(Field):
         self.to_text = {number: text for text, number in values.items()}
 
     def decode(self, value: Any, msg: Message, path: str, rec: ShapeRecorder) -> None:
-        if type(value) is not str:
+        kind = type(value)
+        if kind is str:
+            number = self.to_number.get(value)
+            if number is None:
+                rec.raw(path, jt.dump_value(value))
+                number = 0
+        elif kind is int or kind is float:
+            number = self._number_view(value)
+            if number in self.to_text or number == 0 or number != value:
+                rec.raw(path, jt.dump_value(value))  # written as a string otherwise
+        else:
             raise wrong_type(path, "a string", value)
-        number = self.to_number.get(value)
-        if number is None:
-            rec.raw(path, jt.dump_value(value))
-            number = 0
         setattr(msg, self.name, number)
 
+    @staticmethod
+    def _number_view(value: Any) -> int:
+        if type(value) is float and value.is_integer():
+            value = int(value)
+        if type(value) is int and _INT32_MIN <= value <= _INT32_MAX:
+            return int(value)
+        return 0
+
     def view_of(self, value: Any) -> Any:
-        return self.to_number.get(value, 0) if type(value) is str else MISSING
+        kind = type(value)
+        if kind is str:
+            return self.to_number.get(value, 0)
+        if kind is int or kind is float:
+            return self._number_view(value)
+        return MISSING
 
     def encode_typed(self, msg: Message) -> Any:
-        return self.to_text.get(getattr(msg, self.name), MISSING)
+        number = getattr(msg, self.name)
+        text = self.to_text.get(number)
+        if text is not None:
+            return text
+        return int(number) if number else MISSING
+
+    def unknown_number(self, msg: Message) -> int | None:
+        """The field's number when the schema has no name for it."""
+        number = int(getattr(msg, self.name))
+        return number if number and number not in self.to_text else None
 
 
 def _int_view(value: Any) -> int:
     if type(value) is int:
         return value if _INT64_MIN <= value <= _INT64_MAX else 0
-    truncated = int(value)  # a float: finite, since JSON has no NaN
+    if not math.isfinite(value):
+        raise ConversionError(f"{value} is not a JSON number")
+    truncated = int(value)
     return truncated if _INT64_MIN <= truncated <= _INT64_MAX else 0
 
 
@@ -185,9 +233,12 @@ class Int(Field):
         kind = type(value)
         if kind is not int and kind is not float:
             raise wrong_type(path, "a number", value)
-        number = _int_view(value)
-        if kind is float or number != value:
-            rec.raw(path, jt.dump_value(value))
+        try:
+            number = _int_view(value)
+            if kind is float or number != value:
+                rec.raw(path, jt.dump_value(value))
+        except ConversionError as exc:
+            raise _located(exc, path) from None
         setattr(msg, self.name, number)
 
     def view_of(self, value: Any) -> Any:
@@ -208,7 +259,8 @@ class OptInt(Int):
 
 
 class StrList(Field):
-    """An array of strings; optional ones are written only when non-empty."""
+    """An array of strings; optional ones are written only when non-empty (or
+    when a hint says the source had ``[]``)."""
 
     __slots__ = ()
 
@@ -223,32 +275,80 @@ class StrList(Field):
                 rec.raw(f"{path}/{index}", jt.dump_value(item))
                 item = jt.scrub_surrogates(item)
             target.append(item)
+        if not value and not self.required:
+            rec.raw(path, "[]")
 
     def has_value(self, msg: Message) -> bool:
         return len(getattr(msg, self.name)) > 0
 
+    def typed(self, msg: Message) -> Any:
+        return list(getattr(msg, self.name))
+
+    def view_of(self, value: Any) -> Any:
+        return [] if value == [] else MISSING  # only "[]" is a hint for the list itself
+
     def encode(self, msg: Message, path: str, view: ShapeView | None) -> Any:
         items: list[Any] = list(getattr(msg, self.name))
+        if not items:
+            if view is not None and view.raws.get(path) == "[]":
+                return []
+            return [] if self.required else MISSING
         if view is not None and view.raws:
-            for index, item in enumerate(items):
-                raw = view.raws.get(f"{path}/{index}")
-                if raw is not None and jt.scrub_surrogates(jt.loads(raw)) == item:
-                    items[index] = jt.Fragment(raw)
+            self._exact_items(items, path, view)
         return items
 
+    @staticmethod
+    def _exact_items(items: list[Any], path: str, view: ShapeView) -> None:
+        """Puts back the exact text of items that had lone surrogates. Matched
+        by value, not index, so inserting an item (a new origin hop in front)
+        keeps every other item's text."""
+        prefix = path + "/"
+        pool: dict[str, list[str]] = {}
+        indexed = []
+        for hint_path, raw in view.raws.items():
+            rest = hint_path[len(prefix) :] if hint_path.startswith(prefix) else ""
+            if rest.isdigit():
+                indexed.append((int(rest), raw))
+        for _, raw in sorted(indexed):
+            try:
+                value = jt.loads(raw)
+            except ConversionError:
+                continue
+            if type(value) is str:
+                pool.setdefault(jt.scrub_surrogates(value), []).append(raw)
+        for index, item in enumerate(items):
+            texts = pool.get(item)
+            if texts:
+                items[index] = jt.Fragment(texts.pop(0))
 
-def struct_view(value: Any) -> Any:
-    """What a google.protobuf.Value can hold of ``value``: doubles, UTF-8."""
+
+# ---- fidelity: a Struct view beside the exact text ---------------------------
+
+
+def struct_view(value: Any, level: int = 1) -> Any:
+    """What the Struct view holds of ``value`` found at nesting ``level``:
+    doubles, UTF-8, and nothing below VIEW_DEPTH (null there)."""
     kind = type(value)
-    if kind is dict:
-        return {jt.scrub_surrogates(k): struct_view(v) for k, v in value.items()}
-    if kind is list:
-        return [struct_view(v) for v in value]
+    if kind is dict or kind is list:
+        if level > VIEW_DEPTH:
+            return None
+        if kind is dict:
+            return {jt.scrub_surrogates(k): struct_view(v, level + 1) for k, v in value.items()}
+        return [struct_view(v, level + 1) for v in value]
     if kind is int:
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:
+            raise ConversionError("a number is outside the range of a double") from None
+    if kind is float:
+        if not math.isfinite(value):
+            raise ConversionError(f"{value} is not a JSON number")
+        return value
     if kind is str:
         return jt.scrub_surrogates(value)
-    return value
+    if value is None or kind is bool:
+        return value
+    raise ConversionError(f"{kind.__name__} is not a JSON value")
 
 
 def value_to_python(value: struct_pb2.Value) -> Any:
@@ -270,77 +370,121 @@ def struct_to_python(struct: struct_pb2.Struct) -> dict[str, Any]:
     return {k: value_to_python(v) for k, v in struct.fields.items()}
 
 
-def _canonical(value: Any) -> Any:
+def canonical_view(value: Any) -> Any:
     """Struct content as JavaScript would write it: sorted keys (a Struct
     has no order), integral doubles as integers."""
     kind = type(value)
     if kind is dict:
-        return {k: _canonical(value[k]) for k in sorted(value)}
+        return {k: canonical_view(value[k]) for k in sorted(value)}
     if kind is list:
-        return [_canonical(v) for v in value]
+        return [canonical_view(v) for v in value]
     if kind is float:
         return jt.Fragment(jt.js_number(value))
     return value
 
 
-def _fingerprint(value: Any) -> bytes:
-    return jt.dumps(_canonical(value))
+def _merge(exact: Any, current: Any, level: int) -> Any:
+    """``current`` (the Struct) written with the bytes of ``exact`` (the text)
+    wherever the two agree, so an edit changes only the edited part."""
+    if struct_view(exact, level) == current:
+        return jt.Fragment(jt.dump_value(exact))
+    if type(exact) is dict and type(current) is dict:
+        out: dict[str, Any] = {}
+        seen = set()
+        for key, item in exact.items():
+            viewed = jt.scrub_surrogates(key)
+            if viewed in current and viewed not in seen:
+                seen.add(viewed)
+                out[key] = _merge(item, current[viewed], level + 1)
+        for key in sorted(current):
+            if key not in seen:
+                out[key] = canonical_view(current[key])
+        if any(jt.has_surrogate(key) for key in out):
+            return jt.render_object(out)
+        return out
+    if type(exact) is list and type(current) is list and len(exact) == len(current):
+        return [_merge(e, c, level + 1) for e, c in zip(exact, current, strict=True)]
+    return canonical_view(current)
 
 
-class StructField(Field):
-    """A JSON object carried as google.protobuf.Struct, which other languages
-    read natively; its exact text rides in the shape when the Struct alone
-    (doubles, no key order) would not give the same bytes back."""
+class Fidelity(Field):
+    """Opaque provider data: a ``google.protobuf.Struct`` view, which other
+    languages read and edit natively, plus ``<name>_json``, its exact text,
+    whenever the view alone would not give the same bytes back (key order,
+    integers past 2**53, lone surrogates, nesting below the view).
+
+    The Struct says whether fidelity is there and what it holds; the text
+    supplies bytes and key order for every part the Struct still agrees with.
+    """
+
+    __slots__ = ("json_name",)
+
+    def __init__(self, key: str = "fidelity") -> None:
+        super().__init__(key)
+        self.json_name = f"{key}_json"
+
+    def decode(self, value: Any, msg: Message, path: str, rec: ShapeRecorder) -> None:
+        if type(value) is not dict:
+            raise wrong_type(path, "an object", value)
+        try:
+            viewed = struct_view(value)
+            exact = jt.dump_value(value)
+            plain = jt.dumps(canonical_view(viewed)).decode()
+        except ConversionError as exc:
+            raise _located(exc, path) from None
+        target = getattr(msg, self.name)
+        target.SetInParent()  # {} is a value too
+        target.update(viewed)
+        if exact != plain:
+            setattr(msg, self.json_name, exact)
+
+    def has_value(self, msg: Message) -> bool:
+        return bool(msg.HasField(self.name))
+
+    def encode(self, msg: Message, path: str, view: ShapeView | None) -> Any:
+        if not msg.HasField(self.name):
+            return MISSING  # cleared: a leftover text alone is stale
+        try:
+            current = struct_to_python(getattr(msg, self.name))
+            text = getattr(msg, self.json_name)
+            if not text:
+                return canonical_view(current)
+            exact = jt.loads(jt.canonical(text))
+        except ConversionError as exc:
+            raise ConversionError(f"{self.json_name}: {exc.reason}", path=path) from None
+        if type(exact) is not dict:
+            raise ConversionError(f"{self.json_name} is not a JSON object", path=path)
+        try:
+            return _merge(exact, current, 1)
+        except ConversionError as exc:
+            raise _located(exc, path) from None
+
+
+class JsonText(Field):
+    """A JSON object carried as its exact text (``ToolDefinition.parameters``):
+    any key order, number text and depth survive, and it is stored once."""
 
     __slots__ = ()
 
     def decode(self, value: Any, msg: Message, path: str, rec: ShapeRecorder) -> None:
         if type(value) is not dict:
             raise wrong_type(path, "an object", value)
-        viewed = struct_view(value)
-        target = getattr(msg, self.name)
-        target.SetInParent()  # {} is a value too
-        target.update(viewed)
-        twin = self.twin(value, viewed)
-        if twin is not None:
-            rec.raw(path, twin)
+        try:
+            setattr(msg, self.name, jt.dump_value(value))
+        except ConversionError as exc:
+            raise _located(exc, path) from None
 
-    @staticmethod
-    def twin(value: dict[str, Any], viewed: Any = None) -> str | None:
-        """The exact text of ``value`` when the Struct alone would not give it back."""
-        exact = jt.dump_value(value)
-        if exact.encode() == _fingerprint(struct_view(value) if viewed is None else viewed):
-            return None
-        return exact
-
-    def has_value(self, msg: Message) -> bool:
-        return bool(msg.HasField(self.name))
-
-    def raw_matches(self, raw: str, msg: Message) -> bool:
-        # Equal Structs have equal deterministic bytes (map keys sorted), a
-        # C-speed comparison; the twin's side is cached, since twins (JSON
-        # Schemas, mostly) repeat.
-        expected = _struct_bytes_of_text(raw)
-        current: bytes = getattr(msg, self.name).SerializeToString(deterministic=True)
-        return expected is not None and current == expected
-
-    def encode_typed(self, msg: Message) -> Any:
-        return _canonical(struct_to_python(getattr(msg, self.name)))
-
-
-@functools.lru_cache(maxsize=1024)
-def _struct_bytes_of_text(text: str) -> bytes | None:
-    """Deterministic bytes of the Struct a JSON object text decodes to."""
-    try:
-        parsed = jt.loads(text)
-    except ConversionError:
-        return None
-    if type(parsed) is not dict:
-        return None
-    struct = struct_pb2.Struct()
-    struct.update(struct_view(parsed))
-    result: bytes = struct.SerializeToString(deterministic=True)
-    return result
+    def encode(self, msg: Message, path: str, view: ShapeView | None) -> Any:
+        text = getattr(msg, self.name)
+        if not text:
+            return MISSING
+        try:
+            exact = jt.canonical(text)
+        except ConversionError as exc:
+            raise ConversionError(f"not JSON text: {exc.reason}", path=path) from None
+        if not exact.startswith("{"):
+            raise ConversionError("expected the text of a JSON object", path=path)
+        return jt.Fragment(exact)
 
 
 class NumberOrLabel(Field):
@@ -407,8 +551,14 @@ class Nested(Field):
             target = getattr(msg, self.name)
             for index, item in enumerate(value):
                 Nested.decode_object(self.spec, item, target.add(), f"{path}/{index}", rec)
+            if not value and not self.required:
+                rec.raw(path, "[]")
         else:
             Nested.decode_object(self.spec, value, getattr(msg, self.name), path, rec)
+            if getattr(msg, self.name).ByteSize() == 0:
+                # All zeros: proto3 cannot tell set-but-empty from unset, and
+                # unset is what other languages build (and what encodes the same).
+                msg.ClearField(self.name)
 
     def has_value(self, msg: Message) -> bool:
         if self.many:
@@ -417,24 +567,29 @@ class Nested(Field):
 
     def encode(self, msg: Message, path: str, view: ShapeView | None) -> Any:
         if self.many:
+            items = getattr(msg, self.name)
+            if not items and not self.required:
+                return [] if view is not None and view.raws.get(path) == "[]" else MISSING
             return [
                 Nested.encode_object(self.spec, item, f"{path}/{index}", view)
-                for index, item in enumerate(getattr(msg, self.name))
+                for index, item in enumerate(items)
             ]
         return Nested.encode_object(self.spec, getattr(msg, self.name), path, view)
 
 
 __all__ = [
     "MISSING",
+    "VIEW_DEPTH",
     "Enum",
+    "Fidelity",
     "Field",
     "Int",
+    "JsonText",
     "Nested",
     "NumberOrLabel",
     "OptInt",
     "OptStr",
     "Str",
     "StrList",
-    "StructField",
     "child",
 ]

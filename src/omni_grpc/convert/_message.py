@@ -12,18 +12,16 @@ from omni_grpc.convert._fields import MISSING, StrList, wrong_type
 from omni_grpc.convert._objects import decode_object, encode_object
 from omni_grpc.convert._schema import (
     ENVELOPE_TYPE_OF_ARM,
-    MESSAGE_TYPES,
     PAYLOAD_BY_ARM,
     PAYLOAD_BY_TYPE,
     SESSION_META,
 )
-from omni_grpc.convert._shape import ShapeRecorder, ShapeView, child
+from omni_grpc.convert._shape import ShapeRecorder, ShapeView, child, has_hints
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 OmniMessage = omni_pb2.OmniMessage
 # Large enough for a tool output carrying several images; configurable per call.
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
-_MESSAGE_TYPE_TEXT = {number: text for text, number in MESSAGE_TYPES.items()}
 _ORIGIN = StrList("origin")
 _PLAIN_KEYS = ["timestamp", "type", "payload"]
 _ORIGIN_KEYS = ["timestamp", "type", "payload", "origin"]
@@ -68,11 +66,8 @@ def _fast_decode(obj: dict[str, Any]) -> OmniMessage | None:
     timestamp, kind, payload = obj["timestamp"], obj["type"], obj["payload"]
     if type(timestamp) is not str or type(kind) is not str or type(payload) is not dict:
         return None
-    number = MESSAGE_TYPES.get(kind)
-    if number is None:
-        return None
     spec = SESSION_META if kind == "session_meta" else PAYLOAD_BY_TYPE.get(str(payload.get("type")))
-    if spec is None:
+    if spec is None or ENVELOPE_TYPE_OF_ARM[str(spec.arm)] != kind:
         return None
     twins: list[tuple[str, str]] = []
     kwargs = decoder_for(spec)(payload, twins)
@@ -86,9 +81,9 @@ def _fast_decode(obj: dict[str, Any]) -> OmniMessage | None:
     else:
         fields = {}
     fields[str(spec.arm)] = kwargs
-    msg = OmniMessage(timestamp=timestamp, type=number, **fields)  # type: ignore[arg-type]  # enums take ints
+    msg = OmniMessage(timestamp=timestamp, **fields)
     for key, text in twins:
-        msg.shape.raw_values.add(path=f"/payload/{key}", json=text)
+        msg.raw_values.add(path=f"/payload/{key}", json=text)
     return msg
 
 
@@ -104,8 +99,10 @@ def _general_decode(obj: Any, line: int | None) -> OmniMessage:
         _decode_envelope(obj, msg, rec)
     except ConversionError as exc:
         raise exc.at_line(line) from None
+    except RecursionError:
+        raise ConversionError("nested too deeply to convert", line=line) from None
     if rec.orders or rec.raws:
-        rec.fill(msg.shape)
+        rec.fill(msg)
     return msg
 
 
@@ -122,20 +119,21 @@ def _decode_envelope(obj: dict[str, Any], msg: OmniMessage, rec: ShapeRecorder) 
         elif key == "type":
             if type(value) is not str:
                 raise wrong_type("/type", "a string", value)
-            number = MESSAGE_TYPES.get(value)
-            if number is None:
-                rec.raw("/type", jt.dump_value(value))
-            else:
-                msg.type = number  # type: ignore[assignment]
         elif key == "payload":
             _decode_payload(value, obj.get("type"), msg, rec)
         elif key == "origin":
             _ORIGIN.decode(value, msg, "/origin", rec)
         else:
-            rec.raw(child("", key), jt.dump_value(value))
+            if type(key) is not str:
+                raise ConversionError(f"a key is {type(key).__name__}, not a string")
+            rec.raw_value(child("", key), value)
             unknown = True
     if "payload" not in obj:
         raise ConversionError("missing the payload", path="/payload")
+    if "type" not in obj:
+        raise ConversionError("missing the envelope type", path="/type")
+    if "timestamp" not in obj:
+        raise ConversionError("missing the timestamp", path="/timestamp")
     keys = list(obj)
     if unknown or keys != _default_envelope_keys(msg):
         rec.key_order("", keys)
@@ -144,6 +142,8 @@ def _decode_envelope(obj: dict[str, Any], msg: OmniMessage, rec: ShapeRecorder) 
 def _decode_payload(payload: Any, envelope_type: Any, msg: OmniMessage, rec: ShapeRecorder) -> None:
     if type(payload) is not dict:
         raise wrong_type("/payload", "an object", payload)
+    if type(envelope_type) is not str:
+        return  # the envelope's own check names the problem
     if envelope_type == "session_meta":
         spec = SESSION_META
     else:
@@ -155,12 +155,30 @@ def _decode_payload(payload: Any, envelope_type: Any, msg: OmniMessage, rec: Sha
         found = PAYLOAD_BY_TYPE.get(kind)
         if found is None:
             msg.unknown.type = jt.scrub_surrogates(kind)
-            msg.unknown.json = jt.dump_value(payload)
+            try:
+                msg.unknown.json = jt.dump_value(payload)
+            except ConversionError as exc:
+                raise ConversionError(exc.reason, path="/payload" + exc.path) from None
+            msg.unknown.envelope_type = jt.scrub_surrogates(envelope_type)
+            if jt.has_surrogate(envelope_type):
+                rec.raw("/type", jt.dump_value(envelope_type))
             return
         spec = found
-    target = getattr(msg, spec.arm or "")
+    arm = str(spec.arm)
+    expected = ENVELOPE_TYPE_OF_ARM[arm]
+    if envelope_type != expected:
+        raise ConversionError(
+            f"a {arm} payload travels in a {expected} envelope, not {_quote(envelope_type)}",
+            path="/type",
+        )
+    target = getattr(msg, arm)
     target.SetInParent()
     decode_object(spec, payload, target, "/payload", rec)
+
+
+def _quote(text: str) -> str:
+    shown = jt.string_text(text)
+    return shown if len(shown) <= 40 else shown[:37] + '..."'
 
 
 def _default_envelope_keys(msg: OmniMessage) -> list[str]:
@@ -172,27 +190,46 @@ def _default_envelope_keys(msg: OmniMessage) -> list[str]:
 
 def serialize_message(msg: OmniMessage) -> bytes:
     """Compact JSON in reference form (no trailing newline): byte-identical to
-    the source when ``msg`` came from JSON, reference builder order otherwise."""
+    the source when ``msg`` came from JSON, reference builder order otherwise.
+
+    Whatever the message holds, the result is one line of valid JSON whose
+    protocol keys agree with the typed fields and appear once, or a
+    ``ConversionError`` naming what is inconsistent.
+    """
     return jt.dumps(message_to_jsonable(msg))
 
 
 def message_to_jsonable(msg: OmniMessage) -> Any:
     """The message as orjson input in reference form: a dict (which may hold
     fragments), or one fragment when an unknown key holds a lone surrogate."""
-    if not msg.HasField("shape"):
+    try:
+        return _to_jsonable(msg)
+    except RecursionError:
+        raise ConversionError("nested too deeply to convert") from None
+
+
+def _to_jsonable(msg: OmniMessage) -> Any:
+    if not has_hints(msg):
         arm = msg.WhichOneof("payload")
         if arm is not None and arm != "unknown":
-            out: dict[str, Any] = {
-                "timestamp": msg.timestamp,
-                "type": _MESSAGE_TYPE_TEXT.get(msg.type) or ENVELOPE_TYPE_OF_ARM[arm],
-                "payload": encoder_for(PAYLOAD_BY_ARM[arm])(getattr(msg, arm)),
-            }
-            if msg.origin:
-                out["origin"] = list(msg.origin)
-            return out
-    view = ShapeView(msg.shape) if msg.HasField("shape") else None
+            try:
+                out: dict[str, Any] = {
+                    "timestamp": msg.timestamp,
+                    "type": ENVELOPE_TYPE_OF_ARM[arm],
+                    "payload": encoder_for(PAYLOAD_BY_ARM[arm])(getattr(msg, arm)),
+                }
+            except ConversionError:
+                pass  # the general codec names the field
+            else:
+                if msg.origin:
+                    out["origin"] = list(msg.origin)
+                return out
+    view = ShapeView.of(msg)
     order = view.orders.get("") if view is not None else None
     keys: list[str] = list(order) if order is not None else _default_envelope_keys(msg)
+    for needed in ("timestamp", "type", "payload"):
+        if needed not in keys:
+            keys.append(needed)  # the protocol's keys are always written
     if order is not None and msg.origin and "origin" not in order:
         keys.append("origin")
     out = {}
@@ -200,13 +237,13 @@ def message_to_jsonable(msg: OmniMessage) -> Any:
         if key == "timestamp":
             out[key] = _exact_string(msg.timestamp, "/timestamp", view)
         elif key == "type":
-            value = _envelope_type(msg, view)
-            if value is not MISSING:
-                out[key] = value
+            out[key] = _envelope_type(msg, view)
         elif key == "payload":
             out[key] = _encode_payload(msg, view)
         elif key == "origin":
-            out[key] = _ORIGIN.encode(msg, "/origin", view)
+            value = _ORIGIN.encode(msg, "/origin", view)
+            if value is not MISSING:
+                out[key] = value
         elif view is not None:
             raw = view.raws.get(child("", key))
             if raw is not None:
@@ -219,22 +256,28 @@ def message_to_jsonable(msg: OmniMessage) -> Any:
 def _exact_string(value: str, path: str, view: ShapeView | None) -> Any:
     if view is not None:
         raw = view.raws.get(path)
-        if raw is not None and jt.scrub_surrogates(jt.loads(raw)) == value:
-            return jt.Fragment(raw)
+        if raw is not None:
+            parsed = jt.loads(raw)
+            if type(parsed) is str and jt.scrub_surrogates(parsed) == value:
+                return jt.Fragment(raw)
     return value
 
 
 def _envelope_type(msg: OmniMessage, view: ShapeView | None) -> Any:
-    if msg.type:
-        return _MESSAGE_TYPE_TEXT.get(msg.type, MISSING)
-    if view is not None:
-        raw = view.raws.get("/type")
-        if raw is not None:
-            return jt.Fragment(raw)
     arm = msg.WhichOneof("payload")
-    if arm is None or arm == "unknown":
-        return MISSING
-    return ENVELOPE_TYPE_OF_ARM[arm]
+    if arm is None:
+        raise ConversionError("the message has no payload", path="/payload")
+    if arm != "unknown":
+        return ENVELOPE_TYPE_OF_ARM[arm]
+    kind = msg.unknown.envelope_type
+    if not kind:
+        raise ConversionError("the unknown payload has no envelope_type", path="/type")
+    if kind == "session_meta":
+        raise ConversionError(
+            "a session_meta envelope holds a session_meta payload, not an unknown one",
+            path="/type",
+        )
+    return _exact_string(kind, "/type", view)
 
 
 def _encode_payload(msg: OmniMessage, view: ShapeView | None) -> Any:
@@ -242,14 +285,33 @@ def _encode_payload(msg: OmniMessage, view: ShapeView | None) -> Any:
     if arm is None:
         raise ConversionError("the message has no payload", path="/payload")
     if arm == "unknown":
-        try:
-            jt.loads(msg.unknown.json)
-        except ConversionError as exc:
-            raise ConversionError(
-                f"unknown payload is not JSON: {exc.reason}", path="/payload"
-            ) from None
-        return jt.Fragment(msg.unknown.json)
+        return unknown_payload_text(msg.unknown.type, msg.unknown.json, "/payload")
     return encode_object(PAYLOAD_BY_ARM[arm], getattr(msg, arm), "/payload", view)
+
+
+def unknown_payload_text(kind: str, text: str, path: str, known: Any = PAYLOAD_BY_TYPE) -> Any:
+    """The checked JSON of an unknown payload or server event: one object
+    whose "type" is the one the typed field names, and not a kind the schema
+    knows (that belongs in its own arm)."""
+    try:
+        exact = jt.canonical(text)
+        parsed = jt.loads(exact)
+    except ConversionError as exc:
+        raise ConversionError(f"the unknown payload is not JSON: {exc.reason}", path=path) from None
+    if type(parsed) is not dict:
+        raise ConversionError("the unknown payload is not a JSON object", path=path)
+    inner = parsed.get("type")
+    if type(inner) is not str or jt.scrub_surrogates(inner) != kind:
+        raise ConversionError(
+            f"the unknown payload's type {_quote(kind)} differs from the type in its JSON",
+            path=path + "/type",
+        )
+    if inner in known:
+        raise ConversionError(
+            f"{_quote(inner)} is a kind this schema knows: use its own arm, not unknown",
+            path=path + "/type",
+        )
+    return jt.Fragment(exact)
 
 
 def message_to_dict(msg: OmniMessage) -> dict[str, Any]:

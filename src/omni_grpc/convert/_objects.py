@@ -25,7 +25,7 @@ def decode_object(spec: ObjectSpec, obj: Any, msg: Message, path: str, rec: Shap
         if field is None:
             if key == "type" and skip_type:
                 continue
-            rec.raw(child(path, key), jt.dump_value(value))
+            rec.raw_value(child(path, key), value)
             unknown = True
         else:
             field.decode(value, msg, f"{path}/{key}", rec)

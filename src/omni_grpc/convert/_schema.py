@@ -12,15 +12,16 @@ from google.protobuf.descriptor import EnumDescriptor
 
 from omni_grpc.convert._fields import (
     Enum,
+    Fidelity,
     Field,
     Int,
+    JsonText,
     Nested,
     NumberOrLabel,
     OptInt,
     OptStr,
     Str,
     StrList,
-    StructField,
 )
 from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
 
@@ -62,7 +63,6 @@ def _enum(key: str, descriptor: EnumDescriptor, name: str | None = None) -> Enum
 STOP_REASON = omni_pb2.StopReason.DESCRIPTOR
 ROLE = omni_pb2.Role.DESCRIPTOR
 EVENT_TYPE = omni_pb2.EventType.DESCRIPTOR
-MESSAGE_TYPES = enum_texts(omni_pb2.MessageType.DESCRIPTOR)
 
 
 def _stop() -> Enum:
@@ -73,8 +73,8 @@ def _role() -> Enum:
     return _enum("role", ROLE)
 
 
-def _fidelity() -> StructField:
-    return StructField("fidelity")
+def _fidelity() -> Fidelity:
+    return Fidelity("fidelity")
 
 
 def _signature() -> OptStr:
@@ -83,7 +83,7 @@ def _signature() -> OptStr:
 
 TOOL_DEFINITION = ObjectSpec(
     omni_pb2.ToolDefinition,
-    [Str("name", required=True), Str("description", required=True), StructField("parameters")],
+    [Str("name", required=True), Str("description", required=True), JsonText("parameters")],
 )
 TOKEN_COUNTS = ObjectSpec(
     omni_pb2.TokenCounts,
@@ -289,17 +289,36 @@ PAYLOAD_BY_TYPE = {str(spec.type_text): spec for spec in PAYLOADS}
 PAYLOAD_BY_ARM = {str(spec.arm): spec for spec in [*PAYLOADS, SESSION_META]}
 
 
-def _envelope_type(arm: str) -> str:
-    if arm == "session_meta":
-        return "session_meta"
-    fields = omni_pb2.OmniMessage.DESCRIPTOR.fields_by_name
-    # The schema numbers all event arms from approval_decision on.
-    events_from = fields["approval_decision"].number
-    return "event_msg" if fields[arm].number >= events_from else "model_msg"
-
-
-# The envelope type each payload arm belongs to, for messages built without one.
-ENVELOPE_TYPE_OF_ARM = {arm: _envelope_type(arm) for arm in PAYLOAD_BY_ARM}
+# The envelope "type" each payload arm travels in. Written out, not derived
+# from field numbers: a test checks it against the proto's arms and the
+# protocol vocabulary, so a new arm cannot land without its entry.
+ENVELOPE_TYPE_OF_ARM: dict[str, str] = {
+    "session_meta": "session_meta",
+    "text": "model_msg",
+    "image_url": "model_msg",
+    "inline_data": "model_msg",
+    "thinking": "model_msg",
+    "inline_thinking": "model_msg",
+    "tool_call": "model_msg",
+    "tool_call_output": "model_msg",
+    "partial_text": "model_msg",
+    "partial_thinking": "model_msg",
+    "partial_tool_call": "model_msg",
+    "partial_tool_call_output": "model_msg",
+    "approval_decision": "event_msg",
+    "abort": "event_msg",
+    "request_begin": "event_msg",
+    "request_end": "event_msg",
+    "token_usage": "event_msg",
+    "compaction_begin": "event_msg",
+    "compaction_end": "event_msg",
+    "goal_finished": "event_msg",
+    "subagent": "event_msg",
+    "tool_list_ready": "event_msg",
+    "mcp_connect_begin": "event_msg",
+    "mcp_connect_end": "event_msg",
+}
+ENVELOPE_TYPES = frozenset(ENVELOPE_TYPE_OF_ARM.values())
 
 # ---- server events (SSE "event: server_event", gRPC ServerEvent) ------------
 

@@ -1,6 +1,6 @@
 """The ``grpc://HOST:PORT`` engine: another AgentService as this server's engine.
 
-Messages are forwarded as the protobuf the upstream sent, JsonShape included,
+Messages are forwarded as the protobuf the upstream sent, hints included,
 so they reach traces and transports byte for byte. The upstream runs in
 approval mode ASK: each ``approval_request`` it raises goes to this server's
 approve callback (and so to this server's clients or policy), and the decision

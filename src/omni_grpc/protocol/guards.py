@@ -47,12 +47,6 @@ EVENT_KINDS = frozenset(
 )
 KNOWN_KINDS = PARTIAL_KINDS | COMPLETE_MODEL_KINDS | EVENT_KINDS | {"session_meta"}
 
-_TYPE_NAMES = {
-    omni_pb2.MESSAGE_TYPE_SESSION_META: "session_meta",
-    omni_pb2.MESSAGE_TYPE_MODEL_MSG: "model_msg",
-    omni_pb2.MESSAGE_TYPE_EVENT_MSG: "event_msg",
-}
-
 
 def payload_kind(msg: AnyMessage) -> str:
     """The payload ``type`` string (``"session_meta"`` for a meta), ``""`` if none."""
@@ -71,14 +65,13 @@ def payload_kind(msg: AnyMessage) -> str:
 
 
 def envelope_type(msg: AnyMessage) -> str:
-    """The envelope ``type`` (``session_meta``/``model_msg``/``event_msg``); for a
-    protobuf message with the type unset it is derived from the payload arm."""
+    """The envelope ``type`` (``session_meta``/``model_msg``/``event_msg``); a
+    protobuf message has no such field: it follows from the payload arm."""
     if isinstance(msg, Mapping):
         value = msg.get("type")
         return value if isinstance(value, str) else ""
-    name = _TYPE_NAMES.get(msg.type)
-    if name is not None:
-        return name
+    if msg.WhichOneof("payload") == "unknown":
+        return str(msg.unknown.envelope_type)
     kind = payload_kind(msg)
     if kind == "session_meta":
         return "session_meta"

@@ -4,7 +4,8 @@
 
 // OmniMessage: the envelope every agent message travels in, on the SDK stream,
 // in traces and over SSE. JSON is the protocol's native form; this schema is a
-// typed, lossless mirror of it (see JsonShape for how exact bytes survive).
+// typed, lossless mirror of it (see key_orders and raw_values for how exact
+// bytes survive, and docs/lossless.md).
 //
 // Fields are declared in field-number order on purpose: then the official,
 // betterproto2 and protobuf-es encoders produce identical bytes.
@@ -18,7 +19,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file omni/v1/omni.proto.
  */
 export const file_omni_v1_omni: GenFile = /*@__PURE__*/
-  fileDesc("ChJvbW5pL3YxL29tbmkucHJvdG8SB29tbmkudjEiowoKC09tbmlNZXNzYWdlEhEKCXRpbWVzdGFtcBgBIAEoCRIiCgR0eXBlGAIgASgOMhQub21uaS52MS5NZXNzYWdlVHlwZRIOCgZvcmlnaW4YAyADKAkSLAoMc2Vzc2lvbl9tZXRhGAQgASgLMhQub21uaS52MS5TZXNzaW9uTWV0YUgAEh0KBHRleHQYBSABKAsyDS5vbW5pLnYxLlRleHRIABImCglpbWFnZV91cmwYBiABKAsyES5vbW5pLnYxLkltYWdlVXJsSAASKgoLaW5saW5lX2RhdGEYByABKAsyEy5vbW5pLnYxLklubGluZURhdGFIABIlCgh0aGlua2luZxgIIAEoCzIRLm9tbmkudjEuVGhpbmtpbmdIABIyCg9pbmxpbmVfdGhpbmtpbmcYCSABKAsyFy5vbW5pLnYxLklubGluZVRoaW5raW5nSAASJgoJdG9vbF9jYWxsGAogASgLMhEub21uaS52MS5Ub29sQ2FsbEgAEjMKEHRvb2xfY2FsbF9vdXRwdXQYCyABKAsyFy5vbW5pLnYxLlRvb2xDYWxsT3V0cHV0SAASLAoMcGFydGlhbF90ZXh0GAwgASgLMhQub21uaS52MS5QYXJ0aWFsVGV4dEgAEjQKEHBhcnRpYWxfdGhpbmtpbmcYDSABKAsyGC5vbW5pLnYxLlBhcnRpYWxUaGlua2luZ0gAEjUKEXBhcnRpYWxfdG9vbF9jYWxsGA4gASgLMhgub21uaS52MS5QYXJ0aWFsVG9vbENhbGxIABJCChhwYXJ0aWFsX3Rvb2xfY2FsbF9vdXRwdXQYDyABKAsyHi5vbW5pLnYxLlBhcnRpYWxUb29sQ2FsbE91dHB1dEgAEjYKEWFwcHJvdmFsX2RlY2lzaW9uGBAgASgLMhkub21uaS52MS5BcHByb3ZhbERlY2lzaW9uSAASHwoFYWJvcnQYESABKAsyDi5vbW5pLnYxLkFib3J0SAASLgoNcmVxdWVzdF9iZWdpbhgSIAEoCzIVLm9tbmkudjEuUmVxdWVzdEJlZ2luSAASKgoLcmVxdWVzdF9lbmQYEyABKAsyEy5vbW5pLnYxLlJlcXVlc3RFbmRIABIqCgt0b2tlbl91c2FnZRgUIAEoCzITLm9tbmkudjEuVG9rZW5Vc2FnZUgAEjQKEGNvbXBhY3Rpb25fYmVnaW4YFSABKAsyGC5vbW5pLnYxLkNvbXBhY3Rpb25CZWdpbkgAEjAKDmNvbXBhY3Rpb25fZW5kGBYgASgLMhYub21uaS52MS5Db21wYWN0aW9uRW5kSAASLgoNZ29hbF9maW5pc2hlZBgXIAEoCzIVLm9tbmkudjEuR29hbEZpbmlzaGVkSAASJQoIc3ViYWdlbnQYGCABKAsyES5vbW5pLnYxLlN1YmFnZW50SAASMQoPdG9vbF9saXN0X3JlYWR5GBkgASgLMhYub21uaS52MS5Ub29sTGlzdFJlYWR5SAASNQoRbWNwX2Nvbm5lY3RfYmVnaW4YGiABKAsyGC5vbW5pLnYxLk1jcENvbm5lY3RCZWdpbkgAEjEKD21jcF9jb25uZWN0X2VuZBgbIAEoCzIWLm9tbmkudjEuTWNwQ29ubmVjdEVuZEgAEioKB3Vua25vd24YZCABKAsyFy5vbW5pLnYxLlVua25vd25QYXlsb2FkSAASIQoFc2hhcGUYZSABKAsyEi5vbW5pLnYxLkpzb25TaGFwZUIJCgdwYXlsb2FkIlkKCUpzb25TaGFwZRIlCgprZXlfb3JkZXJzGAEgAygLMhEub21uaS52MS5LZXlPcmRlchIlCgpyYXdfdmFsdWVzGAIgAygLMhEub21uaS52MS5SYXdWYWx1ZSImCghLZXlPcmRlchIMCgRwYXRoGAEgASgJEgwKBGtleXMYAiADKAkiJgoIUmF3VmFsdWUSDAoEcGF0aBgBIAEoCRIMCgRqc29uGAIgASgJIiwKDlVua25vd25QYXlsb2FkEgwKBHR5cGUYASABKAkSDAoEanNvbhgCIAEoCSLpAgoLU2Vzc2lvbk1ldGESEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCghwcm92aWRlchgCIAEoCRIQCghtb2RlbF9pZBgDIAEoCRIlChttb2RlbF9jb250ZXh0X3dpbmRvd190b2tlbnMYBCABKANIABIkChptb2RlbF9jb250ZXh0X3dpbmRvd19sYWJlbBgFIAEoCUgAEhUKDXN5c3RlbV9wcm9tcHQYBiABKAkSJgoFdG9vbHMYByADKAsyFy5vbW5pLnYxLlRvb2xEZWZpbml0aW9uEhsKDnRoaW5raW5nX2xldmVsGAggASgJSAGIAQESEwoLYWdlbnRfc3RhdGUYCSABKAkSEQoJd29ya3NwYWNlGAogASgJEiYKBnNvdXJjZRgLIAEoDjIWLm9tbmkudjEuU2Vzc2lvblNvdXJjZUIWChRtb2RlbF9jb250ZXh0X3dpbmRvd0IRCg9fdGhpbmtpbmdfbGV2ZWwiYAoOVG9vbERlZmluaXRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIrCgpwYXJhbWV0ZXJzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCLrAQoEVGV4dBIbCgRyb2xlGAEgASgOMg0ub21uaS52MS5Sb2xlEgwKBHRleHQYAiABKAkSKAoLc3RvcF9yZWFzb24YAyABKA4yEy5vbW5pLnYxLlN0b3BSZWFzb24SKQoIZmlkZWxpdHkYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eh8KBnNlbmRlchgFIAEoDjIPLm9tbmkudjEuU2VuZGVyEhIKBXBoYXNlGAYgASgJSACIAQESFgoJc2lnbmF0dXJlGAcgASgJSAGIAQFCCAoGX3BoYXNlQgwKCl9zaWduYXR1cmUiZAoISW1hZ2VVcmwSGwoEcm9sZRgBIAEoDjINLm9tbmkudjEuUm9sZRIRCglpbWFnZV91cmwYAiABKAkSKAoLc3RvcF9yZWFzb24YAyABKA4yEy5vbW5pLnYxLlN0b3BSZWFzb24ixQEKCklubGluZURhdGESGwoEcm9sZRgBIAEoDjINLm9tbmkudjEuUm9sZRIMCgRkYXRhGAIgASgJEhEKCW1pbWVfdHlwZRgDIAEoCRIoCgtzdG9wX3JlYXNvbhgEIAEoDjITLm9tbmkudjEuU3RvcFJlYXNvbhIpCghmaWRlbGl0eRgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFgoJc2lnbmF0dXJlGAYgASgJSACIAQFCDAoKX3NpZ25hdHVyZSK0AQoIVGhpbmtpbmcSGwoEcm9sZRgBIAEoDjINLm9tbmkudjEuUm9sZRIQCgh0aGlua2luZxgCIAEoCRIoCgtzdG9wX3JlYXNvbhgDIAEoDjITLm9tbmkudjEuU3RvcFJlYXNvbhIpCghmaWRlbGl0eRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFgoJc2lnbmF0dXJlGAUgASgJSACIAQFCDAoKX3NpZ25hdHVyZSLJAQoOSW5saW5lVGhpbmtpbmcSGwoEcm9sZRgBIAEoDjINLm9tbmkudjEuUm9sZRIMCgRkYXRhGAIgASgJEhEKCW1pbWVfdHlwZRgDIAEoCRIoCgtzdG9wX3JlYXNvbhgEIAEoDjITLm9tbmkudjEuU3RvcFJlYXNvbhIpCghmaWRlbGl0eRgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFgoJc2lnbmF0dXJlGAYgASgJSACIAQFCDAoKX3NpZ25hdHVyZSLZAQoIVG9vbENhbGwSGwoEcm9sZRgBIAEoDjINLm9tbmkudjEuUm9sZRIMCgRuYW1lGAIgASgJEhEKCWFyZ3VtZW50cxgDIAEoCRIUCgx0b29sX2NhbGxfaWQYBCABKAkSKAoLc3RvcF9yZWFzb24YBSABKA4yEy5vbW5pLnYxLlN0b3BSZWFzb24SKQoIZmlkZWxpdHkYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhYKCXNpZ25hdHVyZRgHIAEoCUgAiAEBQgwKCl9zaWduYXR1cmUijQEKDlRvb2xDYWxsT3V0cHV0EhsKBHJvbGUYASABKA4yDS5vbW5pLnYxLlJvbGUSDgoGb3V0cHV0GAIgASgJEg4KBmltYWdlcxgDIAMoCRIUCgx0b29sX2NhbGxfaWQYBCABKAkSKAoLc3RvcF9yZWFzb24YBSABKA4yEy5vbW5pLnYxLlN0b3BSZWFzb24iigEKC1BhcnRpYWxUZXh0EhsKBHJvbGUYASABKA4yDS5vbW5pLnYxLlJvbGUSJgoKZXZlbnRfdHlwZRgCIAEoDjISLm9tbmkudjEuRXZlbnRUeXBlEgwKBHRleHQYAyABKAkSKAoLc3RvcF9yZWFzb24YBCABKA4yEy5vbW5pLnYxLlN0b3BSZWFzb24ikgEKD1BhcnRpYWxUaGlua2luZxIbCgRyb2xlGAEgASgOMg0ub21uaS52MS5Sb2xlEiYKCmV2ZW50X3R5cGUYAiABKA4yEi5vbW5pLnYxLkV2ZW50VHlwZRIQCgh0aGlua2luZxgDIAEoCRIoCgtzdG9wX3JlYXNvbhgEIAEoDjITLm9tbmkudjEuU3RvcFJlYXNvbiK3AQoPUGFydGlhbFRvb2xDYWxsEhsKBHJvbGUYASABKA4yDS5vbW5pLnYxLlJvbGUSJgoKZXZlbnRfdHlwZRgCIAEoDjISLm9tbmkudjEuRXZlbnRUeXBlEgwKBG5hbWUYAyABKAkSEQoJYXJndW1lbnRzGAQgASgJEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIoCgtzdG9wX3JlYXNvbhgGIAEoDjITLm9tbmkudjEuU3RvcFJlYXNvbiK8AQoVUGFydGlhbFRvb2xDYWxsT3V0cHV0EhsKBHJvbGUYASABKA4yDS5vbW5pLnYxLlJvbGUSJgoKZXZlbnRfdHlwZRgCIAEoDjISLm9tbmkudjEuRXZlbnRUeXBlEg4KBm91dHB1dBgDIAEoCRIOCgZpbWFnZXMYBCADKAkSFAoMdG9vbF9jYWxsX2lkGAUgASgJEigKC3N0b3BfcmVhc29uGAYgASgOMhMub21uaS52MS5TdG9wUmVhc29uIk0KEEFwcHJvdmFsRGVjaXNpb24SIwoIZGVjaXNpb24YASABKA4yES5vbW5pLnYxLkRlY2lzaW9uEhQKDHRvb2xfY2FsbF9pZBgCIAEoCSInCgVBYm9ydBITCgZyZWFzb24YASABKAlIAIgBAUIJCgdfcmVhc29uIg4KDFJlcXVlc3RCZWdpbiLNAQoKUmVxdWVzdEVuZBIjCgZzdGF0dXMYASABKA4yEy5vbW5pLnYxLlN0b3BSZWFzb24SFAoHbWVzc2FnZRgCIAEoCUgAiAEBEhoKDWVycm9yX21lc3NhZ2UYAyABKAlIAYgBARIUCgdhdHRlbXB0GAQgASgDSAKIAQESGAoLcmV0cnlfaW5fbXMYBSABKANIA4gBAUIKCghfbWVzc2FnZUIQCg5fZXJyb3JfbWVzc2FnZUIKCghfYXR0ZW1wdEIOCgxfcmV0cnlfaW5fbXMiWgoKVG9rZW5Vc2FnZRIlCgdzZXNzaW9uGAEgASgLMhQub21uaS52MS5Ub2tlbkNvdW50cxIlCgdyZXF1ZXN0GAIgASgLMhQub21uaS52MS5Ub2tlbkNvdW50cyJVCgtUb2tlbkNvdW50cxISCgpjYWNoZV9yZWFkGAEgASgDEhMKC2NhY2hlX3dyaXRlGAIgASgDEg4KBm91dHB1dBgDIAEoAxINCgV0b3RhbBgEIAEoAyKDAQoPQ29tcGFjdGlvbkJlZ2luEikKBnJlYXNvbhgBIAEoDjIZLm9tbmkudjEuQ29tcGFjdGlvblJlYXNvbhIlCgRtb2RlGAIgASgOMhcub21uaS52MS5Db21wYWN0aW9uTW9kZRIPCgdjb250ZXh0GAMgASgDEg0KBXR1cm5zGAQgASgDIoACCg1Db21wYWN0aW9uRW5kEikKBnJlYXNvbhgBIAEoDjIZLm9tbmkudjEuQ29tcGFjdGlvblJlYXNvbhIlCgRtb2RlGAIgASgOMhcub21uaS52MS5Db21wYWN0aW9uTW9kZRIjCgZzdGF0dXMYAyABKA4yEy5vbW5pLnYxLlN0b3BSZWFzb24SFAoHYXR0ZW1wdBgEIAEoA0gAiAEBEhoKDWVycm9yX21lc3NhZ2UYBSABKAlIAYgBARIYCgtyZXRyeV9pbl9tcxgGIAEoA0gCiAEBQgoKCF9hdHRlbXB0QhAKDl9lcnJvcl9tZXNzYWdlQg4KDF9yZXRyeV9pbl9tcyJaCgxHb2FsRmluaXNoZWQSJQoHb3V0Y29tZRgBIAEoDjIULm9tbmkudjEuR29hbE91dGNvbWUSDgoGcm91bmRzGAIgASgDEhMKC3Rva2Vuc191c2VkGAMgASgDIh4KCFN1YmFnZW50EhIKCnNlc3Npb25faWQYASABKAkiNwoNVG9vbExpc3RSZWFkeRImCgV0b29scxgBIAMoCzIXLm9tbmkudjEuVG9vbERlZmluaXRpb24iIgoPTWNwQ29ubmVjdEJlZ2luEg8KB3NlcnZlcnMYASADKAkiXgoNTWNwQ29ubmVjdEVuZBIiCgZzdGF0dXMYASABKA4yEi5vbW5pLnYxLk1jcFN0YXR1cxIpCgdyZXN1bHRzGAIgAygLMhgub21uaS52MS5NY3BTZXJ2ZXJSZXN1bHQiwAEKD01jcFNlcnZlclJlc3VsdBIOCgZzZXJ2ZXIYASABKAkSKAoJdHJhbnNwb3J0GAIgASgOMhUub21uaS52MS5NY3BUcmFuc3BvcnQSIgoGc3RhdHVzGAMgASgOMhIub21uaS52MS5NY3BTdGF0dXMSEwoLZHVyYXRpb25fbXMYBCABKAMSEgoFdG9vbHMYBSABKANIAIgBARISCgVlcnJvchgGIAEoCUgBiAEBQggKBl90b29sc0IICgZfZXJyb3IqggEKC01lc3NhZ2VUeXBlEhwKGE1FU1NBR0VfVFlQRV9VTlNQRUNJRklFRBAAEh0KGU1FU1NBR0VfVFlQRV9TRVNTSU9OX01FVEEQARIaChZNRVNTQUdFX1RZUEVfTU9ERUxfTVNHEAISGgoWTUVTU0FHRV9UWVBFX0VWRU5UX01TRxADKr8BCgpTdG9wUmVhc29uEhsKF1NUT1BfUkVBU09OX1VOU1BFQ0lGSUVEEAASGQoVU1RPUF9SRUFTT05fQ09NUExFVEVEEAESFgoSU1RPUF9SRUFTT05fRkFJTEVEEAISFwoTU1RPUF9SRUFTT05fQUJPUlRFRBADEhcKE1NUT1BfUkVBU09OX1RJTUVPVVQQBBIZChVTVE9QX1JFQVNPTl9NQUxGT1JNRUQQBRIUChBTVE9QX1JFQVNPTl9BVVRIEAYqPwoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDQoJUk9MRV9VU0VSEAESEgoOUk9MRV9BU1NJU1RBTlQQAipoCglFdmVudFR5cGUSGgoWRVZFTlRfVFlQRV9VTlNQRUNJRklFRBAAEhQKEEVWRU5UX1RZUEVfU1RBUlQQARIUChBFVkVOVF9UWVBFX0RFTFRBEAISEwoPRVZFTlRfVFlQRV9TVE9QEAMqcQoGU2VuZGVyEhYKElNFTkRFUl9VTlNQRUNJRklFRBAAEg8KC1NFTkRFUl9VU0VSEAESFwoTU0VOREVSX1BBUkVOVF9BR0VOVBACEhIKDlNFTkRFUl9IQVJORVNTEAMSEQoNU0VOREVSX1NFUlZFUhAEKmMKCERlY2lzaW9uEhgKFERFQ0lTSU9OX1VOU1BFQ0lGSUVEEAASEgoOREVDSVNJT05fQUxMT1cQARIRCg1ERUNJU0lPTl9ERU5ZEAISFgoSREVDSVNJT05fRk9SQklEREVOEAMqjwEKEENvbXBhY3Rpb25SZWFzb24SIQodQ09NUEFDVElPTl9SRUFTT05fVU5TUEVDSUZJRUQQABIdChlDT01QQUNUSU9OX1JFQVNPTl9DT05URVhUEAESGwoXQ09NUEFDVElPTl9SRUFTT05fVFVSTlMQAhIcChhDT01QQUNUSU9OX1JFQVNPTl9NQU5VQUwQAyptCg5Db21wYWN0aW9uTW9kZRIfChtDT01QQUNUSU9OX01PREVfVU5TUEVDSUZJRUQQABIdChlDT01QQUNUSU9OX01PREVfU1VNTUFSSVpFEAESGwoXQ09NUEFDVElPTl9NT0RFX0RJU0NBUkQQAiqbAQoLR29hbE91dGNvbWUSHAoYR09BTF9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGQoVR09BTF9PVVRDT01FX0NPTVBMRVRFEAESGAoUR09BTF9PVVRDT01FX0JMT0NLRUQQAhIfChtHT0FMX09VVENPTUVfQlVER0VUX0xJTUlURUQQAxIYChRHT0FMX09VVENPTUVfQUJPUlRFRBAEKnAKCU1jcFN0YXR1cxIaChZNQ1BfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGAoUTUNQX1NUQVRVU19DT01QTEVURUQQARIVChFNQ1BfU1RBVFVTX0ZBSUxFRBACEhYKEk1DUF9TVEFUVVNfQUJPUlRFRBADKnUKDE1jcFRyYW5zcG9ydBIdChlNQ1BfVFJBTlNQT1JUX1VOU1BFQ0lGSUVEEAASFwoTTUNQX1RSQU5TUE9SVF9TVERJTxABEhYKEk1DUF9UUkFOU1BPUlRfSFRUUBACEhUKEU1DUF9UUkFOU1BPUlRfU1NFEAMqaQoNU2Vzc2lvblNvdXJjZRIeChpTRVNTSU9OX1NPVVJDRV9VTlNQRUNJRklFRBAAEhsKF1NFU1NJT05fU09VUkNFX1NVQkFHRU5UEAESGwoXU0VTU0lPTl9TT1VSQ0VfU0NIRURVTEUQAkJeChNpby5vbW5pZ3JwYy5vbW5pLnYxQglPbW5pUHJvdG9QAVo6Z2l0aHViLmNvbS9vbW5pLWdycGMvb21uaS1ncnBjL2dlbmVyYXRlZC9nby9vbW5pL3YxO29tbml2MWIGcHJvdG8z", [file_google_protobuf_struct]);
+  fileDesc("ChJvbW5pL3YxL29tbmkucHJvdG8SB29tbmkudjEiwwoKC09tbmlNZXNzYWdlEhEKCXRpbWVzdGFtcBgBIAEoCRIOCgZvcmlnaW4YAyADKAkSLAoMc2Vzc2lvbl9tZXRhGAQgASgLMhQub21uaS52MS5TZXNzaW9uTWV0YUgAEh0KBHRleHQYBSABKAsyDS5vbW5pLnYxLlRleHRIABImCglpbWFnZV91cmwYBiABKAsyES5vbW5pLnYxLkltYWdlVXJsSAASKgoLaW5saW5lX2RhdGEYByABKAsyEy5vbW5pLnYxLklubGluZURhdGFIABIlCgh0aGlua2luZxgIIAEoCzIRLm9tbmkudjEuVGhpbmtpbmdIABIyCg9pbmxpbmVfdGhpbmtpbmcYCSABKAsyFy5vbW5pLnYxLklubGluZVRoaW5raW5nSAASJgoJdG9vbF9jYWxsGAogASgLMhEub21uaS52MS5Ub29sQ2FsbEgAEjMKEHRvb2xfY2FsbF9vdXRwdXQYCyABKAsyFy5vbW5pLnYxLlRvb2xDYWxsT3V0cHV0SAASLAoMcGFydGlhbF90ZXh0GAwgASgLMhQub21uaS52MS5QYXJ0aWFsVGV4dEgAEjQKEHBhcnRpYWxfdGhpbmtpbmcYDSABKAsyGC5vbW5pLnYxLlBhcnRpYWxUaGlua2luZ0gAEjUKEXBhcnRpYWxfdG9vbF9jYWxsGA4gASgLMhgub21uaS52MS5QYXJ0aWFsVG9vbENhbGxIABJCChhwYXJ0aWFsX3Rvb2xfY2FsbF9vdXRwdXQYDyABKAsyHi5vbW5pLnYxLlBhcnRpYWxUb29sQ2FsbE91dHB1dEgAEjYKEWFwcHJvdmFsX2RlY2lzaW9uGBAgASgLMhkub21uaS52MS5BcHByb3ZhbERlY2lzaW9uSAASHwoFYWJvcnQYESABKAsyDi5vbW5pLnYxLkFib3J0SAASLgoNcmVxdWVzdF9iZWdpbhgSIAEoCzIVLm9tbmkudjEuUmVxdWVzdEJlZ2luSAASKgoLcmVxdWVzdF9lbmQYEyABKAsyEy5vbW5pLnYxLlJlcXVlc3RFbmRIABIqCgt0b2tlbl91c2FnZRgUIAEoCzITLm9tbmkudjEuVG9rZW5Vc2FnZUgAEjQKEGNvbXBhY3Rpb25fYmVnaW4YFSABKAsyGC5vbW5pLnYxLkNvbXBhY3Rpb25CZWdpbkgAEjAKDmNvbXBhY3Rpb25fZW5kGBYgASgLMhYub21uaS52MS5Db21wYWN0aW9uRW5kSAASLgoNZ29hbF9maW5pc2hlZBgXIAEoCzIVLm9tbmkudjEuR29hbEZpbmlzaGVkSAASJQoIc3ViYWdlbnQYGCABKAsyES5vbW5pLnYxLlN1YmFnZW50SAASMQoPdG9vbF9saXN0X3JlYWR5GBkgASgLMhYub21uaS52MS5Ub29sTGlzdFJlYWR5SAASNQoRbWNwX2Nvbm5lY3RfYmVnaW4YGiABKAsyGC5vbW5pLnYxLk1jcENvbm5lY3RCZWdpbkgAEjEKD21jcF9jb25uZWN0X2VuZBgbIAEoCzIWLm9tbmkudjEuTWNwQ29ubmVjdEVuZEgAEioKB3Vua25vd24YZCABKAsyFy5vbW5pLnYxLlVua25vd25QYXlsb2FkSAASJQoKa2V5X29yZGVycxhmIAMoCzIRLm9tbmkudjEuS2V5T3JkZXISJQoKcmF3X3ZhbHVlcxhnIAMoCzIRLm9tbmkudjEuUmF3VmFsdWVCCQoHcGF5bG9hZEoECAIQA0oECGUQZlIEdHlwZVIFc2hhcGUiJgoIS2V5T3JkZXISDAoEcGF0aBgBIAEoCRIMCgRrZXlzGAIgAygJIiYKCFJhd1ZhbHVlEgwKBHBhdGgYASABKAkSDAoEanNvbhgCIAEoCSJDCg5Vbmtub3duUGF5bG9hZBIMCgR0eXBlGAEgASgJEgwKBGpzb24YAiABKAkSFQoNZW52ZWxvcGVfdHlwZRgDIAEoCSLpAgoLU2Vzc2lvbk1ldGESEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCghwcm92aWRlchgCIAEoCRIQCghtb2RlbF9pZBgDIAEoCRIlChttb2RlbF9jb250ZXh0X3dpbmRvd190b2tlbnMYBCABKANIABIkChptb2RlbF9jb250ZXh0X3dpbmRvd19sYWJlbBgFIAEoCUgAEhUKDXN5c3RlbV9wcm9tcHQYBiABKAkSJgoFdG9vbHMYByADKAsyFy5vbW5pLnYxLlRvb2xEZWZpbml0aW9uEhsKDnRoaW5raW5nX2xldmVsGAggASgJSAGIAQESEwoLYWdlbnRfc3RhdGUYCSABKAkSEQoJd29ya3NwYWNlGAogASgJEiYKBnNvdXJjZRgLIAEoDjIWLm9tbmkudjEuU2Vzc2lvblNvdXJjZUIWChRtb2RlbF9jb250ZXh0X3dpbmRvd0IRCg9fdGhpbmtpbmdfbGV2ZWwiTQoOVG9vbERlZmluaXRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRISCgpwYXJhbWV0ZXJzGAQgASgJSgQIAxAEIoICCgRUZXh0EhsKBHJvbGUYASABKA4yDS5vbW5pLnYxLlJvbGUSDAoEdGV4dBgCIAEoCRIoCgtzdG9wX3JlYXNvbhgDIAEoDjITLm9tbmkudjEuU3RvcFJlYXNvbhIpCghmaWRlbGl0eRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSHwoGc2VuZGVyGAUgASgOMg8ub21uaS52MS5TZW5kZXISEgoFcGhhc2UYBiABKAlIAIgBARIWCglzaWduYXR1cmUYByABKAlIAYgBARIVCg1maWRlbGl0eV9qc29uGAggASgJQggKBl9waGFzZUIMCgpfc2lnbmF0dXJlImQKCEltYWdlVXJsEhsKBHJvbGUYASABKA4yDS5vbW5pLnYxLlJvbGUSEQoJaW1hZ2VfdXJsGAIgASgJEigKC3N0b3BfcmVhc29uGAMgASgOMhMub21uaS52MS5TdG9wUmVhc29uItwBCgpJbmxpbmVEYXRhEhsKBHJvbGUYASABKA4yDS5vbW5pLnYxLlJvbGUSDAoEZGF0YRgCIAEoCRIRCgltaW1lX3R5cGUYAyABKAkSKAoLc3RvcF9yZWFzb24YBCABKA4yEy5vbW5pLnYxLlN0b3BSZWFzb24SKQoIZmlkZWxpdHkYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhYKCXNpZ25hdHVyZRgGIAEoCUgAiAEBEhUKDWZpZGVsaXR5X2pzb24YByABKAlCDAoKX3NpZ25hdHVyZSLLAQoIVGhpbmtpbmcSGwoEcm9sZRgBIAEoDjINLm9tbmkudjEuUm9sZRIQCgh0aGlua2luZxgCIAEoCRIoCgtzdG9wX3JlYXNvbhgDIAEoDjITLm9tbmkudjEuU3RvcFJlYXNvbhIpCghmaWRlbGl0eRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFgoJc2lnbmF0dXJlGAUgASgJSACIAQESFQoNZmlkZWxpdHlfanNvbhgGIAEoCUIMCgpfc2lnbmF0dXJlIuABCg5JbmxpbmVUaGlua2luZxIbCgRyb2xlGAEgASgOMg0ub21uaS52MS5Sb2xlEgwKBGRhdGEYAiABKAkSEQoJbWltZV90eXBlGAMgASgJEigKC3N0b3BfcmVhc29uGAQgASgOMhMub21uaS52MS5TdG9wUmVhc29uEikKCGZpZGVsaXR5GAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIWCglzaWduYXR1cmUYBiABKAlIAIgBARIVCg1maWRlbGl0eV9qc29uGAcgASgJQgwKCl9zaWduYXR1cmUi8AEKCFRvb2xDYWxsEhsKBHJvbGUYASABKA4yDS5vbW5pLnYxLlJvbGUSDAoEbmFtZRgCIAEoCRIRCglhcmd1bWVudHMYAyABKAkSFAoMdG9vbF9jYWxsX2lkGAQgASgJEigKC3N0b3BfcmVhc29uGAUgASgOMhMub21uaS52MS5TdG9wUmVhc29uEikKCGZpZGVsaXR5GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIWCglzaWduYXR1cmUYByABKAlIAIgBARIVCg1maWRlbGl0eV9qc29uGAggASgJQgwKCl9zaWduYXR1cmUijQEKDlRvb2xDYWxsT3V0cHV0EhsKBHJvbGUYASABKA4yDS5vbW5pLnYxLlJvbGUSDgoGb3V0cHV0GAIgASgJEg4KBmltYWdlcxgDIAMoCRIUCgx0b29sX2NhbGxfaWQYBCABKAkSKAoLc3RvcF9yZWFzb24YBSABKA4yEy5vbW5pLnYxLlN0b3BSZWFzb24iigEKC1BhcnRpYWxUZXh0EhsKBHJvbGUYASABKA4yDS5vbW5pLnYxLlJvbGUSJgoKZXZlbnRfdHlwZRgCIAEoDjISLm9tbmkudjEuRXZlbnRUeXBlEgwKBHRleHQYAyABKAkSKAoLc3RvcF9yZWFzb24YBCABKA4yEy5vbW5pLnYxLlN0b3BSZWFzb24ikgEKD1BhcnRpYWxUaGlua2luZxIbCgRyb2xlGAEgASgOMg0ub21uaS52MS5Sb2xlEiYKCmV2ZW50X3R5cGUYAiABKA4yEi5vbW5pLnYxLkV2ZW50VHlwZRIQCgh0aGlua2luZxgDIAEoCRIoCgtzdG9wX3JlYXNvbhgEIAEoDjITLm9tbmkudjEuU3RvcFJlYXNvbiK3AQoPUGFydGlhbFRvb2xDYWxsEhsKBHJvbGUYASABKA4yDS5vbW5pLnYxLlJvbGUSJgoKZXZlbnRfdHlwZRgCIAEoDjISLm9tbmkudjEuRXZlbnRUeXBlEgwKBG5hbWUYAyABKAkSEQoJYXJndW1lbnRzGAQgASgJEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIoCgtzdG9wX3JlYXNvbhgGIAEoDjITLm9tbmkudjEuU3RvcFJlYXNvbiK8AQoVUGFydGlhbFRvb2xDYWxsT3V0cHV0EhsKBHJvbGUYASABKA4yDS5vbW5pLnYxLlJvbGUSJgoKZXZlbnRfdHlwZRgCIAEoDjISLm9tbmkudjEuRXZlbnRUeXBlEg4KBm91dHB1dBgDIAEoCRIOCgZpbWFnZXMYBCADKAkSFAoMdG9vbF9jYWxsX2lkGAUgASgJEigKC3N0b3BfcmVhc29uGAYgASgOMhMub21uaS52MS5TdG9wUmVhc29uIk0KEEFwcHJvdmFsRGVjaXNpb24SIwoIZGVjaXNpb24YASABKA4yES5vbW5pLnYxLkRlY2lzaW9uEhQKDHRvb2xfY2FsbF9pZBgCIAEoCSInCgVBYm9ydBITCgZyZWFzb24YASABKAlIAIgBAUIJCgdfcmVhc29uIg4KDFJlcXVlc3RCZWdpbiLNAQoKUmVxdWVzdEVuZBIjCgZzdGF0dXMYASABKA4yEy5vbW5pLnYxLlN0b3BSZWFzb24SFAoHbWVzc2FnZRgCIAEoCUgAiAEBEhoKDWVycm9yX21lc3NhZ2UYAyABKAlIAYgBARIUCgdhdHRlbXB0GAQgASgDSAKIAQESGAoLcmV0cnlfaW5fbXMYBSABKANIA4gBAUIKCghfbWVzc2FnZUIQCg5fZXJyb3JfbWVzc2FnZUIKCghfYXR0ZW1wdEIOCgxfcmV0cnlfaW5fbXMiWgoKVG9rZW5Vc2FnZRIlCgdzZXNzaW9uGAEgASgLMhQub21uaS52MS5Ub2tlbkNvdW50cxIlCgdyZXF1ZXN0GAIgASgLMhQub21uaS52MS5Ub2tlbkNvdW50cyJVCgtUb2tlbkNvdW50cxISCgpjYWNoZV9yZWFkGAEgASgDEhMKC2NhY2hlX3dyaXRlGAIgASgDEg4KBm91dHB1dBgDIAEoAxINCgV0b3RhbBgEIAEoAyKDAQoPQ29tcGFjdGlvbkJlZ2luEikKBnJlYXNvbhgBIAEoDjIZLm9tbmkudjEuQ29tcGFjdGlvblJlYXNvbhIlCgRtb2RlGAIgASgOMhcub21uaS52MS5Db21wYWN0aW9uTW9kZRIPCgdjb250ZXh0GAMgASgDEg0KBXR1cm5zGAQgASgDIoACCg1Db21wYWN0aW9uRW5kEikKBnJlYXNvbhgBIAEoDjIZLm9tbmkudjEuQ29tcGFjdGlvblJlYXNvbhIlCgRtb2RlGAIgASgOMhcub21uaS52MS5Db21wYWN0aW9uTW9kZRIjCgZzdGF0dXMYAyABKA4yEy5vbW5pLnYxLlN0b3BSZWFzb24SFAoHYXR0ZW1wdBgEIAEoA0gAiAEBEhoKDWVycm9yX21lc3NhZ2UYBSABKAlIAYgBARIYCgtyZXRyeV9pbl9tcxgGIAEoA0gCiAEBQgoKCF9hdHRlbXB0QhAKDl9lcnJvcl9tZXNzYWdlQg4KDF9yZXRyeV9pbl9tcyJaCgxHb2FsRmluaXNoZWQSJQoHb3V0Y29tZRgBIAEoDjIULm9tbmkudjEuR29hbE91dGNvbWUSDgoGcm91bmRzGAIgASgDEhMKC3Rva2Vuc191c2VkGAMgASgDIh4KCFN1YmFnZW50EhIKCnNlc3Npb25faWQYASABKAkiNwoNVG9vbExpc3RSZWFkeRImCgV0b29scxgBIAMoCzIXLm9tbmkudjEuVG9vbERlZmluaXRpb24iIgoPTWNwQ29ubmVjdEJlZ2luEg8KB3NlcnZlcnMYASADKAkiXgoNTWNwQ29ubmVjdEVuZBIiCgZzdGF0dXMYASABKA4yEi5vbW5pLnYxLk1jcFN0YXR1cxIpCgdyZXN1bHRzGAIgAygLMhgub21uaS52MS5NY3BTZXJ2ZXJSZXN1bHQiwAEKD01jcFNlcnZlclJlc3VsdBIOCgZzZXJ2ZXIYASABKAkSKAoJdHJhbnNwb3J0GAIgASgOMhUub21uaS52MS5NY3BUcmFuc3BvcnQSIgoGc3RhdHVzGAMgASgOMhIub21uaS52MS5NY3BTdGF0dXMSEwoLZHVyYXRpb25fbXMYBCABKAMSEgoFdG9vbHMYBSABKANIAIgBARISCgVlcnJvchgGIAEoCUgBiAEBQggKBl90b29sc0IICgZfZXJyb3IqvwEKClN0b3BSZWFzb24SGwoXU1RPUF9SRUFTT05fVU5TUEVDSUZJRUQQABIZChVTVE9QX1JFQVNPTl9DT01QTEVURUQQARIWChJTVE9QX1JFQVNPTl9GQUlMRUQQAhIXChNTVE9QX1JFQVNPTl9BQk9SVEVEEAMSFwoTU1RPUF9SRUFTT05fVElNRU9VVBAEEhkKFVNUT1BfUkVBU09OX01BTEZPUk1FRBAFEhQKEFNUT1BfUkVBU09OX0FVVEgQBio/CgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABINCglST0xFX1VTRVIQARISCg5ST0xFX0FTU0lTVEFOVBACKmgKCUV2ZW50VHlwZRIaChZFVkVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASFAoQRVZFTlRfVFlQRV9TVEFSVBABEhQKEEVWRU5UX1RZUEVfREVMVEEQAhITCg9FVkVOVF9UWVBFX1NUT1AQAypxCgZTZW5kZXISFgoSU0VOREVSX1VOU1BFQ0lGSUVEEAASDwoLU0VOREVSX1VTRVIQARIXChNTRU5ERVJfUEFSRU5UX0FHRU5UEAISEgoOU0VOREVSX0hBUk5FU1MQAxIRCg1TRU5ERVJfU0VSVkVSEAQqYwoIRGVjaXNpb24SGAoUREVDSVNJT05fVU5TUEVDSUZJRUQQABISCg5ERUNJU0lPTl9BTExPVxABEhEKDURFQ0lTSU9OX0RFTlkQAhIWChJERUNJU0lPTl9GT1JCSURERU4QAyqPAQoQQ29tcGFjdGlvblJlYXNvbhIhCh1DT01QQUNUSU9OX1JFQVNPTl9VTlNQRUNJRklFRBAAEh0KGUNPTVBBQ1RJT05fUkVBU09OX0NPTlRFWFQQARIbChdDT01QQUNUSU9OX1JFQVNPTl9UVVJOUxACEhwKGENPTVBBQ1RJT05fUkVBU09OX01BTlVBTBADKm0KDkNvbXBhY3Rpb25Nb2RlEh8KG0NPTVBBQ1RJT05fTU9ERV9VTlNQRUNJRklFRBAAEh0KGUNPTVBBQ1RJT05fTU9ERV9TVU1NQVJJWkUQARIbChdDT01QQUNUSU9OX01PREVfRElTQ0FSRBACKpsBCgtHb2FsT3V0Y29tZRIcChhHT0FMX09VVENPTUVfVU5TUEVDSUZJRUQQABIZChVHT0FMX09VVENPTUVfQ09NUExFVEUQARIYChRHT0FMX09VVENPTUVfQkxPQ0tFRBACEh8KG0dPQUxfT1VUQ09NRV9CVURHRVRfTElNSVRFRBADEhgKFEdPQUxfT1VUQ09NRV9BQk9SVEVEEAQqcAoJTWNwU3RhdHVzEhoKFk1DUF9TVEFUVVNfVU5TUEVDSUZJRUQQABIYChRNQ1BfU1RBVFVTX0NPTVBMRVRFRBABEhUKEU1DUF9TVEFUVVNfRkFJTEVEEAISFgoSTUNQX1NUQVRVU19BQk9SVEVEEAMqdQoMTWNwVHJhbnNwb3J0Eh0KGU1DUF9UUkFOU1BPUlRfVU5TUEVDSUZJRUQQABIXChNNQ1BfVFJBTlNQT1JUX1NURElPEAESFgoSTUNQX1RSQU5TUE9SVF9IVFRQEAISFQoRTUNQX1RSQU5TUE9SVF9TU0UQAyppCg1TZXNzaW9uU291cmNlEh4KGlNFU1NJT05fU09VUkNFX1VOU1BFQ0lGSUVEEAASGwoXU0VTU0lPTl9TT1VSQ0VfU1VCQUdFTlQQARIbChdTRVNTSU9OX1NPVVJDRV9TQ0hFRFVMRRACQl4KE2lvLm9tbmlncnBjLm9tbmkudjFCCU9tbmlQcm90b1ABWjpnaXRodWIuY29tL29tbmktZ3JwYy9vbW5pLWdycGMvZ2VuZXJhdGVkL2dvL29tbmkvdjE7b21uaXYxYgZwcm90bzM", [file_google_protobuf_struct]);
 
 /**
  * One protocol message. Exactly one payload arm is set.
@@ -33,13 +34,6 @@ export type OmniMessage = Message<"omni.v1.OmniMessage"> & {
    * @generated from field: string timestamp = 1;
    */
   timestamp: string;
-
-  /**
-   * Derived from the payload arm when unspecified.
-   *
-   * @generated from field: omni.v1.MessageType type = 2;
-   */
-  type: MessageType;
 
   /**
    * Child-session chain, outer to inner. Empty means the main session.
@@ -208,12 +202,29 @@ export type OmniMessage = Message<"omni.v1.OmniMessage"> & {
   } | { case: undefined; value?: undefined };
 
   /**
-   * What the typed fields cannot say about the source JSON. Empty for
-   * messages in reference form; producers in other languages leave it unset.
+   * Exact-bytes hints: what the typed fields cannot say about the source
+   * JSON. Both lists are empty for messages in reference form; producers in
+   * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+   * the envelope: "" is the envelope itself, "/payload/role" the role.
    *
-   * @generated from field: omni.v1.JsonShape shape = 101;
+   * Objects whose keys are not in reference order, lack a key the reference
+   * always writes, or carry a key the schema does not know. A key list only
+   * orders keys: a listed key whose field is now empty is left out.
+   *
+   * @generated from field: repeated omni.v1.KeyOrder key_orders = 102;
    */
-  shape?: JsonShape | undefined;
+  keyOrders: KeyOrder[];
+
+  /**
+   * Exact JSON text for values the typed fields hold only approximately (or
+   * not at all): unknown keys, unknown enum strings, numbers a field cannot
+   * represent, strings with lone surrogates, present-but-empty arrays. A raw
+   * value is used only while decoding it still yields the typed field's
+   * current value, so a stale hint never wins; it must be one JSON value.
+   *
+   * @generated from field: repeated omni.v1.RawValue raw_values = 103;
+   */
+  rawValues: RawValue[];
 };
 
 /**
@@ -222,40 +233,6 @@ export type OmniMessage = Message<"omni.v1.OmniMessage"> & {
  */
 export const OmniMessageSchema: GenMessage<OmniMessage> = /*@__PURE__*/
   messageDesc(file_omni_v1_omni, 0);
-
-/**
- * Exact-bytes hints. Paths are JSON Pointers (RFC 6901) from the envelope:
- * "" is the envelope itself, "/payload/fidelity" the fidelity object.
- *
- * @generated from message omni.v1.JsonShape
- */
-export type JsonShape = Message<"omni.v1.JsonShape"> & {
-  /**
-   * Objects whose keys are not in reference order, lack a key the reference
-   * always writes, or carry a key the schema does not know.
-   *
-   * @generated from field: repeated omni.v1.KeyOrder key_orders = 1;
-   */
-  keyOrders: KeyOrder[];
-
-  /**
-   * Exact JSON text for values the typed fields hold only approximately (or
-   * not at all): unknown keys, unknown enum strings, numbers a field cannot
-   * represent, strings with lone surrogates, and the exact text of Struct
-   * fields such as fidelity. A raw value is used only while decoding it still
-   * yields the typed field's current value, so a stale hint never wins.
-   *
-   * @generated from field: repeated omni.v1.RawValue raw_values = 2;
-   */
-  rawValues: RawValue[];
-};
-
-/**
- * Describes the message omni.v1.JsonShape.
- * Use `create(JsonShapeSchema)` to create a new message.
- */
-export const JsonShapeSchema: GenMessage<JsonShape> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 1);
 
 /**
  * The exact key sequence of one JSON object.
@@ -279,7 +256,7 @@ export type KeyOrder = Message<"omni.v1.KeyOrder"> & {
  * Use `create(KeyOrderSchema)` to create a new message.
  */
 export const KeyOrderSchema: GenMessage<KeyOrder> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 2);
+  messageDesc(file_omni_v1_omni, 1);
 
 /**
  * The exact JSON text of one value.
@@ -303,7 +280,7 @@ export type RawValue = Message<"omni.v1.RawValue"> & {
  * Use `create(RawValueSchema)` to create a new message.
  */
 export const RawValueSchema: GenMessage<RawValue> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 3);
+  messageDesc(file_omni_v1_omni, 2);
 
 /**
  * A payload whose "type" this schema does not know.
@@ -312,18 +289,26 @@ export const RawValueSchema: GenMessage<RawValue> = /*@__PURE__*/
  */
 export type UnknownPayload = Message<"omni.v1.UnknownPayload"> & {
   /**
-   * The payload's "type" string (empty if it had none).
+   * The payload's "type" string; it must equal the "type" inside json.
    *
    * @generated from field: string type = 1;
    */
   type: string;
 
   /**
-   * The whole payload object as JSON text.
+   * The whole payload object as compact JSON text (one line).
    *
    * @generated from field: string json = 2;
    */
   json: string;
+
+  /**
+   * The envelope "type" it travelled in ("model_msg", "event_msg", or one
+   * this schema does not know either).
+   *
+   * @generated from field: string envelope_type = 3;
+   */
+  envelopeType: string;
 };
 
 /**
@@ -331,7 +316,7 @@ export type UnknownPayload = Message<"omni.v1.UnknownPayload"> & {
  * Use `create(UnknownPayloadSchema)` to create a new message.
  */
 export const UnknownPayloadSchema: GenMessage<UnknownPayload> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 4);
+  messageDesc(file_omni_v1_omni, 3);
 
 /**
  * The runtime configuration of one model context.
@@ -413,7 +398,7 @@ export type SessionMeta = Message<"omni.v1.SessionMeta"> & {
  * Use `create(SessionMetaSchema)` to create a new message.
  */
 export const SessionMetaSchema: GenMessage<SessionMeta> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 5);
+  messageDesc(file_omni_v1_omni, 4);
 
 /**
  * @generated from message omni.v1.ToolDefinition
@@ -430,11 +415,13 @@ export type ToolDefinition = Message<"omni.v1.ToolDefinition"> & {
   description: string;
 
   /**
-   * JSON Schema. Its exact text travels in JsonShape.
+   * The JSON Schema object as compact JSON text, exactly as written; empty
+   * when the tool has none. Parse it with your JSON library (or protojson /
+   * JsonFormat into a Struct).
    *
-   * @generated from field: google.protobuf.Struct parameters = 3;
+   * @generated from field: string parameters = 4;
    */
-  parameters?: JsonObject | undefined;
+  parameters: string;
 };
 
 /**
@@ -442,7 +429,7 @@ export type ToolDefinition = Message<"omni.v1.ToolDefinition"> & {
  * Use `create(ToolDefinitionSchema)` to create a new message.
  */
 export const ToolDefinitionSchema: GenMessage<ToolDefinition> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 6);
+  messageDesc(file_omni_v1_omni, 5);
 
 /**
  * @generated from message omni.v1.Text
@@ -464,7 +451,7 @@ export type Text = Message<"omni.v1.Text"> & {
   stopReason: StopReason;
 
   /**
-   * Opaque provider data, passed back byte for byte (exact text in JsonShape).
+   * See "fidelity" above.
    *
    * @generated from field: google.protobuf.Struct fidelity = 4;
    */
@@ -477,7 +464,7 @@ export type Text = Message<"omni.v1.Text"> & {
 
   /**
    * Legacy (v0.0.1): a segment label. Unset is written as null when the
-   * source had "phase": null (JsonShape lists the key).
+   * source had "phase": null (the key list names the key).
    *
    * @generated from field: optional string phase = 6;
    */
@@ -489,6 +476,13 @@ export type Text = Message<"omni.v1.Text"> & {
    * @generated from field: optional string signature = 7;
    */
   signature?: string | undefined;
+
+  /**
+   * The exact text of fidelity, when the Struct alone would not give it back.
+   *
+   * @generated from field: string fidelity_json = 8;
+   */
+  fidelityJson: string;
 };
 
 /**
@@ -496,7 +490,7 @@ export type Text = Message<"omni.v1.Text"> & {
  * Use `create(TextSchema)` to create a new message.
  */
 export const TextSchema: GenMessage<Text> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 7);
+  messageDesc(file_omni_v1_omni, 6);
 
 /**
  * @generated from message omni.v1.ImageUrl
@@ -525,7 +519,7 @@ export type ImageUrl = Message<"omni.v1.ImageUrl"> & {
  * Use `create(ImageUrlSchema)` to create a new message.
  */
 export const ImageUrlSchema: GenMessage<ImageUrl> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 8);
+  messageDesc(file_omni_v1_omni, 7);
 
 /**
  * @generated from message omni.v1.InlineData
@@ -562,6 +556,11 @@ export type InlineData = Message<"omni.v1.InlineData"> & {
    * @generated from field: optional string signature = 6;
    */
   signature?: string | undefined;
+
+  /**
+   * @generated from field: string fidelity_json = 7;
+   */
+  fidelityJson: string;
 };
 
 /**
@@ -569,7 +568,7 @@ export type InlineData = Message<"omni.v1.InlineData"> & {
  * Use `create(InlineDataSchema)` to create a new message.
  */
 export const InlineDataSchema: GenMessage<InlineData> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 9);
+  messageDesc(file_omni_v1_omni, 8);
 
 /**
  * @generated from message omni.v1.Thinking
@@ -599,6 +598,11 @@ export type Thinking = Message<"omni.v1.Thinking"> & {
    * @generated from field: optional string signature = 5;
    */
   signature?: string | undefined;
+
+  /**
+   * @generated from field: string fidelity_json = 6;
+   */
+  fidelityJson: string;
 };
 
 /**
@@ -606,7 +610,7 @@ export type Thinking = Message<"omni.v1.Thinking"> & {
  * Use `create(ThinkingSchema)` to create a new message.
  */
 export const ThinkingSchema: GenMessage<Thinking> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 10);
+  messageDesc(file_omni_v1_omni, 9);
 
 /**
  * @generated from message omni.v1.InlineThinking
@@ -641,6 +645,11 @@ export type InlineThinking = Message<"omni.v1.InlineThinking"> & {
    * @generated from field: optional string signature = 6;
    */
   signature?: string | undefined;
+
+  /**
+   * @generated from field: string fidelity_json = 7;
+   */
+  fidelityJson: string;
 };
 
 /**
@@ -648,7 +657,7 @@ export type InlineThinking = Message<"omni.v1.InlineThinking"> & {
  * Use `create(InlineThinkingSchema)` to create a new message.
  */
 export const InlineThinkingSchema: GenMessage<InlineThinking> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 11);
+  messageDesc(file_omni_v1_omni, 10);
 
 /**
  * @generated from message omni.v1.ToolCall
@@ -690,6 +699,11 @@ export type ToolCall = Message<"omni.v1.ToolCall"> & {
    * @generated from field: optional string signature = 7;
    */
   signature?: string | undefined;
+
+  /**
+   * @generated from field: string fidelity_json = 8;
+   */
+  fidelityJson: string;
 };
 
 /**
@@ -697,7 +711,7 @@ export type ToolCall = Message<"omni.v1.ToolCall"> & {
  * Use `create(ToolCallSchema)` to create a new message.
  */
 export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 12);
+  messageDesc(file_omni_v1_omni, 11);
 
 /**
  * @generated from message omni.v1.ToolCallOutput
@@ -736,7 +750,7 @@ export type ToolCallOutput = Message<"omni.v1.ToolCallOutput"> & {
  * Use `create(ToolCallOutputSchema)` to create a new message.
  */
 export const ToolCallOutputSchema: GenMessage<ToolCallOutput> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 13);
+  messageDesc(file_omni_v1_omni, 12);
 
 /**
  * @generated from message omni.v1.PartialText
@@ -770,7 +784,7 @@ export type PartialText = Message<"omni.v1.PartialText"> & {
  * Use `create(PartialTextSchema)` to create a new message.
  */
 export const PartialTextSchema: GenMessage<PartialText> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 14);
+  messageDesc(file_omni_v1_omni, 13);
 
 /**
  * @generated from message omni.v1.PartialThinking
@@ -802,7 +816,7 @@ export type PartialThinking = Message<"omni.v1.PartialThinking"> & {
  * Use `create(PartialThinkingSchema)` to create a new message.
  */
 export const PartialThinkingSchema: GenMessage<PartialThinking> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 15);
+  messageDesc(file_omni_v1_omni, 14);
 
 /**
  * @generated from message omni.v1.PartialToolCall
@@ -846,7 +860,7 @@ export type PartialToolCall = Message<"omni.v1.PartialToolCall"> & {
  * Use `create(PartialToolCallSchema)` to create a new message.
  */
 export const PartialToolCallSchema: GenMessage<PartialToolCall> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 16);
+  messageDesc(file_omni_v1_omni, 15);
 
 /**
  * @generated from message omni.v1.PartialToolCallOutput
@@ -890,7 +904,7 @@ export type PartialToolCallOutput = Message<"omni.v1.PartialToolCallOutput"> & {
  * Use `create(PartialToolCallOutputSchema)` to create a new message.
  */
 export const PartialToolCallOutputSchema: GenMessage<PartialToolCallOutput> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 17);
+  messageDesc(file_omni_v1_omni, 16);
 
 /**
  * @generated from message omni.v1.ApprovalDecision
@@ -912,7 +926,7 @@ export type ApprovalDecision = Message<"omni.v1.ApprovalDecision"> & {
  * Use `create(ApprovalDecisionSchema)` to create a new message.
  */
 export const ApprovalDecisionSchema: GenMessage<ApprovalDecision> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 18);
+  messageDesc(file_omni_v1_omni, 17);
 
 /**
  * @generated from message omni.v1.Abort
@@ -920,7 +934,7 @@ export const ApprovalDecisionSchema: GenMessage<ApprovalDecision> = /*@__PURE__*
 export type Abort = Message<"omni.v1.Abort"> & {
   /**
    * Unset is written as "reason": null, as the reference builder does; a
-   * hand-written abort without the key keeps that shape through JsonShape.
+   * hand-written abort without the key keeps that shape through key_orders.
    *
    * @generated from field: optional string reason = 1;
    */
@@ -932,7 +946,7 @@ export type Abort = Message<"omni.v1.Abort"> & {
  * Use `create(AbortSchema)` to create a new message.
  */
 export const AbortSchema: GenMessage<Abort> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 19);
+  messageDesc(file_omni_v1_omni, 18);
 
 /**
  * @generated from message omni.v1.RequestBegin
@@ -945,7 +959,7 @@ export type RequestBegin = Message<"omni.v1.RequestBegin"> & {
  * Use `create(RequestBeginSchema)` to create a new message.
  */
 export const RequestBeginSchema: GenMessage<RequestBegin> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 20);
+  messageDesc(file_omni_v1_omni, 19);
 
 /**
  * @generated from message omni.v1.RequestEnd
@@ -984,7 +998,7 @@ export type RequestEnd = Message<"omni.v1.RequestEnd"> & {
  * Use `create(RequestEndSchema)` to create a new message.
  */
 export const RequestEndSchema: GenMessage<RequestEnd> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 21);
+  messageDesc(file_omni_v1_omni, 20);
 
 /**
  * @generated from message omni.v1.TokenUsage
@@ -1010,7 +1024,7 @@ export type TokenUsage = Message<"omni.v1.TokenUsage"> & {
  * Use `create(TokenUsageSchema)` to create a new message.
  */
 export const TokenUsageSchema: GenMessage<TokenUsage> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 22);
+  messageDesc(file_omni_v1_omni, 21);
 
 /**
  * @generated from message omni.v1.TokenCounts
@@ -1044,7 +1058,7 @@ export type TokenCounts = Message<"omni.v1.TokenCounts"> & {
  * Use `create(TokenCountsSchema)` to create a new message.
  */
 export const TokenCountsSchema: GenMessage<TokenCounts> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 23);
+  messageDesc(file_omni_v1_omni, 22);
 
 /**
  * @generated from message omni.v1.CompactionBegin
@@ -1080,7 +1094,7 @@ export type CompactionBegin = Message<"omni.v1.CompactionBegin"> & {
  * Use `create(CompactionBeginSchema)` to create a new message.
  */
 export const CompactionBeginSchema: GenMessage<CompactionBegin> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 24);
+  messageDesc(file_omni_v1_omni, 23);
 
 /**
  * @generated from message omni.v1.CompactionEnd
@@ -1122,7 +1136,7 @@ export type CompactionEnd = Message<"omni.v1.CompactionEnd"> & {
  * Use `create(CompactionEndSchema)` to create a new message.
  */
 export const CompactionEndSchema: GenMessage<CompactionEnd> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 25);
+  messageDesc(file_omni_v1_omni, 24);
 
 /**
  * @generated from message omni.v1.GoalFinished
@@ -1149,7 +1163,7 @@ export type GoalFinished = Message<"omni.v1.GoalFinished"> & {
  * Use `create(GoalFinishedSchema)` to create a new message.
  */
 export const GoalFinishedSchema: GenMessage<GoalFinished> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 26);
+  messageDesc(file_omni_v1_omni, 25);
 
 /**
  * A pointer from a parent trace to a direct child session.
@@ -1168,7 +1182,7 @@ export type Subagent = Message<"omni.v1.Subagent"> & {
  * Use `create(SubagentSchema)` to create a new message.
  */
 export const SubagentSchema: GenMessage<Subagent> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 27);
+  messageDesc(file_omni_v1_omni, 26);
 
 /**
  * @generated from message omni.v1.ToolListReady
@@ -1185,7 +1199,7 @@ export type ToolListReady = Message<"omni.v1.ToolListReady"> & {
  * Use `create(ToolListReadySchema)` to create a new message.
  */
 export const ToolListReadySchema: GenMessage<ToolListReady> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 28);
+  messageDesc(file_omni_v1_omni, 27);
 
 /**
  * @generated from message omni.v1.McpConnectBegin
@@ -1202,7 +1216,7 @@ export type McpConnectBegin = Message<"omni.v1.McpConnectBegin"> & {
  * Use `create(McpConnectBeginSchema)` to create a new message.
  */
 export const McpConnectBeginSchema: GenMessage<McpConnectBegin> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 29);
+  messageDesc(file_omni_v1_omni, 28);
 
 /**
  * @generated from message omni.v1.McpConnectEnd
@@ -1226,7 +1240,7 @@ export type McpConnectEnd = Message<"omni.v1.McpConnectEnd"> & {
  * Use `create(McpConnectEndSchema)` to create a new message.
  */
 export const McpConnectEndSchema: GenMessage<McpConnectEnd> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 30);
+  messageDesc(file_omni_v1_omni, 29);
 
 /**
  * @generated from message omni.v1.McpServerResult
@@ -1270,42 +1284,14 @@ export type McpServerResult = Message<"omni.v1.McpServerResult"> & {
  * Use `create(McpServerResultSchema)` to create a new message.
  */
 export const McpServerResultSchema: GenMessage<McpServerResult> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 31);
+  messageDesc(file_omni_v1_omni, 30);
 
 /**
- * The envelope "type".
+ * Enums: UNSPECIFIED means the key is absent (or held a string this schema
+ * does not know, whose text is then a RawValue). A number this schema does not
+ * know, set by a producer built from a newer schema, is written as a JSON
+ * number, the way protobuf's own JSON mapping writes it.
  *
- * @generated from enum omni.v1.MessageType
- */
-export enum MessageType {
-  /**
-   * @generated from enum value: MESSAGE_TYPE_UNSPECIFIED = 0;
-   */
-  UNSPECIFIED = 0,
-
-  /**
-   * @generated from enum value: MESSAGE_TYPE_SESSION_META = 1;
-   */
-  SESSION_META = 1,
-
-  /**
-   * @generated from enum value: MESSAGE_TYPE_MODEL_MSG = 2;
-   */
-  MODEL_MSG = 2,
-
-  /**
-   * @generated from enum value: MESSAGE_TYPE_EVENT_MSG = 3;
-   */
-  EVENT_MSG = 3,
-}
-
-/**
- * Describes the enum omni.v1.MessageType.
- */
-export const MessageTypeSchema: GenEnum<MessageType> = /*@__PURE__*/
-  enumDesc(file_omni_v1_omni, 0);
-
-/**
  * @generated from enum omni.v1.StopReason
  */
 export enum StopReason {
@@ -1349,7 +1335,7 @@ export enum StopReason {
  * Describes the enum omni.v1.StopReason.
  */
 export const StopReasonSchema: GenEnum<StopReason> = /*@__PURE__*/
-  enumDesc(file_omni_v1_omni, 1);
+  enumDesc(file_omni_v1_omni, 0);
 
 /**
  * @generated from enum omni.v1.Role
@@ -1375,7 +1361,7 @@ export enum Role {
  * Describes the enum omni.v1.Role.
  */
 export const RoleSchema: GenEnum<Role> = /*@__PURE__*/
-  enumDesc(file_omni_v1_omni, 2);
+  enumDesc(file_omni_v1_omni, 1);
 
 /**
  * The phase marker of a partial_* fragment.
@@ -1408,10 +1394,12 @@ export enum EventType {
  * Describes the enum omni.v1.EventType.
  */
 export const EventTypeSchema: GenEnum<EventType> = /*@__PURE__*/
-  enumDesc(file_omni_v1_omni, 3);
+  enumDesc(file_omni_v1_omni, 2);
 
 /**
- * Who wrote a text message; unspecified means the human user.
+ * Who wrote a text message. Both UNSPECIFIED (no "sender" key, what the
+ * reference builder writes) and USER ("sender":"user") mean the human user;
+ * they are two spellings of one meaning, kept apart so bytes survive.
  *
  * @generated from enum omni.v1.Sender
  */
@@ -1446,7 +1434,7 @@ export enum Sender {
  * Describes the enum omni.v1.Sender.
  */
 export const SenderSchema: GenEnum<Sender> = /*@__PURE__*/
-  enumDesc(file_omni_v1_omni, 4);
+  enumDesc(file_omni_v1_omni, 3);
 
 /**
  * @generated from enum omni.v1.Decision
@@ -1477,7 +1465,7 @@ export enum Decision {
  * Describes the enum omni.v1.Decision.
  */
 export const DecisionSchema: GenEnum<Decision> = /*@__PURE__*/
-  enumDesc(file_omni_v1_omni, 5);
+  enumDesc(file_omni_v1_omni, 4);
 
 /**
  * @generated from enum omni.v1.CompactionReason
@@ -1508,7 +1496,7 @@ export enum CompactionReason {
  * Describes the enum omni.v1.CompactionReason.
  */
 export const CompactionReasonSchema: GenEnum<CompactionReason> = /*@__PURE__*/
-  enumDesc(file_omni_v1_omni, 6);
+  enumDesc(file_omni_v1_omni, 5);
 
 /**
  * @generated from enum omni.v1.CompactionMode
@@ -1534,7 +1522,7 @@ export enum CompactionMode {
  * Describes the enum omni.v1.CompactionMode.
  */
 export const CompactionModeSchema: GenEnum<CompactionMode> = /*@__PURE__*/
-  enumDesc(file_omni_v1_omni, 7);
+  enumDesc(file_omni_v1_omni, 6);
 
 /**
  * @generated from enum omni.v1.GoalOutcome
@@ -1570,7 +1558,7 @@ export enum GoalOutcome {
  * Describes the enum omni.v1.GoalOutcome.
  */
 export const GoalOutcomeSchema: GenEnum<GoalOutcome> = /*@__PURE__*/
-  enumDesc(file_omni_v1_omni, 8);
+  enumDesc(file_omni_v1_omni, 7);
 
 /**
  * @generated from enum omni.v1.McpStatus
@@ -1601,7 +1589,7 @@ export enum McpStatus {
  * Describes the enum omni.v1.McpStatus.
  */
 export const McpStatusSchema: GenEnum<McpStatus> = /*@__PURE__*/
-  enumDesc(file_omni_v1_omni, 9);
+  enumDesc(file_omni_v1_omni, 8);
 
 /**
  * @generated from enum omni.v1.McpTransport
@@ -1632,7 +1620,7 @@ export enum McpTransport {
  * Describes the enum omni.v1.McpTransport.
  */
 export const McpTransportSchema: GenEnum<McpTransport> = /*@__PURE__*/
-  enumDesc(file_omni_v1_omni, 10);
+  enumDesc(file_omni_v1_omni, 9);
 
 /**
  * @generated from enum omni.v1.SessionSource
@@ -1658,5 +1646,5 @@ export enum SessionSource {
  * Describes the enum omni.v1.SessionSource.
  */
 export const SessionSourceSchema: GenEnum<SessionSource> = /*@__PURE__*/
-  enumDesc(file_omni_v1_omni, 11);
+  enumDesc(file_omni_v1_omni, 10);
 

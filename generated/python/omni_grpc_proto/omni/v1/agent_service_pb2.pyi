@@ -101,18 +101,20 @@ class AttachResponse(_message.Message):
     def __init__(self, event_id: _Optional[str] = ..., message: _Optional[_Union[_omni_pb2.OmniMessage, _Mapping]] = ..., event: _Optional[_Union[ServerEvent, _Mapping]] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class ServerEvent(_message.Message):
-    __slots__ = ("task_state", "approval_request", "resync_required", "unknown", "shape")
+    __slots__ = ("task_state", "approval_request", "resync_required", "unknown", "key_orders", "raw_values")
     TASK_STATE_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_REQUEST_FIELD_NUMBER: _ClassVar[int]
     RESYNC_REQUIRED_FIELD_NUMBER: _ClassVar[int]
     UNKNOWN_FIELD_NUMBER: _ClassVar[int]
-    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    KEY_ORDERS_FIELD_NUMBER: _ClassVar[int]
+    RAW_VALUES_FIELD_NUMBER: _ClassVar[int]
     task_state: TaskState
     approval_request: ApprovalRequest
     resync_required: ResyncRequired
     unknown: UnknownServerEvent
-    shape: _omni_pb2.JsonShape
-    def __init__(self, task_state: _Optional[_Union[TaskState, _Mapping]] = ..., approval_request: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., resync_required: _Optional[_Union[ResyncRequired, _Mapping]] = ..., unknown: _Optional[_Union[UnknownServerEvent, _Mapping]] = ..., shape: _Optional[_Union[_omni_pb2.JsonShape, _Mapping]] = ...) -> None: ...
+    key_orders: _containers.RepeatedCompositeFieldContainer[_omni_pb2.KeyOrder]
+    raw_values: _containers.RepeatedCompositeFieldContainer[_omni_pb2.RawValue]
+    def __init__(self, task_state: _Optional[_Union[TaskState, _Mapping]] = ..., approval_request: _Optional[_Union[ApprovalRequest, _Mapping]] = ..., resync_required: _Optional[_Union[ResyncRequired, _Mapping]] = ..., unknown: _Optional[_Union[UnknownServerEvent, _Mapping]] = ..., key_orders: _Optional[_Iterable[_Union[_omni_pb2.KeyOrder, _Mapping]]] = ..., raw_values: _Optional[_Iterable[_Union[_omni_pb2.RawValue, _Mapping]]] = ...) -> None: ...
 
 class TaskState(_message.Message):
     __slots__ = ("state", "queued")

@@ -8,13 +8,6 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
-class MessageType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
-    __slots__ = ()
-    MESSAGE_TYPE_UNSPECIFIED: _ClassVar[MessageType]
-    MESSAGE_TYPE_SESSION_META: _ClassVar[MessageType]
-    MESSAGE_TYPE_MODEL_MSG: _ClassVar[MessageType]
-    MESSAGE_TYPE_EVENT_MSG: _ClassVar[MessageType]
-
 class StopReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     STOP_REASON_UNSPECIFIED: _ClassVar[StopReason]
@@ -93,10 +86,6 @@ class SessionSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SESSION_SOURCE_UNSPECIFIED: _ClassVar[SessionSource]
     SESSION_SOURCE_SUBAGENT: _ClassVar[SessionSource]
     SESSION_SOURCE_SCHEDULE: _ClassVar[SessionSource]
-MESSAGE_TYPE_UNSPECIFIED: MessageType
-MESSAGE_TYPE_SESSION_META: MessageType
-MESSAGE_TYPE_MODEL_MSG: MessageType
-MESSAGE_TYPE_EVENT_MSG: MessageType
 STOP_REASON_UNSPECIFIED: StopReason
 STOP_REASON_COMPLETED: StopReason
 STOP_REASON_FAILED: StopReason
@@ -145,9 +134,8 @@ SESSION_SOURCE_SUBAGENT: SessionSource
 SESSION_SOURCE_SCHEDULE: SessionSource
 
 class OmniMessage(_message.Message):
-    __slots__ = ("timestamp", "type", "origin", "session_meta", "text", "image_url", "inline_data", "thinking", "inline_thinking", "tool_call", "tool_call_output", "partial_text", "partial_thinking", "partial_tool_call", "partial_tool_call_output", "approval_decision", "abort", "request_begin", "request_end", "token_usage", "compaction_begin", "compaction_end", "goal_finished", "subagent", "tool_list_ready", "mcp_connect_begin", "mcp_connect_end", "unknown", "shape")
+    __slots__ = ("timestamp", "origin", "session_meta", "text", "image_url", "inline_data", "thinking", "inline_thinking", "tool_call", "tool_call_output", "partial_text", "partial_thinking", "partial_tool_call", "partial_tool_call_output", "approval_decision", "abort", "request_begin", "request_end", "token_usage", "compaction_begin", "compaction_end", "goal_finished", "subagent", "tool_list_ready", "mcp_connect_begin", "mcp_connect_end", "unknown", "key_orders", "raw_values")
     TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
-    TYPE_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_FIELD_NUMBER: _ClassVar[int]
     SESSION_META_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -174,9 +162,9 @@ class OmniMessage(_message.Message):
     MCP_CONNECT_BEGIN_FIELD_NUMBER: _ClassVar[int]
     MCP_CONNECT_END_FIELD_NUMBER: _ClassVar[int]
     UNKNOWN_FIELD_NUMBER: _ClassVar[int]
-    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    KEY_ORDERS_FIELD_NUMBER: _ClassVar[int]
+    RAW_VALUES_FIELD_NUMBER: _ClassVar[int]
     timestamp: str
-    type: MessageType
     origin: _containers.RepeatedScalarFieldContainer[str]
     session_meta: SessionMeta
     text: Text
@@ -203,16 +191,9 @@ class OmniMessage(_message.Message):
     mcp_connect_begin: McpConnectBegin
     mcp_connect_end: McpConnectEnd
     unknown: UnknownPayload
-    shape: JsonShape
-    def __init__(self, timestamp: _Optional[str] = ..., type: _Optional[_Union[MessageType, str]] = ..., origin: _Optional[_Iterable[str]] = ..., session_meta: _Optional[_Union[SessionMeta, _Mapping]] = ..., text: _Optional[_Union[Text, _Mapping]] = ..., image_url: _Optional[_Union[ImageUrl, _Mapping]] = ..., inline_data: _Optional[_Union[InlineData, _Mapping]] = ..., thinking: _Optional[_Union[Thinking, _Mapping]] = ..., inline_thinking: _Optional[_Union[InlineThinking, _Mapping]] = ..., tool_call: _Optional[_Union[ToolCall, _Mapping]] = ..., tool_call_output: _Optional[_Union[ToolCallOutput, _Mapping]] = ..., partial_text: _Optional[_Union[PartialText, _Mapping]] = ..., partial_thinking: _Optional[_Union[PartialThinking, _Mapping]] = ..., partial_tool_call: _Optional[_Union[PartialToolCall, _Mapping]] = ..., partial_tool_call_output: _Optional[_Union[PartialToolCallOutput, _Mapping]] = ..., approval_decision: _Optional[_Union[ApprovalDecision, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., request_begin: _Optional[_Union[RequestBegin, _Mapping]] = ..., request_end: _Optional[_Union[RequestEnd, _Mapping]] = ..., token_usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., compaction_begin: _Optional[_Union[CompactionBegin, _Mapping]] = ..., compaction_end: _Optional[_Union[CompactionEnd, _Mapping]] = ..., goal_finished: _Optional[_Union[GoalFinished, _Mapping]] = ..., subagent: _Optional[_Union[Subagent, _Mapping]] = ..., tool_list_ready: _Optional[_Union[ToolListReady, _Mapping]] = ..., mcp_connect_begin: _Optional[_Union[McpConnectBegin, _Mapping]] = ..., mcp_connect_end: _Optional[_Union[McpConnectEnd, _Mapping]] = ..., unknown: _Optional[_Union[UnknownPayload, _Mapping]] = ..., shape: _Optional[_Union[JsonShape, _Mapping]] = ...) -> None: ...
-
-class JsonShape(_message.Message):
-    __slots__ = ("key_orders", "raw_values")
-    KEY_ORDERS_FIELD_NUMBER: _ClassVar[int]
-    RAW_VALUES_FIELD_NUMBER: _ClassVar[int]
     key_orders: _containers.RepeatedCompositeFieldContainer[KeyOrder]
     raw_values: _containers.RepeatedCompositeFieldContainer[RawValue]
-    def __init__(self, key_orders: _Optional[_Iterable[_Union[KeyOrder, _Mapping]]] = ..., raw_values: _Optional[_Iterable[_Union[RawValue, _Mapping]]] = ...) -> None: ...
+    def __init__(self, timestamp: _Optional[str] = ..., origin: _Optional[_Iterable[str]] = ..., session_meta: _Optional[_Union[SessionMeta, _Mapping]] = ..., text: _Optional[_Union[Text, _Mapping]] = ..., image_url: _Optional[_Union[ImageUrl, _Mapping]] = ..., inline_data: _Optional[_Union[InlineData, _Mapping]] = ..., thinking: _Optional[_Union[Thinking, _Mapping]] = ..., inline_thinking: _Optional[_Union[InlineThinking, _Mapping]] = ..., tool_call: _Optional[_Union[ToolCall, _Mapping]] = ..., tool_call_output: _Optional[_Union[ToolCallOutput, _Mapping]] = ..., partial_text: _Optional[_Union[PartialText, _Mapping]] = ..., partial_thinking: _Optional[_Union[PartialThinking, _Mapping]] = ..., partial_tool_call: _Optional[_Union[PartialToolCall, _Mapping]] = ..., partial_tool_call_output: _Optional[_Union[PartialToolCallOutput, _Mapping]] = ..., approval_decision: _Optional[_Union[ApprovalDecision, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., request_begin: _Optional[_Union[RequestBegin, _Mapping]] = ..., request_end: _Optional[_Union[RequestEnd, _Mapping]] = ..., token_usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., compaction_begin: _Optional[_Union[CompactionBegin, _Mapping]] = ..., compaction_end: _Optional[_Union[CompactionEnd, _Mapping]] = ..., goal_finished: _Optional[_Union[GoalFinished, _Mapping]] = ..., subagent: _Optional[_Union[Subagent, _Mapping]] = ..., tool_list_ready: _Optional[_Union[ToolListReady, _Mapping]] = ..., mcp_connect_begin: _Optional[_Union[McpConnectBegin, _Mapping]] = ..., mcp_connect_end: _Optional[_Union[McpConnectEnd, _Mapping]] = ..., unknown: _Optional[_Union[UnknownPayload, _Mapping]] = ..., key_orders: _Optional[_Iterable[_Union[KeyOrder, _Mapping]]] = ..., raw_values: _Optional[_Iterable[_Union[RawValue, _Mapping]]] = ...) -> None: ...
 
 class KeyOrder(_message.Message):
     __slots__ = ("path", "keys")
@@ -231,12 +212,14 @@ class RawValue(_message.Message):
     def __init__(self, path: _Optional[str] = ..., json: _Optional[str] = ...) -> None: ...
 
 class UnknownPayload(_message.Message):
-    __slots__ = ("type", "json")
+    __slots__ = ("type", "json", "envelope_type")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     JSON_FIELD_NUMBER: _ClassVar[int]
+    ENVELOPE_TYPE_FIELD_NUMBER: _ClassVar[int]
     type: str
     json: str
-    def __init__(self, type: _Optional[str] = ..., json: _Optional[str] = ...) -> None: ...
+    envelope_type: str
+    def __init__(self, type: _Optional[str] = ..., json: _Optional[str] = ..., envelope_type: _Optional[str] = ...) -> None: ...
 
 class SessionMeta(_message.Message):
     __slots__ = ("session_id", "provider", "model_id", "model_context_window_tokens", "model_context_window_label", "system_prompt", "tools", "thinking_level", "agent_state", "workspace", "source")
@@ -271,11 +254,11 @@ class ToolDefinition(_message.Message):
     PARAMETERS_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
-    parameters: _struct_pb2.Struct
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    parameters: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[str] = ...) -> None: ...
 
 class Text(_message.Message):
-    __slots__ = ("role", "text", "stop_reason", "fidelity", "sender", "phase", "signature")
+    __slots__ = ("role", "text", "stop_reason", "fidelity", "sender", "phase", "signature", "fidelity_json")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
@@ -283,6 +266,7 @@ class Text(_message.Message):
     SENDER_FIELD_NUMBER: _ClassVar[int]
     PHASE_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    FIDELITY_JSON_FIELD_NUMBER: _ClassVar[int]
     role: Role
     text: str
     stop_reason: StopReason
@@ -290,7 +274,8 @@ class Text(_message.Message):
     sender: Sender
     phase: str
     signature: str
-    def __init__(self, role: _Optional[_Union[Role, str]] = ..., text: _Optional[str] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., fidelity: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., sender: _Optional[_Union[Sender, str]] = ..., phase: _Optional[str] = ..., signature: _Optional[str] = ...) -> None: ...
+    fidelity_json: str
+    def __init__(self, role: _Optional[_Union[Role, str]] = ..., text: _Optional[str] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., fidelity: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., sender: _Optional[_Union[Sender, str]] = ..., phase: _Optional[str] = ..., signature: _Optional[str] = ..., fidelity_json: _Optional[str] = ...) -> None: ...
 
 class ImageUrl(_message.Message):
     __slots__ = ("role", "image_url", "stop_reason")
@@ -303,53 +288,59 @@ class ImageUrl(_message.Message):
     def __init__(self, role: _Optional[_Union[Role, str]] = ..., image_url: _Optional[str] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ...) -> None: ...
 
 class InlineData(_message.Message):
-    __slots__ = ("role", "data", "mime_type", "stop_reason", "fidelity", "signature")
+    __slots__ = ("role", "data", "mime_type", "stop_reason", "fidelity", "signature", "fidelity_json")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
     FIDELITY_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    FIDELITY_JSON_FIELD_NUMBER: _ClassVar[int]
     role: Role
     data: str
     mime_type: str
     stop_reason: StopReason
     fidelity: _struct_pb2.Struct
     signature: str
-    def __init__(self, role: _Optional[_Union[Role, str]] = ..., data: _Optional[str] = ..., mime_type: _Optional[str] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., fidelity: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., signature: _Optional[str] = ...) -> None: ...
+    fidelity_json: str
+    def __init__(self, role: _Optional[_Union[Role, str]] = ..., data: _Optional[str] = ..., mime_type: _Optional[str] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., fidelity: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., signature: _Optional[str] = ..., fidelity_json: _Optional[str] = ...) -> None: ...
 
 class Thinking(_message.Message):
-    __slots__ = ("role", "thinking", "stop_reason", "fidelity", "signature")
+    __slots__ = ("role", "thinking", "stop_reason", "fidelity", "signature", "fidelity_json")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     THINKING_FIELD_NUMBER: _ClassVar[int]
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
     FIDELITY_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    FIDELITY_JSON_FIELD_NUMBER: _ClassVar[int]
     role: Role
     thinking: str
     stop_reason: StopReason
     fidelity: _struct_pb2.Struct
     signature: str
-    def __init__(self, role: _Optional[_Union[Role, str]] = ..., thinking: _Optional[str] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., fidelity: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., signature: _Optional[str] = ...) -> None: ...
+    fidelity_json: str
+    def __init__(self, role: _Optional[_Union[Role, str]] = ..., thinking: _Optional[str] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., fidelity: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., signature: _Optional[str] = ..., fidelity_json: _Optional[str] = ...) -> None: ...
 
 class InlineThinking(_message.Message):
-    __slots__ = ("role", "data", "mime_type", "stop_reason", "fidelity", "signature")
+    __slots__ = ("role", "data", "mime_type", "stop_reason", "fidelity", "signature", "fidelity_json")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
     MIME_TYPE_FIELD_NUMBER: _ClassVar[int]
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
     FIDELITY_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    FIDELITY_JSON_FIELD_NUMBER: _ClassVar[int]
     role: Role
     data: str
     mime_type: str
     stop_reason: StopReason
     fidelity: _struct_pb2.Struct
     signature: str
-    def __init__(self, role: _Optional[_Union[Role, str]] = ..., data: _Optional[str] = ..., mime_type: _Optional[str] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., fidelity: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., signature: _Optional[str] = ...) -> None: ...
+    fidelity_json: str
+    def __init__(self, role: _Optional[_Union[Role, str]] = ..., data: _Optional[str] = ..., mime_type: _Optional[str] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., fidelity: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., signature: _Optional[str] = ..., fidelity_json: _Optional[str] = ...) -> None: ...
 
 class ToolCall(_message.Message):
-    __slots__ = ("role", "name", "arguments", "tool_call_id", "stop_reason", "fidelity", "signature")
+    __slots__ = ("role", "name", "arguments", "tool_call_id", "stop_reason", "fidelity", "signature", "fidelity_json")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
@@ -357,6 +348,7 @@ class ToolCall(_message.Message):
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
     FIDELITY_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    FIDELITY_JSON_FIELD_NUMBER: _ClassVar[int]
     role: Role
     name: str
     arguments: str
@@ -364,7 +356,8 @@ class ToolCall(_message.Message):
     stop_reason: StopReason
     fidelity: _struct_pb2.Struct
     signature: str
-    def __init__(self, role: _Optional[_Union[Role, str]] = ..., name: _Optional[str] = ..., arguments: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., fidelity: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., signature: _Optional[str] = ...) -> None: ...
+    fidelity_json: str
+    def __init__(self, role: _Optional[_Union[Role, str]] = ..., name: _Optional[str] = ..., arguments: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ..., fidelity: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., signature: _Optional[str] = ..., fidelity_json: _Optional[str] = ...) -> None: ...
 
 class ToolCallOutput(_message.Message):
     __slots__ = ("role", "output", "images", "tool_call_id", "stop_reason")

@@ -51,7 +51,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Unset is written as "reason": null, as the reference builder does; a
-   * hand-written abort without the key keeps that shape through JsonShape.
+   * hand-written abort without the key keeps that shape through key_orders.
    * </pre>
    *
    * <code>optional string reason = 1 [json_name = "reason"];</code>
@@ -64,7 +64,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Unset is written as "reason": null, as the reference builder does; a
-   * hand-written abort without the key keeps that shape through JsonShape.
+   * hand-written abort without the key keeps that shape through key_orders.
    * </pre>
    *
    * <code>optional string reason = 1 [json_name = "reason"];</code>
@@ -86,7 +86,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Unset is written as "reason": null, as the reference builder does; a
-   * hand-written abort without the key keeps that shape through JsonShape.
+   * hand-written abort without the key keeps that shape through key_orders.
    * </pre>
    *
    * <code>optional string reason = 1 [json_name = "reason"];</code>
@@ -443,7 +443,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Unset is written as "reason": null, as the reference builder does; a
-     * hand-written abort without the key keeps that shape through JsonShape.
+     * hand-written abort without the key keeps that shape through key_orders.
      * </pre>
      *
      * <code>optional string reason = 1 [json_name = "reason"];</code>
@@ -455,7 +455,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Unset is written as "reason": null, as the reference builder does; a
-     * hand-written abort without the key keeps that shape through JsonShape.
+     * hand-written abort without the key keeps that shape through key_orders.
      * </pre>
      *
      * <code>optional string reason = 1 [json_name = "reason"];</code>
@@ -476,7 +476,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Unset is written as "reason": null, as the reference builder does; a
-     * hand-written abort without the key keeps that shape through JsonShape.
+     * hand-written abort without the key keeps that shape through key_orders.
      * </pre>
      *
      * <code>optional string reason = 1 [json_name = "reason"];</code>
@@ -498,7 +498,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Unset is written as "reason": null, as the reference builder does; a
-     * hand-written abort without the key keeps that shape through JsonShape.
+     * hand-written abort without the key keeps that shape through key_orders.
      * </pre>
      *
      * <code>optional string reason = 1 [json_name = "reason"];</code>
@@ -516,7 +516,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Unset is written as "reason": null, as the reference builder does; a
-     * hand-written abort without the key keeps that shape through JsonShape.
+     * hand-written abort without the key keeps that shape through key_orders.
      * </pre>
      *
      * <code>optional string reason = 1 [json_name = "reason"];</code>
@@ -531,7 +531,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Unset is written as "reason": null, as the reference builder does; a
-     * hand-written abort without the key keeps that shape through JsonShape.
+     * hand-written abort without the key keeps that shape through key_orders.
      * </pre>
      *
      * <code>optional string reason = 1 [json_name = "reason"];</code>

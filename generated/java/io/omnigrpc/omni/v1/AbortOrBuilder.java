@@ -10,7 +10,7 @@ public interface AbortOrBuilder extends
   /**
    * <pre>
    * Unset is written as "reason": null, as the reference builder does; a
-   * hand-written abort without the key keeps that shape through JsonShape.
+   * hand-written abort without the key keeps that shape through key_orders.
    * </pre>
    *
    * <code>optional string reason = 1 [json_name = "reason"];</code>
@@ -20,7 +20,7 @@ public interface AbortOrBuilder extends
   /**
    * <pre>
    * Unset is written as "reason": null, as the reference builder does; a
-   * hand-written abort without the key keeps that shape through JsonShape.
+   * hand-written abort without the key keeps that shape through key_orders.
    * </pre>
    *
    * <code>optional string reason = 1 [json_name = "reason"];</code>
@@ -30,7 +30,7 @@ public interface AbortOrBuilder extends
   /**
    * <pre>
    * Unset is written as "reason": null, as the reference builder does; a
-   * hand-written abort without the key keeps that shape through JsonShape.
+   * hand-written abort without the key keeps that shape through key_orders.
    * </pre>
    *
    * <code>optional string reason = 1 [json_name = "reason"];</code>

@@ -134,65 +134,66 @@ public final class AgentServiceProto {
       "\tR\007eventId\0220\n\007message\030\002 \001(\0132\024.omni.v1.Om" +
       "niMessageH\000R\007message\022,\n\005event\030\003 \001(\0132\024.om" +
       "ni.v1.ServerEventH\000R\005event\022\035\n\nsession_id" +
-      "\030\004 \001(\tR\tsessionIdB\006\n\004kind\"\270\002\n\013ServerEven" +
+      "\030\004 \001(\tR\tsessionIdB\006\n\004kind\"\377\002\n\013ServerEven" +
       "t\0223\n\ntask_state\030\001 \001(\0132\022.omni.v1.TaskStat" +
       "eH\000R\ttaskState\022E\n\020approval_request\030\002 \001(\013" +
       "2\030.omni.v1.ApprovalRequestH\000R\017approvalRe" +
       "quest\022B\n\017resync_required\030\003 \001(\0132\027.omni.v1" +
       ".ResyncRequiredH\000R\016resyncRequired\0227\n\007unk" +
       "nown\030d \001(\0132\033.omni.v1.UnknownServerEventH" +
-      "\000R\007unknown\022(\n\005shape\030e \001(\0132\022.omni.v1.Json" +
-      "ShapeR\005shapeB\006\n\004kind\"`\n\tTaskState\022+\n\005sta" +
-      "te\030\001 \001(\0162\025.omni.v1.SessionStateR\005state\022\033" +
-      "\n\006queued\030\002 \001(\003H\000R\006queued\210\001\001B\t\n\007_queued\"\\" +
-      "\n\017ApprovalRequest\0221\n\ttool_call\030\001 \001(\0132\024.o" +
-      "mni.v1.OmniMessageR\010toolCall\022\026\n\006origin\030\002" +
-      " \003(\tR\006origin\"\020\n\016ResyncRequired\"<\n\022Unknow" +
-      "nServerEvent\022\022\n\004type\030\001 \001(\tR\004type\022\022\n\004json" +
-      "\030\002 \001(\tR\004json\"\200\001\n\016ApproveRequest\022\035\n\nsessi" +
-      "on_id\030\001 \001(\tR\tsessionId\022 \n\014tool_call_id\030\002" +
-      " \001(\tR\ntoolCallId\022-\n\010decision\030\003 \001(\0162\021.omn" +
-      "i.v1.DecisionR\010decision\"\021\n\017ApproveRespon" +
-      "se\"E\n\014AbortRequest\022\035\n\nsession_id\030\001 \001(\tR\t" +
-      "sessionId\022\026\n\006reason\030\002 \001(\tR\006reason\"0\n\rAbo" +
-      "rtResponse\022\037\n\013was_running\030\001 \001(\010R\nwasRunn" +
-      "ing\"2\n\021GetHistoryRequest\022\035\n\nsession_id\030\001" +
-      " \001(\tR\tsessionId\"D\n\022GetHistoryResponse\022.\n" +
-      "\007message\030\001 \001(\0132\024.omni.v1.OmniMessageR\007me" +
-      "ssage\"\025\n\023ListSessionsRequest\"H\n\024ListSess" +
-      "ionsResponse\0220\n\010sessions\030\001 \003(\0132\024.omni.v1" +
-      ".SessionInfoR\010sessions\"\340\001\n\013SessionInfo\022\035" +
-      "\n\nsession_id\030\001 \001(\tR\tsessionId\022+\n\005state\030\002" +
-      " \001(\0162\025.omni.v1.SessionStateR\005state\022\035\n\ncr" +
-      "eated_at\030\003 \001(\tR\tcreatedAt\022\035\n\nupdated_at\030" +
-      "\004 \001(\tR\tupdatedAt\022#\n\rmessage_count\030\005 \001(\003R" +
-      "\014messageCount\022\"\n\rlast_event_id\030\006 \001(\tR\013la" +
-      "stEventId*\232\001\n\014ApprovalMode\022\035\n\031APPROVAL_M" +
-      "ODE_UNSPECIFIED\020\000\022\033\n\027APPROVAL_MODE_ALLOW" +
-      "_ALL\020\001\022\032\n\026APPROVAL_MODE_DENY_ALL\020\002\022\033\n\027AP" +
-      "PROVAL_MODE_READ_ONLY\020\003\022\025\n\021APPROVAL_MODE" +
-      "_ASK\020\004*\306\001\n\rThinkingLevel\022\036\n\032THINKING_LEV" +
-      "EL_UNSPECIFIED\020\000\022\027\n\023THINKING_LEVEL_NONE\020" +
-      "\001\022\026\n\022THINKING_LEVEL_LOW\020\002\022\031\n\025THINKING_LE" +
-      "VEL_MEDIUM\020\003\022\027\n\023THINKING_LEVEL_HIGH\020\004\022\030\n" +
-      "\024THINKING_LEVEL_XHIGH\020\005\022\026\n\022THINKING_LEVE" +
-      "L_MAX\020\006*~\n\014SessionState\022\035\n\031SESSION_STATE" +
-      "_UNSPECIFIED\020\000\022\026\n\022SESSION_STATE_IDLE\020\001\022\031" +
-      "\n\025SESSION_STATE_RUNNING\020\002\022\034\n\030SESSION_STA" +
-      "TE_COMPACTING\020\0032\213\003\n\014AgentService\0222\n\003Run\022" +
-      "\023.omni.v1.RunRequest\032\024.omni.v1.RunRespon" +
-      "se0\001\022;\n\006Attach\022\026.omni.v1.AttachRequest\032\027" +
-      ".omni.v1.AttachResponse0\001\022<\n\007Approve\022\027.o" +
-      "mni.v1.ApproveRequest\032\030.omni.v1.ApproveR" +
-      "esponse\0226\n\005Abort\022\025.omni.v1.AbortRequest\032" +
-      "\026.omni.v1.AbortResponse\022G\n\nGetHistory\022\032." +
-      "omni.v1.GetHistoryRequest\032\033.omni.v1.GetH" +
-      "istoryResponse0\001\022K\n\014ListSessions\022\034.omni." +
-      "v1.ListSessionsRequest\032\035.omni.v1.ListSes" +
-      "sionsResponseBf\n\023io.omnigrpc.omni.v1B\021Ag" +
-      "entServiceProtoP\001Z:github.com/omni-grpc/" +
-      "omni-grpc/generated/go/omni/v1;omniv1b\006p" +
-      "roto3"
+      "\000R\007unknown\0220\n\nkey_orders\030f \003(\0132\021.omni.v1" +
+      ".KeyOrderR\tkeyOrders\0220\n\nraw_values\030g \003(\013" +
+      "2\021.omni.v1.RawValueR\trawValuesB\006\n\004kindJ\004" +
+      "\010e\020fR\005shape\"`\n\tTaskState\022+\n\005state\030\001 \001(\0162" +
+      "\025.omni.v1.SessionStateR\005state\022\033\n\006queued\030" +
+      "\002 \001(\003H\000R\006queued\210\001\001B\t\n\007_queued\"\\\n\017Approva" +
+      "lRequest\0221\n\ttool_call\030\001 \001(\0132\024.omni.v1.Om" +
+      "niMessageR\010toolCall\022\026\n\006origin\030\002 \003(\tR\006ori" +
+      "gin\"\020\n\016ResyncRequired\"<\n\022UnknownServerEv" +
+      "ent\022\022\n\004type\030\001 \001(\tR\004type\022\022\n\004json\030\002 \001(\tR\004j" +
+      "son\"\200\001\n\016ApproveRequest\022\035\n\nsession_id\030\001 \001" +
+      "(\tR\tsessionId\022 \n\014tool_call_id\030\002 \001(\tR\ntoo" +
+      "lCallId\022-\n\010decision\030\003 \001(\0162\021.omni.v1.Deci" +
+      "sionR\010decision\"\021\n\017ApproveResponse\"E\n\014Abo" +
+      "rtRequest\022\035\n\nsession_id\030\001 \001(\tR\tsessionId" +
+      "\022\026\n\006reason\030\002 \001(\tR\006reason\"0\n\rAbortRespons" +
+      "e\022\037\n\013was_running\030\001 \001(\010R\nwasRunning\"2\n\021Ge" +
+      "tHistoryRequest\022\035\n\nsession_id\030\001 \001(\tR\tses" +
+      "sionId\"D\n\022GetHistoryResponse\022.\n\007message\030" +
+      "\001 \001(\0132\024.omni.v1.OmniMessageR\007message\"\025\n\023" +
+      "ListSessionsRequest\"H\n\024ListSessionsRespo" +
+      "nse\0220\n\010sessions\030\001 \003(\0132\024.omni.v1.SessionI" +
+      "nfoR\010sessions\"\340\001\n\013SessionInfo\022\035\n\nsession" +
+      "_id\030\001 \001(\tR\tsessionId\022+\n\005state\030\002 \001(\0162\025.om" +
+      "ni.v1.SessionStateR\005state\022\035\n\ncreated_at\030" +
+      "\003 \001(\tR\tcreatedAt\022\035\n\nupdated_at\030\004 \001(\tR\tup" +
+      "datedAt\022#\n\rmessage_count\030\005 \001(\003R\014messageC" +
+      "ount\022\"\n\rlast_event_id\030\006 \001(\tR\013lastEventId" +
+      "*\232\001\n\014ApprovalMode\022\035\n\031APPROVAL_MODE_UNSPE" +
+      "CIFIED\020\000\022\033\n\027APPROVAL_MODE_ALLOW_ALL\020\001\022\032\n" +
+      "\026APPROVAL_MODE_DENY_ALL\020\002\022\033\n\027APPROVAL_MO" +
+      "DE_READ_ONLY\020\003\022\025\n\021APPROVAL_MODE_ASK\020\004*\306\001" +
+      "\n\rThinkingLevel\022\036\n\032THINKING_LEVEL_UNSPEC" +
+      "IFIED\020\000\022\027\n\023THINKING_LEVEL_NONE\020\001\022\026\n\022THIN" +
+      "KING_LEVEL_LOW\020\002\022\031\n\025THINKING_LEVEL_MEDIU" +
+      "M\020\003\022\027\n\023THINKING_LEVEL_HIGH\020\004\022\030\n\024THINKING" +
+      "_LEVEL_XHIGH\020\005\022\026\n\022THINKING_LEVEL_MAX\020\006*~" +
+      "\n\014SessionState\022\035\n\031SESSION_STATE_UNSPECIF" +
+      "IED\020\000\022\026\n\022SESSION_STATE_IDLE\020\001\022\031\n\025SESSION" +
+      "_STATE_RUNNING\020\002\022\034\n\030SESSION_STATE_COMPAC" +
+      "TING\020\0032\213\003\n\014AgentService\0222\n\003Run\022\023.omni.v1" +
+      ".RunRequest\032\024.omni.v1.RunResponse0\001\022;\n\006A" +
+      "ttach\022\026.omni.v1.AttachRequest\032\027.omni.v1." +
+      "AttachResponse0\001\022<\n\007Approve\022\027.omni.v1.Ap" +
+      "proveRequest\032\030.omni.v1.ApproveResponse\0226" +
+      "\n\005Abort\022\025.omni.v1.AbortRequest\032\026.omni.v1" +
+      ".AbortResponse\022G\n\nGetHistory\022\032.omni.v1.G" +
+      "etHistoryRequest\032\033.omni.v1.GetHistoryRes" +
+      "ponse0\001\022K\n\014ListSessions\022\034.omni.v1.ListSe" +
+      "ssionsRequest\032\035.omni.v1.ListSessionsResp" +
+      "onseBf\n\023io.omnigrpc.omni.v1B\021AgentServic" +
+      "eProtoP\001Z:github.com/omni-grpc/omni-grpc" +
+      "/generated/go/omni/v1;omniv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -229,7 +230,7 @@ public final class AgentServiceProto {
     internal_static_omni_v1_ServerEvent_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_ServerEvent_descriptor,
-        new java.lang.String[] { "TaskState", "ApprovalRequest", "ResyncRequired", "Unknown", "Shape", "Kind", });
+        new java.lang.String[] { "TaskState", "ApprovalRequest", "ResyncRequired", "Unknown", "KeyOrders", "RawValues", "Kind", });
     internal_static_omni_v1_TaskState_descriptor =
       getDescriptor().getMessageTypes().get(5);
     internal_static_omni_v1_TaskState_fieldAccessorTable = new

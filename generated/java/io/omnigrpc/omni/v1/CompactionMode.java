@@ -94,7 +94,7 @@ public enum CompactionMode
   }
   public static final com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(7);
+    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(6);
   }
 
   private static final CompactionMode[] VALUES = values();

@@ -103,7 +103,7 @@ public enum CompactionReason
   }
   public static final com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(6);
+    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(5);
   }
 
   private static final CompactionReason[] VALUES = values();

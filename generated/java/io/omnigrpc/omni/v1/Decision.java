@@ -103,7 +103,7 @@ public enum Decision
   }
   public static final com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(5);
+    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(4);
   }
 
   private static final Decision[] VALUES = values();

@@ -107,7 +107,7 @@ public enum EventType
   }
   public static final com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(3);
+    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(2);
   }
 
   private static final EventType[] VALUES = values();

@@ -112,7 +112,7 @@ public enum GoalOutcome
   }
   public static final com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(8);
+    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(7);
   }
 
   private static final GoalOutcome[] VALUES = values();

@@ -21,6 +21,7 @@ private static final long serialVersionUID = 0L;
     mimeType_ = "";
     stopReason_ = 0;
     signature_ = "";
+    fidelityJson_ = "";
   }
 
   @java.lang.Override
@@ -244,6 +245,45 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int FIDELITY_JSON_FIELD_NUMBER = 7;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object fidelityJson_ = "";
+  /**
+   * <code>string fidelity_json = 7 [json_name = "fidelityJson"];</code>
+   * @return The fidelityJson.
+   */
+  @java.lang.Override
+  public java.lang.String getFidelityJson() {
+    java.lang.Object ref = fidelityJson_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      fidelityJson_ = s;
+      return s;
+    }
+  }
+  /**
+   * <code>string fidelity_json = 7 [json_name = "fidelityJson"];</code>
+   * @return The bytes for fidelityJson.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getFidelityJsonBytes() {
+    java.lang.Object ref = fidelityJson_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      fidelityJson_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -276,6 +316,9 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000001) != 0)) {
       com.google.protobuf.GeneratedMessageV3.writeString(output, 6, signature_);
     }
+    if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(fidelityJson_)) {
+      com.google.protobuf.GeneratedMessageV3.writeString(output, 7, fidelityJson_);
+    }
     getUnknownFields().writeTo(output);
   }
 
@@ -305,6 +348,9 @@ private static final long serialVersionUID = 0L;
     }
     if (((bitField0_ & 0x00000001) != 0)) {
       size += com.google.protobuf.GeneratedMessageV3.computeStringSize(6, signature_);
+    }
+    if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(fidelityJson_)) {
+      size += com.google.protobuf.GeneratedMessageV3.computeStringSize(7, fidelityJson_);
     }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
@@ -337,6 +383,8 @@ private static final long serialVersionUID = 0L;
       if (!getSignature()
           .equals(other.getSignature())) return false;
     }
+    if (!getFidelityJson()
+        .equals(other.getFidelityJson())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -364,6 +412,8 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + SIGNATURE_FIELD_NUMBER;
       hash = (53 * hash) + getSignature().hashCode();
     }
+    hash = (37 * hash) + FIDELITY_JSON_FIELD_NUMBER;
+    hash = (53 * hash) + getFidelityJson().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -503,6 +553,7 @@ private static final long serialVersionUID = 0L;
         fidelityBuilder_ = null;
       }
       signature_ = "";
+      fidelityJson_ = "";
       return this;
     }
 
@@ -557,6 +608,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000020) != 0)) {
         result.signature_ = signature_;
         to_bitField0_ |= 0x00000001;
+      }
+      if (((from_bitField0_ & 0x00000040) != 0)) {
+        result.fidelityJson_ = fidelityJson_;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -629,6 +683,11 @@ private static final long serialVersionUID = 0L;
         bitField0_ |= 0x00000020;
         onChanged();
       }
+      if (!other.getFidelityJson().isEmpty()) {
+        fidelityJson_ = other.fidelityJson_;
+        bitField0_ |= 0x00000040;
+        onChanged();
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -687,6 +746,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000020;
               break;
             } // case 50
+            case 58: {
+              fidelityJson_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000040;
+              break;
+            } // case 58
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1168,6 +1232,78 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       signature_ = value;
       bitField0_ |= 0x00000020;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object fidelityJson_ = "";
+    /**
+     * <code>string fidelity_json = 7 [json_name = "fidelityJson"];</code>
+     * @return The fidelityJson.
+     */
+    public java.lang.String getFidelityJson() {
+      java.lang.Object ref = fidelityJson_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        fidelityJson_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <code>string fidelity_json = 7 [json_name = "fidelityJson"];</code>
+     * @return The bytes for fidelityJson.
+     */
+    public com.google.protobuf.ByteString
+        getFidelityJsonBytes() {
+      java.lang.Object ref = fidelityJson_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        fidelityJson_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <code>string fidelity_json = 7 [json_name = "fidelityJson"];</code>
+     * @param value The fidelityJson to set.
+     * @return This builder for chaining.
+     */
+    public Builder setFidelityJson(
+        java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      fidelityJson_ = value;
+      bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+    /**
+     * <code>string fidelity_json = 7 [json_name = "fidelityJson"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearFidelityJson() {
+      fidelityJson_ = getDefaultInstance().getFidelityJson();
+      bitField0_ = (bitField0_ & ~0x00000040);
+      onChanged();
+      return this;
+    }
+    /**
+     * <code>string fidelity_json = 7 [json_name = "fidelityJson"];</code>
+     * @param value The bytes for fidelityJson to set.
+     * @return This builder for chaining.
+     */
+    public Builder setFidelityJsonBytes(
+        com.google.protobuf.ByteString value) {
+      if (value == null) { throw new NullPointerException(); }
+      checkByteStringIsUtf8(value);
+      fidelityJson_ = value;
+      bitField0_ |= 0x00000040;
       onChanged();
       return this;
     }

@@ -92,4 +92,16 @@ public interface InlineDataOrBuilder extends
    */
   com.google.protobuf.ByteString
       getSignatureBytes();
+
+  /**
+   * <code>string fidelity_json = 7 [json_name = "fidelityJson"];</code>
+   * @return The fidelityJson.
+   */
+  java.lang.String getFidelityJson();
+  /**
+   * <code>string fidelity_json = 7 [json_name = "fidelityJson"];</code>
+   * @return The bytes for fidelityJson.
+   */
+  com.google.protobuf.ByteString
+      getFidelityJsonBytes();
 }

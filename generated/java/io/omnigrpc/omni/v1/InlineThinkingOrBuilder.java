@@ -84,4 +84,16 @@ public interface InlineThinkingOrBuilder extends
    */
   com.google.protobuf.ByteString
       getSignatureBytes();
+
+  /**
+   * <code>string fidelity_json = 7 [json_name = "fidelityJson"];</code>
+   * @return The fidelityJson.
+   */
+  java.lang.String getFidelityJson();
+  /**
+   * <code>string fidelity_json = 7 [json_name = "fidelityJson"];</code>
+   * @return The bytes for fidelityJson.
+   */
+  com.google.protobuf.ByteString
+      getFidelityJsonBytes();
 }

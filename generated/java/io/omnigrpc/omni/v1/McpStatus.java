@@ -103,7 +103,7 @@ public enum McpStatus
   }
   public static final com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(9);
+    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(8);
   }
 
   private static final McpStatus[] VALUES = values();

@@ -103,7 +103,7 @@ public enum McpTransport
   }
   public static final com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(10);
+    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(9);
   }
 
   private static final McpTransport[] VALUES = values();

@@ -21,8 +21,9 @@ private static final long serialVersionUID = 0L;
   }
   private OmniMessage() {
     timestamp_ = "";
-    type_ = 0;
     origin_ = com.google.protobuf.LazyStringArrayList.EMPTY;
+    keyOrders_ = java.util.Collections.emptyList();
+    rawValues_ = java.util.Collections.emptyList();
   }
 
   @java.lang.Override
@@ -184,32 +185,6 @@ private static final long serialVersionUID = 0L;
     } else {
       return (com.google.protobuf.ByteString) ref;
     }
-  }
-
-  public static final int TYPE_FIELD_NUMBER = 2;
-  private int type_ = 0;
-  /**
-   * <pre>
-   * Derived from the payload arm when unspecified.
-   * </pre>
-   *
-   * <code>.omni.v1.MessageType type = 2 [json_name = "type"];</code>
-   * @return The enum numeric value on the wire for type.
-   */
-  @java.lang.Override public int getTypeValue() {
-    return type_;
-  }
-  /**
-   * <pre>
-   * Derived from the payload arm when unspecified.
-   * </pre>
-   *
-   * <code>.omni.v1.MessageType type = 2 [json_name = "type"];</code>
-   * @return The type.
-   */
-  @java.lang.Override public io.omnigrpc.omni.v1.MessageType getType() {
-    io.omnigrpc.omni.v1.MessageType result = io.omnigrpc.omni.v1.MessageType.forNumber(type_);
-    return result == null ? io.omnigrpc.omni.v1.MessageType.UNRECOGNIZED : result;
   }
 
   public static final int ORIGIN_FIELD_NUMBER = 3;
@@ -1051,45 +1026,176 @@ private static final long serialVersionUID = 0L;
     return io.omnigrpc.omni.v1.UnknownPayload.getDefaultInstance();
   }
 
-  public static final int SHAPE_FIELD_NUMBER = 101;
-  private io.omnigrpc.omni.v1.JsonShape shape_;
+  public static final int KEY_ORDERS_FIELD_NUMBER = 102;
+  @SuppressWarnings("serial")
+  private java.util.List<io.omnigrpc.omni.v1.KeyOrder> keyOrders_;
   /**
    * <pre>
-   * What the typed fields cannot say about the source JSON. Empty for
-   * messages in reference form; producers in other languages leave it unset.
+   * Exact-bytes hints: what the typed fields cannot say about the source
+   * JSON. Both lists are empty for messages in reference form; producers in
+   * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+   * the envelope: "" is the envelope itself, "/payload/role" the role.
+   * Objects whose keys are not in reference order, lack a key the reference
+   * always writes, or carry a key the schema does not know. A key list only
+   * orders keys: a listed key whose field is now empty is left out.
    * </pre>
    *
-   * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
-   * @return Whether the shape field is set.
+   * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
    */
   @java.lang.Override
-  public boolean hasShape() {
-    return shape_ != null;
+  public java.util.List<io.omnigrpc.omni.v1.KeyOrder> getKeyOrdersList() {
+    return keyOrders_;
   }
   /**
    * <pre>
-   * What the typed fields cannot say about the source JSON. Empty for
-   * messages in reference form; producers in other languages leave it unset.
+   * Exact-bytes hints: what the typed fields cannot say about the source
+   * JSON. Both lists are empty for messages in reference form; producers in
+   * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+   * the envelope: "" is the envelope itself, "/payload/role" the role.
+   * Objects whose keys are not in reference order, lack a key the reference
+   * always writes, or carry a key the schema does not know. A key list only
+   * orders keys: a listed key whose field is now empty is left out.
    * </pre>
    *
-   * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
-   * @return The shape.
+   * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
    */
   @java.lang.Override
-  public io.omnigrpc.omni.v1.JsonShape getShape() {
-    return shape_ == null ? io.omnigrpc.omni.v1.JsonShape.getDefaultInstance() : shape_;
+  public java.util.List<? extends io.omnigrpc.omni.v1.KeyOrderOrBuilder> 
+      getKeyOrdersOrBuilderList() {
+    return keyOrders_;
   }
   /**
    * <pre>
-   * What the typed fields cannot say about the source JSON. Empty for
-   * messages in reference form; producers in other languages leave it unset.
+   * Exact-bytes hints: what the typed fields cannot say about the source
+   * JSON. Both lists are empty for messages in reference form; producers in
+   * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+   * the envelope: "" is the envelope itself, "/payload/role" the role.
+   * Objects whose keys are not in reference order, lack a key the reference
+   * always writes, or carry a key the schema does not know. A key list only
+   * orders keys: a listed key whose field is now empty is left out.
    * </pre>
    *
-   * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
+   * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
    */
   @java.lang.Override
-  public io.omnigrpc.omni.v1.JsonShapeOrBuilder getShapeOrBuilder() {
-    return shape_ == null ? io.omnigrpc.omni.v1.JsonShape.getDefaultInstance() : shape_;
+  public int getKeyOrdersCount() {
+    return keyOrders_.size();
+  }
+  /**
+   * <pre>
+   * Exact-bytes hints: what the typed fields cannot say about the source
+   * JSON. Both lists are empty for messages in reference form; producers in
+   * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+   * the envelope: "" is the envelope itself, "/payload/role" the role.
+   * Objects whose keys are not in reference order, lack a key the reference
+   * always writes, or carry a key the schema does not know. A key list only
+   * orders keys: a listed key whose field is now empty is left out.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+   */
+  @java.lang.Override
+  public io.omnigrpc.omni.v1.KeyOrder getKeyOrders(int index) {
+    return keyOrders_.get(index);
+  }
+  /**
+   * <pre>
+   * Exact-bytes hints: what the typed fields cannot say about the source
+   * JSON. Both lists are empty for messages in reference form; producers in
+   * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+   * the envelope: "" is the envelope itself, "/payload/role" the role.
+   * Objects whose keys are not in reference order, lack a key the reference
+   * always writes, or carry a key the schema does not know. A key list only
+   * orders keys: a listed key whose field is now empty is left out.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+   */
+  @java.lang.Override
+  public io.omnigrpc.omni.v1.KeyOrderOrBuilder getKeyOrdersOrBuilder(
+      int index) {
+    return keyOrders_.get(index);
+  }
+
+  public static final int RAW_VALUES_FIELD_NUMBER = 103;
+  @SuppressWarnings("serial")
+  private java.util.List<io.omnigrpc.omni.v1.RawValue> rawValues_;
+  /**
+   * <pre>
+   * Exact JSON text for values the typed fields hold only approximately (or
+   * not at all): unknown keys, unknown enum strings, numbers a field cannot
+   * represent, strings with lone surrogates, present-but-empty arrays. A raw
+   * value is used only while decoding it still yields the typed field's
+   * current value, so a stale hint never wins; it must be one JSON value.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<io.omnigrpc.omni.v1.RawValue> getRawValuesList() {
+    return rawValues_;
+  }
+  /**
+   * <pre>
+   * Exact JSON text for values the typed fields hold only approximately (or
+   * not at all): unknown keys, unknown enum strings, numbers a field cannot
+   * represent, strings with lone surrogates, present-but-empty arrays. A raw
+   * value is used only while decoding it still yields the typed field's
+   * current value, so a stale hint never wins; it must be one JSON value.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends io.omnigrpc.omni.v1.RawValueOrBuilder> 
+      getRawValuesOrBuilderList() {
+    return rawValues_;
+  }
+  /**
+   * <pre>
+   * Exact JSON text for values the typed fields hold only approximately (or
+   * not at all): unknown keys, unknown enum strings, numbers a field cannot
+   * represent, strings with lone surrogates, present-but-empty arrays. A raw
+   * value is used only while decoding it still yields the typed field's
+   * current value, so a stale hint never wins; it must be one JSON value.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+   */
+  @java.lang.Override
+  public int getRawValuesCount() {
+    return rawValues_.size();
+  }
+  /**
+   * <pre>
+   * Exact JSON text for values the typed fields hold only approximately (or
+   * not at all): unknown keys, unknown enum strings, numbers a field cannot
+   * represent, strings with lone surrogates, present-but-empty arrays. A raw
+   * value is used only while decoding it still yields the typed field's
+   * current value, so a stale hint never wins; it must be one JSON value.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+   */
+  @java.lang.Override
+  public io.omnigrpc.omni.v1.RawValue getRawValues(int index) {
+    return rawValues_.get(index);
+  }
+  /**
+   * <pre>
+   * Exact JSON text for values the typed fields hold only approximately (or
+   * not at all): unknown keys, unknown enum strings, numbers a field cannot
+   * represent, strings with lone surrogates, present-but-empty arrays. A raw
+   * value is used only while decoding it still yields the typed field's
+   * current value, so a stale hint never wins; it must be one JSON value.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+   */
+  @java.lang.Override
+  public io.omnigrpc.omni.v1.RawValueOrBuilder getRawValuesOrBuilder(
+      int index) {
+    return rawValues_.get(index);
   }
 
   private byte memoizedIsInitialized = -1;
@@ -1108,9 +1214,6 @@ private static final long serialVersionUID = 0L;
                       throws java.io.IOException {
     if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(timestamp_)) {
       com.google.protobuf.GeneratedMessageV3.writeString(output, 1, timestamp_);
-    }
-    if (type_ != io.omnigrpc.omni.v1.MessageType.MESSAGE_TYPE_UNSPECIFIED.getNumber()) {
-      output.writeEnum(2, type_);
     }
     for (int i = 0; i < origin_.size(); i++) {
       com.google.protobuf.GeneratedMessageV3.writeString(output, 3, origin_.getRaw(i));
@@ -1190,8 +1293,11 @@ private static final long serialVersionUID = 0L;
     if (payloadCase_ == 100) {
       output.writeMessage(100, (io.omnigrpc.omni.v1.UnknownPayload) payload_);
     }
-    if (shape_ != null) {
-      output.writeMessage(101, getShape());
+    for (int i = 0; i < keyOrders_.size(); i++) {
+      output.writeMessage(102, keyOrders_.get(i));
+    }
+    for (int i = 0; i < rawValues_.size(); i++) {
+      output.writeMessage(103, rawValues_.get(i));
     }
     getUnknownFields().writeTo(output);
   }
@@ -1204,10 +1310,6 @@ private static final long serialVersionUID = 0L;
     size = 0;
     if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(timestamp_)) {
       size += com.google.protobuf.GeneratedMessageV3.computeStringSize(1, timestamp_);
-    }
-    if (type_ != io.omnigrpc.omni.v1.MessageType.MESSAGE_TYPE_UNSPECIFIED.getNumber()) {
-      size += com.google.protobuf.CodedOutputStream
-        .computeEnumSize(2, type_);
     }
     {
       int dataSize = 0;
@@ -1317,9 +1419,13 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(100, (io.omnigrpc.omni.v1.UnknownPayload) payload_);
     }
-    if (shape_ != null) {
+    for (int i = 0; i < keyOrders_.size(); i++) {
       size += com.google.protobuf.CodedOutputStream
-        .computeMessageSize(101, getShape());
+        .computeMessageSize(102, keyOrders_.get(i));
+    }
+    for (int i = 0; i < rawValues_.size(); i++) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(103, rawValues_.get(i));
     }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
@@ -1338,14 +1444,12 @@ private static final long serialVersionUID = 0L;
 
     if (!getTimestamp()
         .equals(other.getTimestamp())) return false;
-    if (type_ != other.type_) return false;
     if (!getOriginList()
         .equals(other.getOriginList())) return false;
-    if (hasShape() != other.hasShape()) return false;
-    if (hasShape()) {
-      if (!getShape()
-          .equals(other.getShape())) return false;
-    }
+    if (!getKeyOrdersList()
+        .equals(other.getKeyOrdersList())) return false;
+    if (!getRawValuesList()
+        .equals(other.getRawValuesList())) return false;
     if (!getPayloadCase().equals(other.getPayloadCase())) return false;
     switch (payloadCase_) {
       case 4:
@@ -1464,15 +1568,17 @@ private static final long serialVersionUID = 0L;
     hash = (19 * hash) + getDescriptor().hashCode();
     hash = (37 * hash) + TIMESTAMP_FIELD_NUMBER;
     hash = (53 * hash) + getTimestamp().hashCode();
-    hash = (37 * hash) + TYPE_FIELD_NUMBER;
-    hash = (53 * hash) + type_;
     if (getOriginCount() > 0) {
       hash = (37 * hash) + ORIGIN_FIELD_NUMBER;
       hash = (53 * hash) + getOriginList().hashCode();
     }
-    if (hasShape()) {
-      hash = (37 * hash) + SHAPE_FIELD_NUMBER;
-      hash = (53 * hash) + getShape().hashCode();
+    if (getKeyOrdersCount() > 0) {
+      hash = (37 * hash) + KEY_ORDERS_FIELD_NUMBER;
+      hash = (53 * hash) + getKeyOrdersList().hashCode();
+    }
+    if (getRawValuesCount() > 0) {
+      hash = (37 * hash) + RAW_VALUES_FIELD_NUMBER;
+      hash = (53 * hash) + getRawValuesList().hashCode();
     }
     switch (payloadCase_) {
       case 4:
@@ -1712,9 +1818,8 @@ private static final long serialVersionUID = 0L;
       super.clear();
       bitField0_ = 0;
       timestamp_ = "";
-      type_ = 0;
       origin_ = com.google.protobuf.LazyStringArrayList.EMPTY;
-      bitField0_ = (bitField0_ & ~0x00000004);
+      bitField0_ = (bitField0_ & ~0x00000002);
       if (sessionMetaBuilder_ != null) {
         sessionMetaBuilder_.clear();
       }
@@ -1790,11 +1895,20 @@ private static final long serialVersionUID = 0L;
       if (unknownBuilder_ != null) {
         unknownBuilder_.clear();
       }
-      shape_ = null;
-      if (shapeBuilder_ != null) {
-        shapeBuilder_.dispose();
-        shapeBuilder_ = null;
+      if (keyOrdersBuilder_ == null) {
+        keyOrders_ = java.util.Collections.emptyList();
+      } else {
+        keyOrders_ = null;
+        keyOrdersBuilder_.clear();
       }
+      bitField0_ = (bitField0_ & ~0x08000000);
+      if (rawValuesBuilder_ == null) {
+        rawValues_ = java.util.Collections.emptyList();
+      } else {
+        rawValues_ = null;
+        rawValuesBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x10000000);
       payloadCase_ = 0;
       payload_ = null;
       return this;
@@ -1831,25 +1945,35 @@ private static final long serialVersionUID = 0L;
     }
 
     private void buildPartialRepeatedFields(io.omnigrpc.omni.v1.OmniMessage result) {
-      if (((bitField0_ & 0x00000004) != 0)) {
+      if (((bitField0_ & 0x00000002) != 0)) {
         origin_ = origin_.getUnmodifiableView();
-        bitField0_ = (bitField0_ & ~0x00000004);
+        bitField0_ = (bitField0_ & ~0x00000002);
       }
       result.origin_ = origin_;
+      if (keyOrdersBuilder_ == null) {
+        if (((bitField0_ & 0x08000000) != 0)) {
+          keyOrders_ = java.util.Collections.unmodifiableList(keyOrders_);
+          bitField0_ = (bitField0_ & ~0x08000000);
+        }
+        result.keyOrders_ = keyOrders_;
+      } else {
+        result.keyOrders_ = keyOrdersBuilder_.build();
+      }
+      if (rawValuesBuilder_ == null) {
+        if (((bitField0_ & 0x10000000) != 0)) {
+          rawValues_ = java.util.Collections.unmodifiableList(rawValues_);
+          bitField0_ = (bitField0_ & ~0x10000000);
+        }
+        result.rawValues_ = rawValues_;
+      } else {
+        result.rawValues_ = rawValuesBuilder_.build();
+      }
     }
 
     private void buildPartial0(io.omnigrpc.omni.v1.OmniMessage result) {
       int from_bitField0_ = bitField0_;
       if (((from_bitField0_ & 0x00000001) != 0)) {
         result.timestamp_ = timestamp_;
-      }
-      if (((from_bitField0_ & 0x00000002) != 0)) {
-        result.type_ = type_;
-      }
-      if (((from_bitField0_ & 0x10000000) != 0)) {
-        result.shape_ = shapeBuilder_ == null
-            ? shape_
-            : shapeBuilder_.build();
       }
     }
 
@@ -2007,21 +2131,67 @@ private static final long serialVersionUID = 0L;
         bitField0_ |= 0x00000001;
         onChanged();
       }
-      if (other.type_ != 0) {
-        setTypeValue(other.getTypeValue());
-      }
       if (!other.origin_.isEmpty()) {
         if (origin_.isEmpty()) {
           origin_ = other.origin_;
-          bitField0_ = (bitField0_ & ~0x00000004);
+          bitField0_ = (bitField0_ & ~0x00000002);
         } else {
           ensureOriginIsMutable();
           origin_.addAll(other.origin_);
         }
         onChanged();
       }
-      if (other.hasShape()) {
-        mergeShape(other.getShape());
+      if (keyOrdersBuilder_ == null) {
+        if (!other.keyOrders_.isEmpty()) {
+          if (keyOrders_.isEmpty()) {
+            keyOrders_ = other.keyOrders_;
+            bitField0_ = (bitField0_ & ~0x08000000);
+          } else {
+            ensureKeyOrdersIsMutable();
+            keyOrders_.addAll(other.keyOrders_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.keyOrders_.isEmpty()) {
+          if (keyOrdersBuilder_.isEmpty()) {
+            keyOrdersBuilder_.dispose();
+            keyOrdersBuilder_ = null;
+            keyOrders_ = other.keyOrders_;
+            bitField0_ = (bitField0_ & ~0x08000000);
+            keyOrdersBuilder_ = 
+              com.google.protobuf.GeneratedMessageV3.alwaysUseFieldBuilders ?
+                 getKeyOrdersFieldBuilder() : null;
+          } else {
+            keyOrdersBuilder_.addAllMessages(other.keyOrders_);
+          }
+        }
+      }
+      if (rawValuesBuilder_ == null) {
+        if (!other.rawValues_.isEmpty()) {
+          if (rawValues_.isEmpty()) {
+            rawValues_ = other.rawValues_;
+            bitField0_ = (bitField0_ & ~0x10000000);
+          } else {
+            ensureRawValuesIsMutable();
+            rawValues_.addAll(other.rawValues_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.rawValues_.isEmpty()) {
+          if (rawValuesBuilder_.isEmpty()) {
+            rawValuesBuilder_.dispose();
+            rawValuesBuilder_ = null;
+            rawValues_ = other.rawValues_;
+            bitField0_ = (bitField0_ & ~0x10000000);
+            rawValuesBuilder_ = 
+              com.google.protobuf.GeneratedMessageV3.alwaysUseFieldBuilders ?
+                 getRawValuesFieldBuilder() : null;
+          } else {
+            rawValuesBuilder_.addAllMessages(other.rawValues_);
+          }
+        }
       }
       switch (other.getPayloadCase()) {
         case SESSION_META: {
@@ -2159,11 +2329,6 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000001;
               break;
             } // case 10
-            case 16: {
-              type_ = input.readEnum();
-              bitField0_ |= 0x00000002;
-              break;
-            } // case 16
             case 26: {
               java.lang.String s = input.readStringRequireUtf8();
               ensureOriginIsMutable();
@@ -2345,13 +2510,32 @@ private static final long serialVersionUID = 0L;
               payloadCase_ = 100;
               break;
             } // case 802
-            case 810: {
-              input.readMessage(
-                  getShapeFieldBuilder().getBuilder(),
-                  extensionRegistry);
-              bitField0_ |= 0x10000000;
+            case 818: {
+              io.omnigrpc.omni.v1.KeyOrder m =
+                  input.readMessage(
+                      io.omnigrpc.omni.v1.KeyOrder.parser(),
+                      extensionRegistry);
+              if (keyOrdersBuilder_ == null) {
+                ensureKeyOrdersIsMutable();
+                keyOrders_.add(m);
+              } else {
+                keyOrdersBuilder_.addMessage(m);
+              }
               break;
-            } // case 810
+            } // case 818
+            case 826: {
+              io.omnigrpc.omni.v1.RawValue m =
+                  input.readMessage(
+                      io.omnigrpc.omni.v1.RawValue.parser(),
+                      extensionRegistry);
+              if (rawValuesBuilder_ == null) {
+                ensureRawValuesIsMutable();
+                rawValues_.add(m);
+              } else {
+                rawValuesBuilder_.addMessage(m);
+              }
+              break;
+            } // case 826
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -2481,84 +2665,11 @@ private static final long serialVersionUID = 0L;
       return this;
     }
 
-    private int type_ = 0;
-    /**
-     * <pre>
-     * Derived from the payload arm when unspecified.
-     * </pre>
-     *
-     * <code>.omni.v1.MessageType type = 2 [json_name = "type"];</code>
-     * @return The enum numeric value on the wire for type.
-     */
-    @java.lang.Override public int getTypeValue() {
-      return type_;
-    }
-    /**
-     * <pre>
-     * Derived from the payload arm when unspecified.
-     * </pre>
-     *
-     * <code>.omni.v1.MessageType type = 2 [json_name = "type"];</code>
-     * @param value The enum numeric value on the wire for type to set.
-     * @return This builder for chaining.
-     */
-    public Builder setTypeValue(int value) {
-      type_ = value;
-      bitField0_ |= 0x00000002;
-      onChanged();
-      return this;
-    }
-    /**
-     * <pre>
-     * Derived from the payload arm when unspecified.
-     * </pre>
-     *
-     * <code>.omni.v1.MessageType type = 2 [json_name = "type"];</code>
-     * @return The type.
-     */
-    @java.lang.Override
-    public io.omnigrpc.omni.v1.MessageType getType() {
-      io.omnigrpc.omni.v1.MessageType result = io.omnigrpc.omni.v1.MessageType.forNumber(type_);
-      return result == null ? io.omnigrpc.omni.v1.MessageType.UNRECOGNIZED : result;
-    }
-    /**
-     * <pre>
-     * Derived from the payload arm when unspecified.
-     * </pre>
-     *
-     * <code>.omni.v1.MessageType type = 2 [json_name = "type"];</code>
-     * @param value The type to set.
-     * @return This builder for chaining.
-     */
-    public Builder setType(io.omnigrpc.omni.v1.MessageType value) {
-      if (value == null) {
-        throw new NullPointerException();
-      }
-      bitField0_ |= 0x00000002;
-      type_ = value.getNumber();
-      onChanged();
-      return this;
-    }
-    /**
-     * <pre>
-     * Derived from the payload arm when unspecified.
-     * </pre>
-     *
-     * <code>.omni.v1.MessageType type = 2 [json_name = "type"];</code>
-     * @return This builder for chaining.
-     */
-    public Builder clearType() {
-      bitField0_ = (bitField0_ & ~0x00000002);
-      type_ = 0;
-      onChanged();
-      return this;
-    }
-
     private com.google.protobuf.LazyStringList origin_ = com.google.protobuf.LazyStringArrayList.EMPTY;
     private void ensureOriginIsMutable() {
-      if (!((bitField0_ & 0x00000004) != 0)) {
+      if (!((bitField0_ & 0x00000002) != 0)) {
         origin_ = new com.google.protobuf.LazyStringArrayList(origin_);
-        bitField0_ |= 0x00000004;
+        bitField0_ |= 0x00000002;
        }
     }
     /**
@@ -2671,7 +2782,7 @@ private static final long serialVersionUID = 0L;
      */
     public Builder clearOrigin() {
       origin_ = com.google.protobuf.LazyStringArrayList.EMPTY;
-      bitField0_ = (bitField0_ & ~0x00000004);
+      bitField0_ = (bitField0_ & ~0x00000002);
       onChanged();
       return this;
     }
@@ -6280,168 +6391,808 @@ private static final long serialVersionUID = 0L;
       return unknownBuilder_;
     }
 
-    private io.omnigrpc.omni.v1.JsonShape shape_;
-    private com.google.protobuf.SingleFieldBuilderV3<
-        io.omnigrpc.omni.v1.JsonShape, io.omnigrpc.omni.v1.JsonShape.Builder, io.omnigrpc.omni.v1.JsonShapeOrBuilder> shapeBuilder_;
-    /**
-     * <pre>
-     * What the typed fields cannot say about the source JSON. Empty for
-     * messages in reference form; producers in other languages leave it unset.
-     * </pre>
-     *
-     * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
-     * @return Whether the shape field is set.
-     */
-    public boolean hasShape() {
-      return ((bitField0_ & 0x10000000) != 0);
+    private java.util.List<io.omnigrpc.omni.v1.KeyOrder> keyOrders_ =
+      java.util.Collections.emptyList();
+    private void ensureKeyOrdersIsMutable() {
+      if (!((bitField0_ & 0x08000000) != 0)) {
+        keyOrders_ = new java.util.ArrayList<io.omnigrpc.omni.v1.KeyOrder>(keyOrders_);
+        bitField0_ |= 0x08000000;
+       }
     }
+
+    private com.google.protobuf.RepeatedFieldBuilderV3<
+        io.omnigrpc.omni.v1.KeyOrder, io.omnigrpc.omni.v1.KeyOrder.Builder, io.omnigrpc.omni.v1.KeyOrderOrBuilder> keyOrdersBuilder_;
+
     /**
      * <pre>
-     * What the typed fields cannot say about the source JSON. Empty for
-     * messages in reference form; producers in other languages leave it unset.
+     * Exact-bytes hints: what the typed fields cannot say about the source
+     * JSON. Both lists are empty for messages in reference form; producers in
+     * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+     * the envelope: "" is the envelope itself, "/payload/role" the role.
+     * Objects whose keys are not in reference order, lack a key the reference
+     * always writes, or carry a key the schema does not know. A key list only
+     * orders keys: a listed key whose field is now empty is left out.
      * </pre>
      *
-     * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
-     * @return The shape.
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
      */
-    public io.omnigrpc.omni.v1.JsonShape getShape() {
-      if (shapeBuilder_ == null) {
-        return shape_ == null ? io.omnigrpc.omni.v1.JsonShape.getDefaultInstance() : shape_;
+    public java.util.List<io.omnigrpc.omni.v1.KeyOrder> getKeyOrdersList() {
+      if (keyOrdersBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(keyOrders_);
       } else {
-        return shapeBuilder_.getMessage();
+        return keyOrdersBuilder_.getMessageList();
       }
     }
     /**
      * <pre>
-     * What the typed fields cannot say about the source JSON. Empty for
-     * messages in reference form; producers in other languages leave it unset.
+     * Exact-bytes hints: what the typed fields cannot say about the source
+     * JSON. Both lists are empty for messages in reference form; producers in
+     * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+     * the envelope: "" is the envelope itself, "/payload/role" the role.
+     * Objects whose keys are not in reference order, lack a key the reference
+     * always writes, or carry a key the schema does not know. A key list only
+     * orders keys: a listed key whose field is now empty is left out.
      * </pre>
      *
-     * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
      */
-    public Builder setShape(io.omnigrpc.omni.v1.JsonShape value) {
-      if (shapeBuilder_ == null) {
+    public int getKeyOrdersCount() {
+      if (keyOrdersBuilder_ == null) {
+        return keyOrders_.size();
+      } else {
+        return keyOrdersBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * Exact-bytes hints: what the typed fields cannot say about the source
+     * JSON. Both lists are empty for messages in reference form; producers in
+     * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+     * the envelope: "" is the envelope itself, "/payload/role" the role.
+     * Objects whose keys are not in reference order, lack a key the reference
+     * always writes, or carry a key the schema does not know. A key list only
+     * orders keys: a listed key whose field is now empty is left out.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+     */
+    public io.omnigrpc.omni.v1.KeyOrder getKeyOrders(int index) {
+      if (keyOrdersBuilder_ == null) {
+        return keyOrders_.get(index);
+      } else {
+        return keyOrdersBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * Exact-bytes hints: what the typed fields cannot say about the source
+     * JSON. Both lists are empty for messages in reference form; producers in
+     * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+     * the envelope: "" is the envelope itself, "/payload/role" the role.
+     * Objects whose keys are not in reference order, lack a key the reference
+     * always writes, or carry a key the schema does not know. A key list only
+     * orders keys: a listed key whose field is now empty is left out.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+     */
+    public Builder setKeyOrders(
+        int index, io.omnigrpc.omni.v1.KeyOrder value) {
+      if (keyOrdersBuilder_ == null) {
         if (value == null) {
           throw new NullPointerException();
         }
-        shape_ = value;
+        ensureKeyOrdersIsMutable();
+        keyOrders_.set(index, value);
+        onChanged();
       } else {
-        shapeBuilder_.setMessage(value);
+        keyOrdersBuilder_.setMessage(index, value);
       }
-      bitField0_ |= 0x10000000;
-      onChanged();
       return this;
     }
     /**
      * <pre>
-     * What the typed fields cannot say about the source JSON. Empty for
-     * messages in reference form; producers in other languages leave it unset.
+     * Exact-bytes hints: what the typed fields cannot say about the source
+     * JSON. Both lists are empty for messages in reference form; producers in
+     * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+     * the envelope: "" is the envelope itself, "/payload/role" the role.
+     * Objects whose keys are not in reference order, lack a key the reference
+     * always writes, or carry a key the schema does not know. A key list only
+     * orders keys: a listed key whose field is now empty is left out.
      * </pre>
      *
-     * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
      */
-    public Builder setShape(
-        io.omnigrpc.omni.v1.JsonShape.Builder builderForValue) {
-      if (shapeBuilder_ == null) {
-        shape_ = builderForValue.build();
+    public Builder setKeyOrders(
+        int index, io.omnigrpc.omni.v1.KeyOrder.Builder builderForValue) {
+      if (keyOrdersBuilder_ == null) {
+        ensureKeyOrdersIsMutable();
+        keyOrders_.set(index, builderForValue.build());
+        onChanged();
       } else {
-        shapeBuilder_.setMessage(builderForValue.build());
+        keyOrdersBuilder_.setMessage(index, builderForValue.build());
       }
-      bitField0_ |= 0x10000000;
-      onChanged();
       return this;
     }
     /**
      * <pre>
-     * What the typed fields cannot say about the source JSON. Empty for
-     * messages in reference form; producers in other languages leave it unset.
+     * Exact-bytes hints: what the typed fields cannot say about the source
+     * JSON. Both lists are empty for messages in reference form; producers in
+     * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+     * the envelope: "" is the envelope itself, "/payload/role" the role.
+     * Objects whose keys are not in reference order, lack a key the reference
+     * always writes, or carry a key the schema does not know. A key list only
+     * orders keys: a listed key whose field is now empty is left out.
      * </pre>
      *
-     * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
      */
-    public Builder mergeShape(io.omnigrpc.omni.v1.JsonShape value) {
-      if (shapeBuilder_ == null) {
-        if (((bitField0_ & 0x10000000) != 0) &&
-          shape_ != null &&
-          shape_ != io.omnigrpc.omni.v1.JsonShape.getDefaultInstance()) {
-          getShapeBuilder().mergeFrom(value);
-        } else {
-          shape_ = value;
+    public Builder addKeyOrders(io.omnigrpc.omni.v1.KeyOrder value) {
+      if (keyOrdersBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
         }
+        ensureKeyOrdersIsMutable();
+        keyOrders_.add(value);
+        onChanged();
       } else {
-        shapeBuilder_.mergeFrom(value);
+        keyOrdersBuilder_.addMessage(value);
       }
-      bitField0_ |= 0x10000000;
-      onChanged();
       return this;
     }
     /**
      * <pre>
-     * What the typed fields cannot say about the source JSON. Empty for
-     * messages in reference form; producers in other languages leave it unset.
+     * Exact-bytes hints: what the typed fields cannot say about the source
+     * JSON. Both lists are empty for messages in reference form; producers in
+     * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+     * the envelope: "" is the envelope itself, "/payload/role" the role.
+     * Objects whose keys are not in reference order, lack a key the reference
+     * always writes, or carry a key the schema does not know. A key list only
+     * orders keys: a listed key whose field is now empty is left out.
      * </pre>
      *
-     * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
      */
-    public Builder clearShape() {
-      bitField0_ = (bitField0_ & ~0x10000000);
-      shape_ = null;
-      if (shapeBuilder_ != null) {
-        shapeBuilder_.dispose();
-        shapeBuilder_ = null;
+    public Builder addKeyOrders(
+        int index, io.omnigrpc.omni.v1.KeyOrder value) {
+      if (keyOrdersBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureKeyOrdersIsMutable();
+        keyOrders_.add(index, value);
+        onChanged();
+      } else {
+        keyOrdersBuilder_.addMessage(index, value);
       }
-      onChanged();
       return this;
     }
     /**
      * <pre>
-     * What the typed fields cannot say about the source JSON. Empty for
-     * messages in reference form; producers in other languages leave it unset.
+     * Exact-bytes hints: what the typed fields cannot say about the source
+     * JSON. Both lists are empty for messages in reference form; producers in
+     * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+     * the envelope: "" is the envelope itself, "/payload/role" the role.
+     * Objects whose keys are not in reference order, lack a key the reference
+     * always writes, or carry a key the schema does not know. A key list only
+     * orders keys: a listed key whose field is now empty is left out.
      * </pre>
      *
-     * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
      */
-    public io.omnigrpc.omni.v1.JsonShape.Builder getShapeBuilder() {
-      bitField0_ |= 0x10000000;
-      onChanged();
-      return getShapeFieldBuilder().getBuilder();
+    public Builder addKeyOrders(
+        io.omnigrpc.omni.v1.KeyOrder.Builder builderForValue) {
+      if (keyOrdersBuilder_ == null) {
+        ensureKeyOrdersIsMutable();
+        keyOrders_.add(builderForValue.build());
+        onChanged();
+      } else {
+        keyOrdersBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
     }
     /**
      * <pre>
-     * What the typed fields cannot say about the source JSON. Empty for
-     * messages in reference form; producers in other languages leave it unset.
+     * Exact-bytes hints: what the typed fields cannot say about the source
+     * JSON. Both lists are empty for messages in reference form; producers in
+     * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+     * the envelope: "" is the envelope itself, "/payload/role" the role.
+     * Objects whose keys are not in reference order, lack a key the reference
+     * always writes, or carry a key the schema does not know. A key list only
+     * orders keys: a listed key whose field is now empty is left out.
      * </pre>
      *
-     * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
      */
-    public io.omnigrpc.omni.v1.JsonShapeOrBuilder getShapeOrBuilder() {
-      if (shapeBuilder_ != null) {
-        return shapeBuilder_.getMessageOrBuilder();
+    public Builder addKeyOrders(
+        int index, io.omnigrpc.omni.v1.KeyOrder.Builder builderForValue) {
+      if (keyOrdersBuilder_ == null) {
+        ensureKeyOrdersIsMutable();
+        keyOrders_.add(index, builderForValue.build());
+        onChanged();
       } else {
-        return shape_ == null ?
-            io.omnigrpc.omni.v1.JsonShape.getDefaultInstance() : shape_;
+        keyOrdersBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Exact-bytes hints: what the typed fields cannot say about the source
+     * JSON. Both lists are empty for messages in reference form; producers in
+     * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+     * the envelope: "" is the envelope itself, "/payload/role" the role.
+     * Objects whose keys are not in reference order, lack a key the reference
+     * always writes, or carry a key the schema does not know. A key list only
+     * orders keys: a listed key whose field is now empty is left out.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+     */
+    public Builder addAllKeyOrders(
+        java.lang.Iterable<? extends io.omnigrpc.omni.v1.KeyOrder> values) {
+      if (keyOrdersBuilder_ == null) {
+        ensureKeyOrdersIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, keyOrders_);
+        onChanged();
+      } else {
+        keyOrdersBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Exact-bytes hints: what the typed fields cannot say about the source
+     * JSON. Both lists are empty for messages in reference form; producers in
+     * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+     * the envelope: "" is the envelope itself, "/payload/role" the role.
+     * Objects whose keys are not in reference order, lack a key the reference
+     * always writes, or carry a key the schema does not know. A key list only
+     * orders keys: a listed key whose field is now empty is left out.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+     */
+    public Builder clearKeyOrders() {
+      if (keyOrdersBuilder_ == null) {
+        keyOrders_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x08000000);
+        onChanged();
+      } else {
+        keyOrdersBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Exact-bytes hints: what the typed fields cannot say about the source
+     * JSON. Both lists are empty for messages in reference form; producers in
+     * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+     * the envelope: "" is the envelope itself, "/payload/role" the role.
+     * Objects whose keys are not in reference order, lack a key the reference
+     * always writes, or carry a key the schema does not know. A key list only
+     * orders keys: a listed key whose field is now empty is left out.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+     */
+    public Builder removeKeyOrders(int index) {
+      if (keyOrdersBuilder_ == null) {
+        ensureKeyOrdersIsMutable();
+        keyOrders_.remove(index);
+        onChanged();
+      } else {
+        keyOrdersBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Exact-bytes hints: what the typed fields cannot say about the source
+     * JSON. Both lists are empty for messages in reference form; producers in
+     * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+     * the envelope: "" is the envelope itself, "/payload/role" the role.
+     * Objects whose keys are not in reference order, lack a key the reference
+     * always writes, or carry a key the schema does not know. A key list only
+     * orders keys: a listed key whose field is now empty is left out.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+     */
+    public io.omnigrpc.omni.v1.KeyOrder.Builder getKeyOrdersBuilder(
+        int index) {
+      return getKeyOrdersFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * Exact-bytes hints: what the typed fields cannot say about the source
+     * JSON. Both lists are empty for messages in reference form; producers in
+     * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+     * the envelope: "" is the envelope itself, "/payload/role" the role.
+     * Objects whose keys are not in reference order, lack a key the reference
+     * always writes, or carry a key the schema does not know. A key list only
+     * orders keys: a listed key whose field is now empty is left out.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+     */
+    public io.omnigrpc.omni.v1.KeyOrderOrBuilder getKeyOrdersOrBuilder(
+        int index) {
+      if (keyOrdersBuilder_ == null) {
+        return keyOrders_.get(index);  } else {
+        return keyOrdersBuilder_.getMessageOrBuilder(index);
       }
     }
     /**
      * <pre>
-     * What the typed fields cannot say about the source JSON. Empty for
-     * messages in reference form; producers in other languages leave it unset.
+     * Exact-bytes hints: what the typed fields cannot say about the source
+     * JSON. Both lists are empty for messages in reference form; producers in
+     * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+     * the envelope: "" is the envelope itself, "/payload/role" the role.
+     * Objects whose keys are not in reference order, lack a key the reference
+     * always writes, or carry a key the schema does not know. A key list only
+     * orders keys: a listed key whose field is now empty is left out.
      * </pre>
      *
-     * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
      */
-    private com.google.protobuf.SingleFieldBuilderV3<
-        io.omnigrpc.omni.v1.JsonShape, io.omnigrpc.omni.v1.JsonShape.Builder, io.omnigrpc.omni.v1.JsonShapeOrBuilder> 
-        getShapeFieldBuilder() {
-      if (shapeBuilder_ == null) {
-        shapeBuilder_ = new com.google.protobuf.SingleFieldBuilderV3<
-            io.omnigrpc.omni.v1.JsonShape, io.omnigrpc.omni.v1.JsonShape.Builder, io.omnigrpc.omni.v1.JsonShapeOrBuilder>(
-                getShape(),
+    public java.util.List<? extends io.omnigrpc.omni.v1.KeyOrderOrBuilder> 
+         getKeyOrdersOrBuilderList() {
+      if (keyOrdersBuilder_ != null) {
+        return keyOrdersBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(keyOrders_);
+      }
+    }
+    /**
+     * <pre>
+     * Exact-bytes hints: what the typed fields cannot say about the source
+     * JSON. Both lists are empty for messages in reference form; producers in
+     * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+     * the envelope: "" is the envelope itself, "/payload/role" the role.
+     * Objects whose keys are not in reference order, lack a key the reference
+     * always writes, or carry a key the schema does not know. A key list only
+     * orders keys: a listed key whose field is now empty is left out.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+     */
+    public io.omnigrpc.omni.v1.KeyOrder.Builder addKeyOrdersBuilder() {
+      return getKeyOrdersFieldBuilder().addBuilder(
+          io.omnigrpc.omni.v1.KeyOrder.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Exact-bytes hints: what the typed fields cannot say about the source
+     * JSON. Both lists are empty for messages in reference form; producers in
+     * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+     * the envelope: "" is the envelope itself, "/payload/role" the role.
+     * Objects whose keys are not in reference order, lack a key the reference
+     * always writes, or carry a key the schema does not know. A key list only
+     * orders keys: a listed key whose field is now empty is left out.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+     */
+    public io.omnigrpc.omni.v1.KeyOrder.Builder addKeyOrdersBuilder(
+        int index) {
+      return getKeyOrdersFieldBuilder().addBuilder(
+          index, io.omnigrpc.omni.v1.KeyOrder.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Exact-bytes hints: what the typed fields cannot say about the source
+     * JSON. Both lists are empty for messages in reference form; producers in
+     * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+     * the envelope: "" is the envelope itself, "/payload/role" the role.
+     * Objects whose keys are not in reference order, lack a key the reference
+     * always writes, or carry a key the schema does not know. A key list only
+     * orders keys: a listed key whose field is now empty is left out.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+     */
+    public java.util.List<io.omnigrpc.omni.v1.KeyOrder.Builder> 
+         getKeyOrdersBuilderList() {
+      return getKeyOrdersFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilderV3<
+        io.omnigrpc.omni.v1.KeyOrder, io.omnigrpc.omni.v1.KeyOrder.Builder, io.omnigrpc.omni.v1.KeyOrderOrBuilder> 
+        getKeyOrdersFieldBuilder() {
+      if (keyOrdersBuilder_ == null) {
+        keyOrdersBuilder_ = new com.google.protobuf.RepeatedFieldBuilderV3<
+            io.omnigrpc.omni.v1.KeyOrder, io.omnigrpc.omni.v1.KeyOrder.Builder, io.omnigrpc.omni.v1.KeyOrderOrBuilder>(
+                keyOrders_,
+                ((bitField0_ & 0x08000000) != 0),
                 getParentForChildren(),
                 isClean());
-        shape_ = null;
+        keyOrders_ = null;
       }
-      return shapeBuilder_;
+      return keyOrdersBuilder_;
+    }
+
+    private java.util.List<io.omnigrpc.omni.v1.RawValue> rawValues_ =
+      java.util.Collections.emptyList();
+    private void ensureRawValuesIsMutable() {
+      if (!((bitField0_ & 0x10000000) != 0)) {
+        rawValues_ = new java.util.ArrayList<io.omnigrpc.omni.v1.RawValue>(rawValues_);
+        bitField0_ |= 0x10000000;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilderV3<
+        io.omnigrpc.omni.v1.RawValue, io.omnigrpc.omni.v1.RawValue.Builder, io.omnigrpc.omni.v1.RawValueOrBuilder> rawValuesBuilder_;
+
+    /**
+     * <pre>
+     * Exact JSON text for values the typed fields hold only approximately (or
+     * not at all): unknown keys, unknown enum strings, numbers a field cannot
+     * represent, strings with lone surrogates, present-but-empty arrays. A raw
+     * value is used only while decoding it still yields the typed field's
+     * current value, so a stale hint never wins; it must be one JSON value.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public java.util.List<io.omnigrpc.omni.v1.RawValue> getRawValuesList() {
+      if (rawValuesBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(rawValues_);
+      } else {
+        return rawValuesBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * Exact JSON text for values the typed fields hold only approximately (or
+     * not at all): unknown keys, unknown enum strings, numbers a field cannot
+     * represent, strings with lone surrogates, present-but-empty arrays. A raw
+     * value is used only while decoding it still yields the typed field's
+     * current value, so a stale hint never wins; it must be one JSON value.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public int getRawValuesCount() {
+      if (rawValuesBuilder_ == null) {
+        return rawValues_.size();
+      } else {
+        return rawValuesBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * Exact JSON text for values the typed fields hold only approximately (or
+     * not at all): unknown keys, unknown enum strings, numbers a field cannot
+     * represent, strings with lone surrogates, present-but-empty arrays. A raw
+     * value is used only while decoding it still yields the typed field's
+     * current value, so a stale hint never wins; it must be one JSON value.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public io.omnigrpc.omni.v1.RawValue getRawValues(int index) {
+      if (rawValuesBuilder_ == null) {
+        return rawValues_.get(index);
+      } else {
+        return rawValuesBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * Exact JSON text for values the typed fields hold only approximately (or
+     * not at all): unknown keys, unknown enum strings, numbers a field cannot
+     * represent, strings with lone surrogates, present-but-empty arrays. A raw
+     * value is used only while decoding it still yields the typed field's
+     * current value, so a stale hint never wins; it must be one JSON value.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public Builder setRawValues(
+        int index, io.omnigrpc.omni.v1.RawValue value) {
+      if (rawValuesBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureRawValuesIsMutable();
+        rawValues_.set(index, value);
+        onChanged();
+      } else {
+        rawValuesBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Exact JSON text for values the typed fields hold only approximately (or
+     * not at all): unknown keys, unknown enum strings, numbers a field cannot
+     * represent, strings with lone surrogates, present-but-empty arrays. A raw
+     * value is used only while decoding it still yields the typed field's
+     * current value, so a stale hint never wins; it must be one JSON value.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public Builder setRawValues(
+        int index, io.omnigrpc.omni.v1.RawValue.Builder builderForValue) {
+      if (rawValuesBuilder_ == null) {
+        ensureRawValuesIsMutable();
+        rawValues_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        rawValuesBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Exact JSON text for values the typed fields hold only approximately (or
+     * not at all): unknown keys, unknown enum strings, numbers a field cannot
+     * represent, strings with lone surrogates, present-but-empty arrays. A raw
+     * value is used only while decoding it still yields the typed field's
+     * current value, so a stale hint never wins; it must be one JSON value.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public Builder addRawValues(io.omnigrpc.omni.v1.RawValue value) {
+      if (rawValuesBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureRawValuesIsMutable();
+        rawValues_.add(value);
+        onChanged();
+      } else {
+        rawValuesBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Exact JSON text for values the typed fields hold only approximately (or
+     * not at all): unknown keys, unknown enum strings, numbers a field cannot
+     * represent, strings with lone surrogates, present-but-empty arrays. A raw
+     * value is used only while decoding it still yields the typed field's
+     * current value, so a stale hint never wins; it must be one JSON value.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public Builder addRawValues(
+        int index, io.omnigrpc.omni.v1.RawValue value) {
+      if (rawValuesBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureRawValuesIsMutable();
+        rawValues_.add(index, value);
+        onChanged();
+      } else {
+        rawValuesBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Exact JSON text for values the typed fields hold only approximately (or
+     * not at all): unknown keys, unknown enum strings, numbers a field cannot
+     * represent, strings with lone surrogates, present-but-empty arrays. A raw
+     * value is used only while decoding it still yields the typed field's
+     * current value, so a stale hint never wins; it must be one JSON value.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public Builder addRawValues(
+        io.omnigrpc.omni.v1.RawValue.Builder builderForValue) {
+      if (rawValuesBuilder_ == null) {
+        ensureRawValuesIsMutable();
+        rawValues_.add(builderForValue.build());
+        onChanged();
+      } else {
+        rawValuesBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Exact JSON text for values the typed fields hold only approximately (or
+     * not at all): unknown keys, unknown enum strings, numbers a field cannot
+     * represent, strings with lone surrogates, present-but-empty arrays. A raw
+     * value is used only while decoding it still yields the typed field's
+     * current value, so a stale hint never wins; it must be one JSON value.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public Builder addRawValues(
+        int index, io.omnigrpc.omni.v1.RawValue.Builder builderForValue) {
+      if (rawValuesBuilder_ == null) {
+        ensureRawValuesIsMutable();
+        rawValues_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        rawValuesBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Exact JSON text for values the typed fields hold only approximately (or
+     * not at all): unknown keys, unknown enum strings, numbers a field cannot
+     * represent, strings with lone surrogates, present-but-empty arrays. A raw
+     * value is used only while decoding it still yields the typed field's
+     * current value, so a stale hint never wins; it must be one JSON value.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public Builder addAllRawValues(
+        java.lang.Iterable<? extends io.omnigrpc.omni.v1.RawValue> values) {
+      if (rawValuesBuilder_ == null) {
+        ensureRawValuesIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, rawValues_);
+        onChanged();
+      } else {
+        rawValuesBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Exact JSON text for values the typed fields hold only approximately (or
+     * not at all): unknown keys, unknown enum strings, numbers a field cannot
+     * represent, strings with lone surrogates, present-but-empty arrays. A raw
+     * value is used only while decoding it still yields the typed field's
+     * current value, so a stale hint never wins; it must be one JSON value.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public Builder clearRawValues() {
+      if (rawValuesBuilder_ == null) {
+        rawValues_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x10000000);
+        onChanged();
+      } else {
+        rawValuesBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Exact JSON text for values the typed fields hold only approximately (or
+     * not at all): unknown keys, unknown enum strings, numbers a field cannot
+     * represent, strings with lone surrogates, present-but-empty arrays. A raw
+     * value is used only while decoding it still yields the typed field's
+     * current value, so a stale hint never wins; it must be one JSON value.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public Builder removeRawValues(int index) {
+      if (rawValuesBuilder_ == null) {
+        ensureRawValuesIsMutable();
+        rawValues_.remove(index);
+        onChanged();
+      } else {
+        rawValuesBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Exact JSON text for values the typed fields hold only approximately (or
+     * not at all): unknown keys, unknown enum strings, numbers a field cannot
+     * represent, strings with lone surrogates, present-but-empty arrays. A raw
+     * value is used only while decoding it still yields the typed field's
+     * current value, so a stale hint never wins; it must be one JSON value.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public io.omnigrpc.omni.v1.RawValue.Builder getRawValuesBuilder(
+        int index) {
+      return getRawValuesFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * Exact JSON text for values the typed fields hold only approximately (or
+     * not at all): unknown keys, unknown enum strings, numbers a field cannot
+     * represent, strings with lone surrogates, present-but-empty arrays. A raw
+     * value is used only while decoding it still yields the typed field's
+     * current value, so a stale hint never wins; it must be one JSON value.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public io.omnigrpc.omni.v1.RawValueOrBuilder getRawValuesOrBuilder(
+        int index) {
+      if (rawValuesBuilder_ == null) {
+        return rawValues_.get(index);  } else {
+        return rawValuesBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * Exact JSON text for values the typed fields hold only approximately (or
+     * not at all): unknown keys, unknown enum strings, numbers a field cannot
+     * represent, strings with lone surrogates, present-but-empty arrays. A raw
+     * value is used only while decoding it still yields the typed field's
+     * current value, so a stale hint never wins; it must be one JSON value.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public java.util.List<? extends io.omnigrpc.omni.v1.RawValueOrBuilder> 
+         getRawValuesOrBuilderList() {
+      if (rawValuesBuilder_ != null) {
+        return rawValuesBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(rawValues_);
+      }
+    }
+    /**
+     * <pre>
+     * Exact JSON text for values the typed fields hold only approximately (or
+     * not at all): unknown keys, unknown enum strings, numbers a field cannot
+     * represent, strings with lone surrogates, present-but-empty arrays. A raw
+     * value is used only while decoding it still yields the typed field's
+     * current value, so a stale hint never wins; it must be one JSON value.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public io.omnigrpc.omni.v1.RawValue.Builder addRawValuesBuilder() {
+      return getRawValuesFieldBuilder().addBuilder(
+          io.omnigrpc.omni.v1.RawValue.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Exact JSON text for values the typed fields hold only approximately (or
+     * not at all): unknown keys, unknown enum strings, numbers a field cannot
+     * represent, strings with lone surrogates, present-but-empty arrays. A raw
+     * value is used only while decoding it still yields the typed field's
+     * current value, so a stale hint never wins; it must be one JSON value.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public io.omnigrpc.omni.v1.RawValue.Builder addRawValuesBuilder(
+        int index) {
+      return getRawValuesFieldBuilder().addBuilder(
+          index, io.omnigrpc.omni.v1.RawValue.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Exact JSON text for values the typed fields hold only approximately (or
+     * not at all): unknown keys, unknown enum strings, numbers a field cannot
+     * represent, strings with lone surrogates, present-but-empty arrays. A raw
+     * value is used only while decoding it still yields the typed field's
+     * current value, so a stale hint never wins; it must be one JSON value.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public java.util.List<io.omnigrpc.omni.v1.RawValue.Builder> 
+         getRawValuesBuilderList() {
+      return getRawValuesFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilderV3<
+        io.omnigrpc.omni.v1.RawValue, io.omnigrpc.omni.v1.RawValue.Builder, io.omnigrpc.omni.v1.RawValueOrBuilder> 
+        getRawValuesFieldBuilder() {
+      if (rawValuesBuilder_ == null) {
+        rawValuesBuilder_ = new com.google.protobuf.RepeatedFieldBuilderV3<
+            io.omnigrpc.omni.v1.RawValue, io.omnigrpc.omni.v1.RawValue.Builder, io.omnigrpc.omni.v1.RawValueOrBuilder>(
+                rawValues_,
+                ((bitField0_ & 0x10000000) != 0),
+                getParentForChildren(),
+                isClean());
+        rawValues_ = null;
+      }
+      return rawValuesBuilder_;
     }
     @java.lang.Override
     public final Builder setUnknownFields(

@@ -31,25 +31,6 @@ public interface OmniMessageOrBuilder extends
 
   /**
    * <pre>
-   * Derived from the payload arm when unspecified.
-   * </pre>
-   *
-   * <code>.omni.v1.MessageType type = 2 [json_name = "type"];</code>
-   * @return The enum numeric value on the wire for type.
-   */
-  int getTypeValue();
-  /**
-   * <pre>
-   * Derived from the payload arm when unspecified.
-   * </pre>
-   *
-   * <code>.omni.v1.MessageType type = 2 [json_name = "type"];</code>
-   * @return The type.
-   */
-  io.omnigrpc.omni.v1.MessageType getType();
-
-  /**
-   * <pre>
    * Child-session chain, outer to inner. Empty means the main session.
    * </pre>
    *
@@ -478,33 +459,141 @@ public interface OmniMessageOrBuilder extends
 
   /**
    * <pre>
-   * What the typed fields cannot say about the source JSON. Empty for
-   * messages in reference form; producers in other languages leave it unset.
+   * Exact-bytes hints: what the typed fields cannot say about the source
+   * JSON. Both lists are empty for messages in reference form; producers in
+   * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+   * the envelope: "" is the envelope itself, "/payload/role" the role.
+   * Objects whose keys are not in reference order, lack a key the reference
+   * always writes, or carry a key the schema does not know. A key list only
+   * orders keys: a listed key whose field is now empty is left out.
    * </pre>
    *
-   * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
-   * @return Whether the shape field is set.
+   * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
    */
-  boolean hasShape();
+  java.util.List<io.omnigrpc.omni.v1.KeyOrder> 
+      getKeyOrdersList();
   /**
    * <pre>
-   * What the typed fields cannot say about the source JSON. Empty for
-   * messages in reference form; producers in other languages leave it unset.
+   * Exact-bytes hints: what the typed fields cannot say about the source
+   * JSON. Both lists are empty for messages in reference form; producers in
+   * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+   * the envelope: "" is the envelope itself, "/payload/role" the role.
+   * Objects whose keys are not in reference order, lack a key the reference
+   * always writes, or carry a key the schema does not know. A key list only
+   * orders keys: a listed key whose field is now empty is left out.
    * </pre>
    *
-   * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
-   * @return The shape.
+   * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
    */
-  io.omnigrpc.omni.v1.JsonShape getShape();
+  io.omnigrpc.omni.v1.KeyOrder getKeyOrders(int index);
   /**
    * <pre>
-   * What the typed fields cannot say about the source JSON. Empty for
-   * messages in reference form; producers in other languages leave it unset.
+   * Exact-bytes hints: what the typed fields cannot say about the source
+   * JSON. Both lists are empty for messages in reference form; producers in
+   * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+   * the envelope: "" is the envelope itself, "/payload/role" the role.
+   * Objects whose keys are not in reference order, lack a key the reference
+   * always writes, or carry a key the schema does not know. A key list only
+   * orders keys: a listed key whose field is now empty is left out.
    * </pre>
    *
-   * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
+   * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
    */
-  io.omnigrpc.omni.v1.JsonShapeOrBuilder getShapeOrBuilder();
+  int getKeyOrdersCount();
+  /**
+   * <pre>
+   * Exact-bytes hints: what the typed fields cannot say about the source
+   * JSON. Both lists are empty for messages in reference form; producers in
+   * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+   * the envelope: "" is the envelope itself, "/payload/role" the role.
+   * Objects whose keys are not in reference order, lack a key the reference
+   * always writes, or carry a key the schema does not know. A key list only
+   * orders keys: a listed key whose field is now empty is left out.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+   */
+  java.util.List<? extends io.omnigrpc.omni.v1.KeyOrderOrBuilder> 
+      getKeyOrdersOrBuilderList();
+  /**
+   * <pre>
+   * Exact-bytes hints: what the typed fields cannot say about the source
+   * JSON. Both lists are empty for messages in reference form; producers in
+   * other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+   * the envelope: "" is the envelope itself, "/payload/role" the role.
+   * Objects whose keys are not in reference order, lack a key the reference
+   * always writes, or carry a key the schema does not know. A key list only
+   * orders keys: a listed key whose field is now empty is left out.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+   */
+  io.omnigrpc.omni.v1.KeyOrderOrBuilder getKeyOrdersOrBuilder(
+      int index);
+
+  /**
+   * <pre>
+   * Exact JSON text for values the typed fields hold only approximately (or
+   * not at all): unknown keys, unknown enum strings, numbers a field cannot
+   * represent, strings with lone surrogates, present-but-empty arrays. A raw
+   * value is used only while decoding it still yields the typed field's
+   * current value, so a stale hint never wins; it must be one JSON value.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+   */
+  java.util.List<io.omnigrpc.omni.v1.RawValue> 
+      getRawValuesList();
+  /**
+   * <pre>
+   * Exact JSON text for values the typed fields hold only approximately (or
+   * not at all): unknown keys, unknown enum strings, numbers a field cannot
+   * represent, strings with lone surrogates, present-but-empty arrays. A raw
+   * value is used only while decoding it still yields the typed field's
+   * current value, so a stale hint never wins; it must be one JSON value.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+   */
+  io.omnigrpc.omni.v1.RawValue getRawValues(int index);
+  /**
+   * <pre>
+   * Exact JSON text for values the typed fields hold only approximately (or
+   * not at all): unknown keys, unknown enum strings, numbers a field cannot
+   * represent, strings with lone surrogates, present-but-empty arrays. A raw
+   * value is used only while decoding it still yields the typed field's
+   * current value, so a stale hint never wins; it must be one JSON value.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+   */
+  int getRawValuesCount();
+  /**
+   * <pre>
+   * Exact JSON text for values the typed fields hold only approximately (or
+   * not at all): unknown keys, unknown enum strings, numbers a field cannot
+   * represent, strings with lone surrogates, present-but-empty arrays. A raw
+   * value is used only while decoding it still yields the typed field's
+   * current value, so a stale hint never wins; it must be one JSON value.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+   */
+  java.util.List<? extends io.omnigrpc.omni.v1.RawValueOrBuilder> 
+      getRawValuesOrBuilderList();
+  /**
+   * <pre>
+   * Exact JSON text for values the typed fields hold only approximately (or
+   * not at all): unknown keys, unknown enum strings, numbers a field cannot
+   * represent, strings with lone surrogates, present-but-empty arrays. A raw
+   * value is used only while decoding it still yields the typed field's
+   * current value, so a stale hint never wins; it must be one JSON value.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+   */
+  io.omnigrpc.omni.v1.RawValueOrBuilder getRawValuesOrBuilder(
+      int index);
 
   public io.omnigrpc.omni.v1.OmniMessage.PayloadCase getPayloadCase();
 }

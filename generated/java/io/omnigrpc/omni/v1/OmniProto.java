@@ -20,11 +20,6 @@ public final class OmniProto {
     com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
       internal_static_omni_v1_OmniMessage_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
-    internal_static_omni_v1_JsonShape_descriptor;
-  static final 
-    com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
-      internal_static_omni_v1_JsonShape_fieldAccessorTable;
-  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_omni_v1_KeyOrder_descriptor;
   static final 
     com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
@@ -184,218 +179,218 @@ public final class OmniProto {
   static {
     java.lang.String[] descriptorData = {
       "\n\022omni/v1/omni.proto\022\007omni.v1\032\034google/pr" +
-      "otobuf/struct.proto\"\225\r\n\013OmniMessage\022\034\n\tt" +
-      "imestamp\030\001 \001(\tR\ttimestamp\022(\n\004type\030\002 \001(\0162" +
-      "\024.omni.v1.MessageTypeR\004type\022\026\n\006origin\030\003 " +
-      "\003(\tR\006origin\0229\n\014session_meta\030\004 \001(\0132\024.omni" +
-      ".v1.SessionMetaH\000R\013sessionMeta\022#\n\004text\030\005" +
-      " \001(\0132\r.omni.v1.TextH\000R\004text\0220\n\timage_url" +
-      "\030\006 \001(\0132\021.omni.v1.ImageUrlH\000R\010imageUrl\0226\n" +
-      "\013inline_data\030\007 \001(\0132\023.omni.v1.InlineDataH" +
-      "\000R\ninlineData\022/\n\010thinking\030\010 \001(\0132\021.omni.v" +
-      "1.ThinkingH\000R\010thinking\022B\n\017inline_thinkin" +
-      "g\030\t \001(\0132\027.omni.v1.InlineThinkingH\000R\016inli" +
-      "neThinking\0220\n\ttool_call\030\n \001(\0132\021.omni.v1." +
-      "ToolCallH\000R\010toolCall\022C\n\020tool_call_output" +
-      "\030\013 \001(\0132\027.omni.v1.ToolCallOutputH\000R\016toolC" +
-      "allOutput\0229\n\014partial_text\030\014 \001(\0132\024.omni.v" +
-      "1.PartialTextH\000R\013partialText\022E\n\020partial_" +
-      "thinking\030\r \001(\0132\030.omni.v1.PartialThinking" +
-      "H\000R\017partialThinking\022F\n\021partial_tool_call" +
-      "\030\016 \001(\0132\030.omni.v1.PartialToolCallH\000R\017part" +
-      "ialToolCall\022Y\n\030partial_tool_call_output\030" +
-      "\017 \001(\0132\036.omni.v1.PartialToolCallOutputH\000R" +
-      "\025partialToolCallOutput\022H\n\021approval_decis" +
-      "ion\030\020 \001(\0132\031.omni.v1.ApprovalDecisionH\000R\020" +
-      "approvalDecision\022&\n\005abort\030\021 \001(\0132\016.omni.v" +
-      "1.AbortH\000R\005abort\022<\n\rrequest_begin\030\022 \001(\0132" +
-      "\025.omni.v1.RequestBeginH\000R\014requestBegin\0226" +
-      "\n\013request_end\030\023 \001(\0132\023.omni.v1.RequestEnd" +
-      "H\000R\nrequestEnd\0226\n\013token_usage\030\024 \001(\0132\023.om" +
-      "ni.v1.TokenUsageH\000R\ntokenUsage\022E\n\020compac" +
-      "tion_begin\030\025 \001(\0132\030.omni.v1.CompactionBeg" +
-      "inH\000R\017compactionBegin\022?\n\016compaction_end\030" +
-      "\026 \001(\0132\026.omni.v1.CompactionEndH\000R\rcompact" +
-      "ionEnd\022<\n\rgoal_finished\030\027 \001(\0132\025.omni.v1." +
-      "GoalFinishedH\000R\014goalFinished\022/\n\010subagent" +
-      "\030\030 \001(\0132\021.omni.v1.SubagentH\000R\010subagent\022@\n" +
-      "\017tool_list_ready\030\031 \001(\0132\026.omni.v1.ToolLis" +
-      "tReadyH\000R\rtoolListReady\022F\n\021mcp_connect_b" +
-      "egin\030\032 \001(\0132\030.omni.v1.McpConnectBeginH\000R\017" +
-      "mcpConnectBegin\022@\n\017mcp_connect_end\030\033 \001(\013" +
-      "2\026.omni.v1.McpConnectEndH\000R\rmcpConnectEn" +
-      "d\0223\n\007unknown\030d \001(\0132\027.omni.v1.UnknownPayl" +
-      "oadH\000R\007unknown\022(\n\005shape\030e \001(\0132\022.omni.v1." +
-      "JsonShapeR\005shapeB\t\n\007payload\"o\n\tJsonShape" +
-      "\0220\n\nkey_orders\030\001 \003(\0132\021.omni.v1.KeyOrderR" +
-      "\tkeyOrders\0220\n\nraw_values\030\002 \003(\0132\021.omni.v1" +
-      ".RawValueR\trawValues\"2\n\010KeyOrder\022\022\n\004path" +
-      "\030\001 \001(\tR\004path\022\022\n\004keys\030\002 \003(\tR\004keys\"2\n\010RawV" +
-      "alue\022\022\n\004path\030\001 \001(\tR\004path\022\022\n\004json\030\002 \001(\tR\004" +
-      "json\"8\n\016UnknownPayload\022\022\n\004type\030\001 \001(\tR\004ty" +
-      "pe\022\022\n\004json\030\002 \001(\tR\004json\"\375\003\n\013SessionMeta\022\035" +
-      "\n\nsession_id\030\001 \001(\tR\tsessionId\022\032\n\010provide" +
-      "r\030\002 \001(\tR\010provider\022\031\n\010model_id\030\003 \001(\tR\007mod" +
-      "elId\022?\n\033model_context_window_tokens\030\004 \001(" +
-      "\003H\000R\030modelContextWindowTokens\022=\n\032model_c" +
-      "ontext_window_label\030\005 \001(\tH\000R\027modelContex" +
-      "tWindowLabel\022#\n\rsystem_prompt\030\006 \001(\tR\014sys" +
-      "temPrompt\022-\n\005tools\030\007 \003(\0132\027.omni.v1.ToolD" +
-      "efinitionR\005tools\022*\n\016thinking_level\030\010 \001(\t" +
-      "H\001R\rthinkingLevel\210\001\001\022\037\n\013agent_state\030\t \001(" +
-      "\tR\nagentState\022\034\n\tworkspace\030\n \001(\tR\tworksp" +
-      "ace\022.\n\006source\030\013 \001(\0162\026.omni.v1.SessionSou" +
-      "rceR\006sourceB\026\n\024model_context_windowB\021\n\017_" +
-      "thinking_level\"\177\n\016ToolDefinition\022\022\n\004name" +
-      "\030\001 \001(\tR\004name\022 \n\013description\030\002 \001(\tR\013descr" +
-      "iption\0227\n\nparameters\030\003 \001(\0132\027.google.prot" +
-      "obuf.StructR\nparameters\"\247\002\n\004Text\022!\n\004role" +
-      "\030\001 \001(\0162\r.omni.v1.RoleR\004role\022\022\n\004text\030\002 \001(" +
-      "\tR\004text\0224\n\013stop_reason\030\003 \001(\0162\023.omni.v1.S" +
-      "topReasonR\nstopReason\0223\n\010fidelity\030\004 \001(\0132" +
-      "\027.google.protobuf.StructR\010fidelity\022\'\n\006se" +
-      "nder\030\005 \001(\0162\017.omni.v1.SenderR\006sender\022\031\n\005p" +
-      "hase\030\006 \001(\tH\000R\005phase\210\001\001\022!\n\tsignature\030\007 \001(" +
-      "\tH\001R\tsignature\210\001\001B\010\n\006_phaseB\014\n\n_signatur" +
-      "e\"\200\001\n\010ImageUrl\022!\n\004role\030\001 \001(\0162\r.omni.v1.R" +
-      "oleR\004role\022\033\n\timage_url\030\002 \001(\tR\010imageUrl\0224" +
-      "\n\013stop_reason\030\003 \001(\0162\023.omni.v1.StopReason" +
-      "R\nstopReason\"\374\001\n\nInlineData\022!\n\004role\030\001 \001(" +
-      "\0162\r.omni.v1.RoleR\004role\022\022\n\004data\030\002 \001(\tR\004da" +
-      "ta\022\033\n\tmime_type\030\003 \001(\tR\010mimeType\0224\n\013stop_" +
-      "reason\030\004 \001(\0162\023.omni.v1.StopReasonR\nstopR" +
-      "eason\0223\n\010fidelity\030\005 \001(\0132\027.google.protobu" +
-      "f.StructR\010fidelity\022!\n\tsignature\030\006 \001(\tH\000R" +
-      "\tsignature\210\001\001B\014\n\n_signature\"\345\001\n\010Thinking" +
-      "\022!\n\004role\030\001 \001(\0162\r.omni.v1.RoleR\004role\022\032\n\010t" +
-      "hinking\030\002 \001(\tR\010thinking\0224\n\013stop_reason\030\003" +
-      " \001(\0162\023.omni.v1.StopReasonR\nstopReason\0223\n" +
-      "\010fidelity\030\004 \001(\0132\027.google.protobuf.Struct" +
-      "R\010fidelity\022!\n\tsignature\030\005 \001(\tH\000R\tsignatu" +
-      "re\210\001\001B\014\n\n_signature\"\200\002\n\016InlineThinking\022!" +
-      "\n\004role\030\001 \001(\0162\r.omni.v1.RoleR\004role\022\022\n\004dat" +
-      "a\030\002 \001(\tR\004data\022\033\n\tmime_type\030\003 \001(\tR\010mimeTy" +
-      "pe\0224\n\013stop_reason\030\004 \001(\0162\023.omni.v1.StopRe" +
-      "asonR\nstopReason\0223\n\010fidelity\030\005 \001(\0132\027.goo" +
-      "gle.protobuf.StructR\010fidelity\022!\n\tsignatu" +
-      "re\030\006 \001(\tH\000R\tsignature\210\001\001B\014\n\n_signature\"\235" +
-      "\002\n\010ToolCall\022!\n\004role\030\001 \001(\0162\r.omni.v1.Role" +
-      "R\004role\022\022\n\004name\030\002 \001(\tR\004name\022\034\n\targuments\030" +
-      "\003 \001(\tR\targuments\022 \n\014tool_call_id\030\004 \001(\tR\n" +
-      "toolCallId\0224\n\013stop_reason\030\005 \001(\0162\023.omni.v" +
-      "1.StopReasonR\nstopReason\0223\n\010fidelity\030\006 \001" +
-      "(\0132\027.google.protobuf.StructR\010fidelity\022!\n" +
-      "\tsignature\030\007 \001(\tH\000R\tsignature\210\001\001B\014\n\n_sig" +
-      "nature\"\273\001\n\016ToolCallOutput\022!\n\004role\030\001 \001(\0162" +
-      "\r.omni.v1.RoleR\004role\022\026\n\006output\030\002 \001(\tR\006ou" +
-      "tput\022\026\n\006images\030\003 \003(\tR\006images\022 \n\014tool_cal" +
-      "l_id\030\004 \001(\tR\ntoolCallId\0224\n\013stop_reason\030\005 " +
-      "\001(\0162\023.omni.v1.StopReasonR\nstopReason\"\255\001\n" +
-      "\013PartialText\022!\n\004role\030\001 \001(\0162\r.omni.v1.Rol" +
-      "eR\004role\0221\n\nevent_type\030\002 \001(\0162\022.omni.v1.Ev" +
-      "entTypeR\teventType\022\022\n\004text\030\003 \001(\tR\004text\0224" +
-      "\n\013stop_reason\030\004 \001(\0162\023.omni.v1.StopReason" +
-      "R\nstopReason\"\271\001\n\017PartialThinking\022!\n\004role" +
-      "\030\001 \001(\0162\r.omni.v1.RoleR\004role\0221\n\nevent_typ" +
-      "e\030\002 \001(\0162\022.omni.v1.EventTypeR\teventType\022\032" +
-      "\n\010thinking\030\003 \001(\tR\010thinking\0224\n\013stop_reaso" +
-      "n\030\004 \001(\0162\023.omni.v1.StopReasonR\nstopReason" +
-      "\"\361\001\n\017PartialToolCall\022!\n\004role\030\001 \001(\0162\r.omn" +
-      "i.v1.RoleR\004role\0221\n\nevent_type\030\002 \001(\0162\022.om" +
-      "ni.v1.EventTypeR\teventType\022\022\n\004name\030\003 \001(\t" +
-      "R\004name\022\034\n\targuments\030\004 \001(\tR\targuments\022 \n\014" +
-      "tool_call_id\030\005 \001(\tR\ntoolCallId\0224\n\013stop_r" +
-      "eason\030\006 \001(\0162\023.omni.v1.StopReasonR\nstopRe" +
-      "ason\"\365\001\n\025PartialToolCallOutput\022!\n\004role\030\001" +
-      " \001(\0162\r.omni.v1.RoleR\004role\0221\n\nevent_type\030" +
-      "\002 \001(\0162\022.omni.v1.EventTypeR\teventType\022\026\n\006" +
-      "output\030\003 \001(\tR\006output\022\026\n\006images\030\004 \003(\tR\006im" +
-      "ages\022 \n\014tool_call_id\030\005 \001(\tR\ntoolCallId\0224" +
-      "\n\013stop_reason\030\006 \001(\0162\023.omni.v1.StopReason" +
-      "R\nstopReason\"c\n\020ApprovalDecision\022-\n\010deci" +
-      "sion\030\001 \001(\0162\021.omni.v1.DecisionR\010decision\022" +
-      " \n\014tool_call_id\030\002 \001(\tR\ntoolCallId\"/\n\005Abo" +
-      "rt\022\033\n\006reason\030\001 \001(\tH\000R\006reason\210\001\001B\t\n\007_reas" +
-      "on\"\016\n\014RequestBegin\"\200\002\n\nRequestEnd\022+\n\006sta" +
-      "tus\030\001 \001(\0162\023.omni.v1.StopReasonR\006status\022\035" +
-      "\n\007message\030\002 \001(\tH\000R\007message\210\001\001\022(\n\rerror_m" +
-      "essage\030\003 \001(\tH\001R\014errorMessage\210\001\001\022\035\n\007attem" +
-      "pt\030\004 \001(\003H\002R\007attempt\210\001\001\022#\n\013retry_in_ms\030\005 " +
-      "\001(\003H\003R\tretryInMs\210\001\001B\n\n\010_messageB\020\n\016_erro" +
-      "r_messageB\n\n\010_attemptB\016\n\014_retry_in_ms\"l\n" +
-      "\nTokenUsage\022.\n\007session\030\001 \001(\0132\024.omni.v1.T" +
-      "okenCountsR\007session\022.\n\007request\030\002 \001(\0132\024.o" +
-      "mni.v1.TokenCountsR\007request\"{\n\013TokenCoun" +
-      "ts\022\035\n\ncache_read\030\001 \001(\003R\tcacheRead\022\037\n\013cac" +
-      "he_write\030\002 \001(\003R\ncacheWrite\022\026\n\006output\030\003 \001" +
-      "(\003R\006output\022\024\n\005total\030\004 \001(\003R\005total\"\241\001\n\017Com" +
-      "pactionBegin\0221\n\006reason\030\001 \001(\0162\031.omni.v1.C" +
-      "ompactionReasonR\006reason\022+\n\004mode\030\002 \001(\0162\027." +
-      "omni.v1.CompactionModeR\004mode\022\030\n\007context\030" +
-      "\003 \001(\003R\007context\022\024\n\005turns\030\004 \001(\003R\005turns\"\270\002\n" +
-      "\rCompactionEnd\0221\n\006reason\030\001 \001(\0162\031.omni.v1" +
-      ".CompactionReasonR\006reason\022+\n\004mode\030\002 \001(\0162" +
-      "\027.omni.v1.CompactionModeR\004mode\022+\n\006status" +
-      "\030\003 \001(\0162\023.omni.v1.StopReasonR\006status\022\035\n\007a" +
-      "ttempt\030\004 \001(\003H\000R\007attempt\210\001\001\022(\n\rerror_mess" +
-      "age\030\005 \001(\tH\001R\014errorMessage\210\001\001\022#\n\013retry_in" +
-      "_ms\030\006 \001(\003H\002R\tretryInMs\210\001\001B\n\n\010_attemptB\020\n" +
-      "\016_error_messageB\016\n\014_retry_in_ms\"w\n\014GoalF" +
-      "inished\022.\n\007outcome\030\001 \001(\0162\024.omni.v1.GoalO" +
-      "utcomeR\007outcome\022\026\n\006rounds\030\002 \001(\003R\006rounds\022" +
-      "\037\n\013tokens_used\030\003 \001(\003R\ntokensUsed\")\n\010Suba" +
-      "gent\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\">\n\rT" +
-      "oolListReady\022-\n\005tools\030\001 \003(\0132\027.omni.v1.To" +
-      "olDefinitionR\005tools\"+\n\017McpConnectBegin\022\030" +
-      "\n\007servers\030\001 \003(\tR\007servers\"o\n\rMcpConnectEn" +
-      "d\022*\n\006status\030\001 \001(\0162\022.omni.v1.McpStatusR\006s" +
-      "tatus\0222\n\007results\030\002 \003(\0132\030.omni.v1.McpServ" +
-      "erResultR\007results\"\365\001\n\017McpServerResult\022\026\n" +
-      "\006server\030\001 \001(\tR\006server\0223\n\ttransport\030\002 \001(\016" +
-      "2\025.omni.v1.McpTransportR\ttransport\022*\n\006st" +
-      "atus\030\003 \001(\0162\022.omni.v1.McpStatusR\006status\022\037" +
-      "\n\013duration_ms\030\004 \001(\003R\ndurationMs\022\031\n\005tools" +
-      "\030\005 \001(\003H\000R\005tools\210\001\001\022\031\n\005error\030\006 \001(\tH\001R\005err" +
-      "or\210\001\001B\010\n\006_toolsB\010\n\006_error*\202\001\n\013MessageTyp" +
-      "e\022\034\n\030MESSAGE_TYPE_UNSPECIFIED\020\000\022\035\n\031MESSA" +
-      "GE_TYPE_SESSION_META\020\001\022\032\n\026MESSAGE_TYPE_M" +
-      "ODEL_MSG\020\002\022\032\n\026MESSAGE_TYPE_EVENT_MSG\020\003*\277" +
-      "\001\n\nStopReason\022\033\n\027STOP_REASON_UNSPECIFIED" +
-      "\020\000\022\031\n\025STOP_REASON_COMPLETED\020\001\022\026\n\022STOP_RE" +
-      "ASON_FAILED\020\002\022\027\n\023STOP_REASON_ABORTED\020\003\022\027" +
-      "\n\023STOP_REASON_TIMEOUT\020\004\022\031\n\025STOP_REASON_M" +
-      "ALFORMED\020\005\022\024\n\020STOP_REASON_AUTH\020\006*?\n\004Role" +
-      "\022\024\n\020ROLE_UNSPECIFIED\020\000\022\r\n\tROLE_USER\020\001\022\022\n" +
-      "\016ROLE_ASSISTANT\020\002*h\n\tEventType\022\032\n\026EVENT_" +
-      "TYPE_UNSPECIFIED\020\000\022\024\n\020EVENT_TYPE_START\020\001" +
-      "\022\024\n\020EVENT_TYPE_DELTA\020\002\022\023\n\017EVENT_TYPE_STO" +
-      "P\020\003*q\n\006Sender\022\026\n\022SENDER_UNSPECIFIED\020\000\022\017\n" +
-      "\013SENDER_USER\020\001\022\027\n\023SENDER_PARENT_AGENT\020\002\022" +
-      "\022\n\016SENDER_HARNESS\020\003\022\021\n\rSENDER_SERVER\020\004*c" +
-      "\n\010Decision\022\030\n\024DECISION_UNSPECIFIED\020\000\022\022\n\016" +
-      "DECISION_ALLOW\020\001\022\021\n\rDECISION_DENY\020\002\022\026\n\022D" +
-      "ECISION_FORBIDDEN\020\003*\217\001\n\020CompactionReason" +
-      "\022!\n\035COMPACTION_REASON_UNSPECIFIED\020\000\022\035\n\031C" +
-      "OMPACTION_REASON_CONTEXT\020\001\022\033\n\027COMPACTION" +
-      "_REASON_TURNS\020\002\022\034\n\030COMPACTION_REASON_MAN" +
-      "UAL\020\003*m\n\016CompactionMode\022\037\n\033COMPACTION_MO" +
-      "DE_UNSPECIFIED\020\000\022\035\n\031COMPACTION_MODE_SUMM" +
-      "ARIZE\020\001\022\033\n\027COMPACTION_MODE_DISCARD\020\002*\233\001\n" +
-      "\013GoalOutcome\022\034\n\030GOAL_OUTCOME_UNSPECIFIED" +
-      "\020\000\022\031\n\025GOAL_OUTCOME_COMPLETE\020\001\022\030\n\024GOAL_OU" +
-      "TCOME_BLOCKED\020\002\022\037\n\033GOAL_OUTCOME_BUDGET_L" +
-      "IMITED\020\003\022\030\n\024GOAL_OUTCOME_ABORTED\020\004*p\n\tMc" +
-      "pStatus\022\032\n\026MCP_STATUS_UNSPECIFIED\020\000\022\030\n\024M" +
-      "CP_STATUS_COMPLETED\020\001\022\025\n\021MCP_STATUS_FAIL" +
-      "ED\020\002\022\026\n\022MCP_STATUS_ABORTED\020\003*u\n\014McpTrans" +
-      "port\022\035\n\031MCP_TRANSPORT_UNSPECIFIED\020\000\022\027\n\023M" +
-      "CP_TRANSPORT_STDIO\020\001\022\026\n\022MCP_TRANSPORT_HT" +
-      "TP\020\002\022\025\n\021MCP_TRANSPORT_SSE\020\003*i\n\rSessionSo" +
-      "urce\022\036\n\032SESSION_SOURCE_UNSPECIFIED\020\000\022\033\n\027" +
-      "SESSION_SOURCE_SUBAGENT\020\001\022\033\n\027SESSION_SOU" +
-      "RCE_SCHEDULE\020\002B^\n\023io.omnigrpc.omni.v1B\tO" +
-      "mniProtoP\001Z:github.com/omni-grpc/omni-gr" +
-      "pc/generated/go/omni/v1;omniv1b\006proto3"
+      "otobuf/struct.proto\"\276\r\n\013OmniMessage\022\034\n\tt" +
+      "imestamp\030\001 \001(\tR\ttimestamp\022\026\n\006origin\030\003 \003(" +
+      "\tR\006origin\0229\n\014session_meta\030\004 \001(\0132\024.omni.v" +
+      "1.SessionMetaH\000R\013sessionMeta\022#\n\004text\030\005 \001" +
+      "(\0132\r.omni.v1.TextH\000R\004text\0220\n\timage_url\030\006" +
+      " \001(\0132\021.omni.v1.ImageUrlH\000R\010imageUrl\0226\n\013i" +
+      "nline_data\030\007 \001(\0132\023.omni.v1.InlineDataH\000R" +
+      "\ninlineData\022/\n\010thinking\030\010 \001(\0132\021.omni.v1." +
+      "ThinkingH\000R\010thinking\022B\n\017inline_thinking\030" +
+      "\t \001(\0132\027.omni.v1.InlineThinkingH\000R\016inline" +
+      "Thinking\0220\n\ttool_call\030\n \001(\0132\021.omni.v1.To" +
+      "olCallH\000R\010toolCall\022C\n\020tool_call_output\030\013" +
+      " \001(\0132\027.omni.v1.ToolCallOutputH\000R\016toolCal" +
+      "lOutput\0229\n\014partial_text\030\014 \001(\0132\024.omni.v1." +
+      "PartialTextH\000R\013partialText\022E\n\020partial_th" +
+      "inking\030\r \001(\0132\030.omni.v1.PartialThinkingH\000" +
+      "R\017partialThinking\022F\n\021partial_tool_call\030\016" +
+      " \001(\0132\030.omni.v1.PartialToolCallH\000R\017partia" +
+      "lToolCall\022Y\n\030partial_tool_call_output\030\017 " +
+      "\001(\0132\036.omni.v1.PartialToolCallOutputH\000R\025p" +
+      "artialToolCallOutput\022H\n\021approval_decisio" +
+      "n\030\020 \001(\0132\031.omni.v1.ApprovalDecisionH\000R\020ap" +
+      "provalDecision\022&\n\005abort\030\021 \001(\0132\016.omni.v1." +
+      "AbortH\000R\005abort\022<\n\rrequest_begin\030\022 \001(\0132\025." +
+      "omni.v1.RequestBeginH\000R\014requestBegin\0226\n\013" +
+      "request_end\030\023 \001(\0132\023.omni.v1.RequestEndH\000" +
+      "R\nrequestEnd\0226\n\013token_usage\030\024 \001(\0132\023.omni" +
+      ".v1.TokenUsageH\000R\ntokenUsage\022E\n\020compacti" +
+      "on_begin\030\025 \001(\0132\030.omni.v1.CompactionBegin" +
+      "H\000R\017compactionBegin\022?\n\016compaction_end\030\026 " +
+      "\001(\0132\026.omni.v1.CompactionEndH\000R\rcompactio" +
+      "nEnd\022<\n\rgoal_finished\030\027 \001(\0132\025.omni.v1.Go" +
+      "alFinishedH\000R\014goalFinished\022/\n\010subagent\030\030" +
+      " \001(\0132\021.omni.v1.SubagentH\000R\010subagent\022@\n\017t" +
+      "ool_list_ready\030\031 \001(\0132\026.omni.v1.ToolListR" +
+      "eadyH\000R\rtoolListReady\022F\n\021mcp_connect_beg" +
+      "in\030\032 \001(\0132\030.omni.v1.McpConnectBeginH\000R\017mc" +
+      "pConnectBegin\022@\n\017mcp_connect_end\030\033 \001(\0132\026" +
+      ".omni.v1.McpConnectEndH\000R\rmcpConnectEnd\022" +
+      "3\n\007unknown\030d \001(\0132\027.omni.v1.UnknownPayloa" +
+      "dH\000R\007unknown\0220\n\nkey_orders\030f \003(\0132\021.omni." +
+      "v1.KeyOrderR\tkeyOrders\0220\n\nraw_values\030g \003" +
+      "(\0132\021.omni.v1.RawValueR\trawValuesB\t\n\007payl" +
+      "oadJ\004\010\002\020\003J\004\010e\020fR\004typeR\005shape\"2\n\010KeyOrder" +
+      "\022\022\n\004path\030\001 \001(\tR\004path\022\022\n\004keys\030\002 \003(\tR\004keys" +
+      "\"2\n\010RawValue\022\022\n\004path\030\001 \001(\tR\004path\022\022\n\004json" +
+      "\030\002 \001(\tR\004json\"]\n\016UnknownPayload\022\022\n\004type\030\001" +
+      " \001(\tR\004type\022\022\n\004json\030\002 \001(\tR\004json\022#\n\renvelo" +
+      "pe_type\030\003 \001(\tR\014envelopeType\"\375\003\n\013SessionM" +
+      "eta\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\022\032\n\010pr" +
+      "ovider\030\002 \001(\tR\010provider\022\031\n\010model_id\030\003 \001(\t" +
+      "R\007modelId\022?\n\033model_context_window_tokens" +
+      "\030\004 \001(\003H\000R\030modelContextWindowTokens\022=\n\032mo" +
+      "del_context_window_label\030\005 \001(\tH\000R\027modelC" +
+      "ontextWindowLabel\022#\n\rsystem_prompt\030\006 \001(\t" +
+      "R\014systemPrompt\022-\n\005tools\030\007 \003(\0132\027.omni.v1." +
+      "ToolDefinitionR\005tools\022*\n\016thinking_level\030" +
+      "\010 \001(\tH\001R\rthinkingLevel\210\001\001\022\037\n\013agent_state" +
+      "\030\t \001(\tR\nagentState\022\034\n\tworkspace\030\n \001(\tR\tw" +
+      "orkspace\022.\n\006source\030\013 \001(\0162\026.omni.v1.Sessi" +
+      "onSourceR\006sourceB\026\n\024model_context_window" +
+      "B\021\n\017_thinking_level\"l\n\016ToolDefinition\022\022\n" +
+      "\004name\030\001 \001(\tR\004name\022 \n\013description\030\002 \001(\tR\013" +
+      "description\022\036\n\nparameters\030\004 \001(\tR\nparamet" +
+      "ersJ\004\010\003\020\004\"\314\002\n\004Text\022!\n\004role\030\001 \001(\0162\r.omni." +
+      "v1.RoleR\004role\022\022\n\004text\030\002 \001(\tR\004text\0224\n\013sto" +
+      "p_reason\030\003 \001(\0162\023.omni.v1.StopReasonR\nsto" +
+      "pReason\0223\n\010fidelity\030\004 \001(\0132\027.google.proto" +
+      "buf.StructR\010fidelity\022\'\n\006sender\030\005 \001(\0162\017.o" +
+      "mni.v1.SenderR\006sender\022\031\n\005phase\030\006 \001(\tH\000R\005" +
+      "phase\210\001\001\022!\n\tsignature\030\007 \001(\tH\001R\tsignature" +
+      "\210\001\001\022#\n\rfidelity_json\030\010 \001(\tR\014fidelityJson" +
+      "B\010\n\006_phaseB\014\n\n_signature\"\200\001\n\010ImageUrl\022!\n" +
+      "\004role\030\001 \001(\0162\r.omni.v1.RoleR\004role\022\033\n\timag" +
+      "e_url\030\002 \001(\tR\010imageUrl\0224\n\013stop_reason\030\003 \001" +
+      "(\0162\023.omni.v1.StopReasonR\nstopReason\"\241\002\n\n" +
+      "InlineData\022!\n\004role\030\001 \001(\0162\r.omni.v1.RoleR" +
+      "\004role\022\022\n\004data\030\002 \001(\tR\004data\022\033\n\tmime_type\030\003" +
+      " \001(\tR\010mimeType\0224\n\013stop_reason\030\004 \001(\0162\023.om" +
+      "ni.v1.StopReasonR\nstopReason\0223\n\010fidelity" +
+      "\030\005 \001(\0132\027.google.protobuf.StructR\010fidelit" +
+      "y\022!\n\tsignature\030\006 \001(\tH\000R\tsignature\210\001\001\022#\n\r" +
+      "fidelity_json\030\007 \001(\tR\014fidelityJsonB\014\n\n_si" +
+      "gnature\"\212\002\n\010Thinking\022!\n\004role\030\001 \001(\0162\r.omn" +
+      "i.v1.RoleR\004role\022\032\n\010thinking\030\002 \001(\tR\010think" +
+      "ing\0224\n\013stop_reason\030\003 \001(\0162\023.omni.v1.StopR" +
+      "easonR\nstopReason\0223\n\010fidelity\030\004 \001(\0132\027.go" +
+      "ogle.protobuf.StructR\010fidelity\022!\n\tsignat" +
+      "ure\030\005 \001(\tH\000R\tsignature\210\001\001\022#\n\rfidelity_js" +
+      "on\030\006 \001(\tR\014fidelityJsonB\014\n\n_signature\"\245\002\n" +
+      "\016InlineThinking\022!\n\004role\030\001 \001(\0162\r.omni.v1." +
+      "RoleR\004role\022\022\n\004data\030\002 \001(\tR\004data\022\033\n\tmime_t" +
+      "ype\030\003 \001(\tR\010mimeType\0224\n\013stop_reason\030\004 \001(\016" +
+      "2\023.omni.v1.StopReasonR\nstopReason\0223\n\010fid" +
+      "elity\030\005 \001(\0132\027.google.protobuf.StructR\010fi" +
+      "delity\022!\n\tsignature\030\006 \001(\tH\000R\tsignature\210\001" +
+      "\001\022#\n\rfidelity_json\030\007 \001(\tR\014fidelityJsonB\014" +
+      "\n\n_signature\"\302\002\n\010ToolCall\022!\n\004role\030\001 \001(\0162" +
+      "\r.omni.v1.RoleR\004role\022\022\n\004name\030\002 \001(\tR\004name" +
+      "\022\034\n\targuments\030\003 \001(\tR\targuments\022 \n\014tool_c" +
+      "all_id\030\004 \001(\tR\ntoolCallId\0224\n\013stop_reason\030" +
+      "\005 \001(\0162\023.omni.v1.StopReasonR\nstopReason\0223" +
+      "\n\010fidelity\030\006 \001(\0132\027.google.protobuf.Struc" +
+      "tR\010fidelity\022!\n\tsignature\030\007 \001(\tH\000R\tsignat" +
+      "ure\210\001\001\022#\n\rfidelity_json\030\010 \001(\tR\014fidelityJ" +
+      "sonB\014\n\n_signature\"\273\001\n\016ToolCallOutput\022!\n\004" +
+      "role\030\001 \001(\0162\r.omni.v1.RoleR\004role\022\026\n\006outpu" +
+      "t\030\002 \001(\tR\006output\022\026\n\006images\030\003 \003(\tR\006images\022" +
+      " \n\014tool_call_id\030\004 \001(\tR\ntoolCallId\0224\n\013sto" +
+      "p_reason\030\005 \001(\0162\023.omni.v1.StopReasonR\nsto" +
+      "pReason\"\255\001\n\013PartialText\022!\n\004role\030\001 \001(\0162\r." +
+      "omni.v1.RoleR\004role\0221\n\nevent_type\030\002 \001(\0162\022" +
+      ".omni.v1.EventTypeR\teventType\022\022\n\004text\030\003 " +
+      "\001(\tR\004text\0224\n\013stop_reason\030\004 \001(\0162\023.omni.v1" +
+      ".StopReasonR\nstopReason\"\271\001\n\017PartialThink" +
+      "ing\022!\n\004role\030\001 \001(\0162\r.omni.v1.RoleR\004role\0221" +
+      "\n\nevent_type\030\002 \001(\0162\022.omni.v1.EventTypeR\t" +
+      "eventType\022\032\n\010thinking\030\003 \001(\tR\010thinking\0224\n" +
+      "\013stop_reason\030\004 \001(\0162\023.omni.v1.StopReasonR" +
+      "\nstopReason\"\361\001\n\017PartialToolCall\022!\n\004role\030" +
+      "\001 \001(\0162\r.omni.v1.RoleR\004role\0221\n\nevent_type" +
+      "\030\002 \001(\0162\022.omni.v1.EventTypeR\teventType\022\022\n" +
+      "\004name\030\003 \001(\tR\004name\022\034\n\targuments\030\004 \001(\tR\tar" +
+      "guments\022 \n\014tool_call_id\030\005 \001(\tR\ntoolCallI" +
+      "d\0224\n\013stop_reason\030\006 \001(\0162\023.omni.v1.StopRea" +
+      "sonR\nstopReason\"\365\001\n\025PartialToolCallOutpu" +
+      "t\022!\n\004role\030\001 \001(\0162\r.omni.v1.RoleR\004role\0221\n\n" +
+      "event_type\030\002 \001(\0162\022.omni.v1.EventTypeR\tev" +
+      "entType\022\026\n\006output\030\003 \001(\tR\006output\022\026\n\006image" +
+      "s\030\004 \003(\tR\006images\022 \n\014tool_call_id\030\005 \001(\tR\nt" +
+      "oolCallId\0224\n\013stop_reason\030\006 \001(\0162\023.omni.v1" +
+      ".StopReasonR\nstopReason\"c\n\020ApprovalDecis" +
+      "ion\022-\n\010decision\030\001 \001(\0162\021.omni.v1.Decision" +
+      "R\010decision\022 \n\014tool_call_id\030\002 \001(\tR\ntoolCa" +
+      "llId\"/\n\005Abort\022\033\n\006reason\030\001 \001(\tH\000R\006reason\210" +
+      "\001\001B\t\n\007_reason\"\016\n\014RequestBegin\"\200\002\n\nReques" +
+      "tEnd\022+\n\006status\030\001 \001(\0162\023.omni.v1.StopReaso" +
+      "nR\006status\022\035\n\007message\030\002 \001(\tH\000R\007message\210\001\001" +
+      "\022(\n\rerror_message\030\003 \001(\tH\001R\014errorMessage\210" +
+      "\001\001\022\035\n\007attempt\030\004 \001(\003H\002R\007attempt\210\001\001\022#\n\013ret" +
+      "ry_in_ms\030\005 \001(\003H\003R\tretryInMs\210\001\001B\n\n\010_messa" +
+      "geB\020\n\016_error_messageB\n\n\010_attemptB\016\n\014_ret" +
+      "ry_in_ms\"l\n\nTokenUsage\022.\n\007session\030\001 \001(\0132" +
+      "\024.omni.v1.TokenCountsR\007session\022.\n\007reques" +
+      "t\030\002 \001(\0132\024.omni.v1.TokenCountsR\007request\"{" +
+      "\n\013TokenCounts\022\035\n\ncache_read\030\001 \001(\003R\tcache" +
+      "Read\022\037\n\013cache_write\030\002 \001(\003R\ncacheWrite\022\026\n" +
+      "\006output\030\003 \001(\003R\006output\022\024\n\005total\030\004 \001(\003R\005to" +
+      "tal\"\241\001\n\017CompactionBegin\0221\n\006reason\030\001 \001(\0162" +
+      "\031.omni.v1.CompactionReasonR\006reason\022+\n\004mo" +
+      "de\030\002 \001(\0162\027.omni.v1.CompactionModeR\004mode\022" +
+      "\030\n\007context\030\003 \001(\003R\007context\022\024\n\005turns\030\004 \001(\003" +
+      "R\005turns\"\270\002\n\rCompactionEnd\0221\n\006reason\030\001 \001(" +
+      "\0162\031.omni.v1.CompactionReasonR\006reason\022+\n\004" +
+      "mode\030\002 \001(\0162\027.omni.v1.CompactionModeR\004mod" +
+      "e\022+\n\006status\030\003 \001(\0162\023.omni.v1.StopReasonR\006" +
+      "status\022\035\n\007attempt\030\004 \001(\003H\000R\007attempt\210\001\001\022(\n" +
+      "\rerror_message\030\005 \001(\tH\001R\014errorMessage\210\001\001\022" +
+      "#\n\013retry_in_ms\030\006 \001(\003H\002R\tretryInMs\210\001\001B\n\n\010" +
+      "_attemptB\020\n\016_error_messageB\016\n\014_retry_in_" +
+      "ms\"w\n\014GoalFinished\022.\n\007outcome\030\001 \001(\0162\024.om" +
+      "ni.v1.GoalOutcomeR\007outcome\022\026\n\006rounds\030\002 \001" +
+      "(\003R\006rounds\022\037\n\013tokens_used\030\003 \001(\003R\ntokensU" +
+      "sed\")\n\010Subagent\022\035\n\nsession_id\030\001 \001(\tR\tses" +
+      "sionId\">\n\rToolListReady\022-\n\005tools\030\001 \003(\0132\027" +
+      ".omni.v1.ToolDefinitionR\005tools\"+\n\017McpCon" +
+      "nectBegin\022\030\n\007servers\030\001 \003(\tR\007servers\"o\n\rM" +
+      "cpConnectEnd\022*\n\006status\030\001 \001(\0162\022.omni.v1.M" +
+      "cpStatusR\006status\0222\n\007results\030\002 \003(\0132\030.omni" +
+      ".v1.McpServerResultR\007results\"\365\001\n\017McpServ" +
+      "erResult\022\026\n\006server\030\001 \001(\tR\006server\0223\n\ttran" +
+      "sport\030\002 \001(\0162\025.omni.v1.McpTransportR\ttran" +
+      "sport\022*\n\006status\030\003 \001(\0162\022.omni.v1.McpStatu" +
+      "sR\006status\022\037\n\013duration_ms\030\004 \001(\003R\nduration" +
+      "Ms\022\031\n\005tools\030\005 \001(\003H\000R\005tools\210\001\001\022\031\n\005error\030\006" +
+      " \001(\tH\001R\005error\210\001\001B\010\n\006_toolsB\010\n\006_error*\277\001\n" +
+      "\nStopReason\022\033\n\027STOP_REASON_UNSPECIFIED\020\000" +
+      "\022\031\n\025STOP_REASON_COMPLETED\020\001\022\026\n\022STOP_REAS" +
+      "ON_FAILED\020\002\022\027\n\023STOP_REASON_ABORTED\020\003\022\027\n\023" +
+      "STOP_REASON_TIMEOUT\020\004\022\031\n\025STOP_REASON_MAL" +
+      "FORMED\020\005\022\024\n\020STOP_REASON_AUTH\020\006*?\n\004Role\022\024" +
+      "\n\020ROLE_UNSPECIFIED\020\000\022\r\n\tROLE_USER\020\001\022\022\n\016R" +
+      "OLE_ASSISTANT\020\002*h\n\tEventType\022\032\n\026EVENT_TY" +
+      "PE_UNSPECIFIED\020\000\022\024\n\020EVENT_TYPE_START\020\001\022\024" +
+      "\n\020EVENT_TYPE_DELTA\020\002\022\023\n\017EVENT_TYPE_STOP\020" +
+      "\003*q\n\006Sender\022\026\n\022SENDER_UNSPECIFIED\020\000\022\017\n\013S" +
+      "ENDER_USER\020\001\022\027\n\023SENDER_PARENT_AGENT\020\002\022\022\n" +
+      "\016SENDER_HARNESS\020\003\022\021\n\rSENDER_SERVER\020\004*c\n\010" +
+      "Decision\022\030\n\024DECISION_UNSPECIFIED\020\000\022\022\n\016DE" +
+      "CISION_ALLOW\020\001\022\021\n\rDECISION_DENY\020\002\022\026\n\022DEC" +
+      "ISION_FORBIDDEN\020\003*\217\001\n\020CompactionReason\022!" +
+      "\n\035COMPACTION_REASON_UNSPECIFIED\020\000\022\035\n\031COM" +
+      "PACTION_REASON_CONTEXT\020\001\022\033\n\027COMPACTION_R" +
+      "EASON_TURNS\020\002\022\034\n\030COMPACTION_REASON_MANUA" +
+      "L\020\003*m\n\016CompactionMode\022\037\n\033COMPACTION_MODE" +
+      "_UNSPECIFIED\020\000\022\035\n\031COMPACTION_MODE_SUMMAR" +
+      "IZE\020\001\022\033\n\027COMPACTION_MODE_DISCARD\020\002*\233\001\n\013G" +
+      "oalOutcome\022\034\n\030GOAL_OUTCOME_UNSPECIFIED\020\000" +
+      "\022\031\n\025GOAL_OUTCOME_COMPLETE\020\001\022\030\n\024GOAL_OUTC" +
+      "OME_BLOCKED\020\002\022\037\n\033GOAL_OUTCOME_BUDGET_LIM" +
+      "ITED\020\003\022\030\n\024GOAL_OUTCOME_ABORTED\020\004*p\n\tMcpS" +
+      "tatus\022\032\n\026MCP_STATUS_UNSPECIFIED\020\000\022\030\n\024MCP" +
+      "_STATUS_COMPLETED\020\001\022\025\n\021MCP_STATUS_FAILED" +
+      "\020\002\022\026\n\022MCP_STATUS_ABORTED\020\003*u\n\014McpTranspo" +
+      "rt\022\035\n\031MCP_TRANSPORT_UNSPECIFIED\020\000\022\027\n\023MCP" +
+      "_TRANSPORT_STDIO\020\001\022\026\n\022MCP_TRANSPORT_HTTP" +
+      "\020\002\022\025\n\021MCP_TRANSPORT_SSE\020\003*i\n\rSessionSour" +
+      "ce\022\036\n\032SESSION_SOURCE_UNSPECIFIED\020\000\022\033\n\027SE" +
+      "SSION_SOURCE_SUBAGENT\020\001\022\033\n\027SESSION_SOURC" +
+      "E_SCHEDULE\020\002B^\n\023io.omnigrpc.omni.v1B\tOmn" +
+      "iProtoP\001Z:github.com/omni-grpc/omni-grpc" +
+      "/generated/go/omni/v1;omniv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -407,189 +402,183 @@ public final class OmniProto {
     internal_static_omni_v1_OmniMessage_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_OmniMessage_descriptor,
-        new java.lang.String[] { "Timestamp", "Type", "Origin", "SessionMeta", "Text", "ImageUrl", "InlineData", "Thinking", "InlineThinking", "ToolCall", "ToolCallOutput", "PartialText", "PartialThinking", "PartialToolCall", "PartialToolCallOutput", "ApprovalDecision", "Abort", "RequestBegin", "RequestEnd", "TokenUsage", "CompactionBegin", "CompactionEnd", "GoalFinished", "Subagent", "ToolListReady", "McpConnectBegin", "McpConnectEnd", "Unknown", "Shape", "Payload", });
-    internal_static_omni_v1_JsonShape_descriptor =
-      getDescriptor().getMessageTypes().get(1);
-    internal_static_omni_v1_JsonShape_fieldAccessorTable = new
-      com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
-        internal_static_omni_v1_JsonShape_descriptor,
-        new java.lang.String[] { "KeyOrders", "RawValues", });
+        new java.lang.String[] { "Timestamp", "Origin", "SessionMeta", "Text", "ImageUrl", "InlineData", "Thinking", "InlineThinking", "ToolCall", "ToolCallOutput", "PartialText", "PartialThinking", "PartialToolCall", "PartialToolCallOutput", "ApprovalDecision", "Abort", "RequestBegin", "RequestEnd", "TokenUsage", "CompactionBegin", "CompactionEnd", "GoalFinished", "Subagent", "ToolListReady", "McpConnectBegin", "McpConnectEnd", "Unknown", "KeyOrders", "RawValues", "Payload", });
     internal_static_omni_v1_KeyOrder_descriptor =
-      getDescriptor().getMessageTypes().get(2);
+      getDescriptor().getMessageTypes().get(1);
     internal_static_omni_v1_KeyOrder_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_KeyOrder_descriptor,
         new java.lang.String[] { "Path", "Keys", });
     internal_static_omni_v1_RawValue_descriptor =
-      getDescriptor().getMessageTypes().get(3);
+      getDescriptor().getMessageTypes().get(2);
     internal_static_omni_v1_RawValue_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_RawValue_descriptor,
         new java.lang.String[] { "Path", "Json", });
     internal_static_omni_v1_UnknownPayload_descriptor =
-      getDescriptor().getMessageTypes().get(4);
+      getDescriptor().getMessageTypes().get(3);
     internal_static_omni_v1_UnknownPayload_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_UnknownPayload_descriptor,
-        new java.lang.String[] { "Type", "Json", });
+        new java.lang.String[] { "Type", "Json", "EnvelopeType", });
     internal_static_omni_v1_SessionMeta_descriptor =
-      getDescriptor().getMessageTypes().get(5);
+      getDescriptor().getMessageTypes().get(4);
     internal_static_omni_v1_SessionMeta_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_SessionMeta_descriptor,
         new java.lang.String[] { "SessionId", "Provider", "ModelId", "ModelContextWindowTokens", "ModelContextWindowLabel", "SystemPrompt", "Tools", "ThinkingLevel", "AgentState", "Workspace", "Source", "ModelContextWindow", "ThinkingLevel", });
     internal_static_omni_v1_ToolDefinition_descriptor =
-      getDescriptor().getMessageTypes().get(6);
+      getDescriptor().getMessageTypes().get(5);
     internal_static_omni_v1_ToolDefinition_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_ToolDefinition_descriptor,
         new java.lang.String[] { "Name", "Description", "Parameters", });
     internal_static_omni_v1_Text_descriptor =
-      getDescriptor().getMessageTypes().get(7);
+      getDescriptor().getMessageTypes().get(6);
     internal_static_omni_v1_Text_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_Text_descriptor,
-        new java.lang.String[] { "Role", "Text", "StopReason", "Fidelity", "Sender", "Phase", "Signature", "Phase", "Signature", });
+        new java.lang.String[] { "Role", "Text", "StopReason", "Fidelity", "Sender", "Phase", "Signature", "FidelityJson", "Phase", "Signature", });
     internal_static_omni_v1_ImageUrl_descriptor =
-      getDescriptor().getMessageTypes().get(8);
+      getDescriptor().getMessageTypes().get(7);
     internal_static_omni_v1_ImageUrl_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_ImageUrl_descriptor,
         new java.lang.String[] { "Role", "ImageUrl", "StopReason", });
     internal_static_omni_v1_InlineData_descriptor =
-      getDescriptor().getMessageTypes().get(9);
+      getDescriptor().getMessageTypes().get(8);
     internal_static_omni_v1_InlineData_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_InlineData_descriptor,
-        new java.lang.String[] { "Role", "Data", "MimeType", "StopReason", "Fidelity", "Signature", "Signature", });
+        new java.lang.String[] { "Role", "Data", "MimeType", "StopReason", "Fidelity", "Signature", "FidelityJson", "Signature", });
     internal_static_omni_v1_Thinking_descriptor =
-      getDescriptor().getMessageTypes().get(10);
+      getDescriptor().getMessageTypes().get(9);
     internal_static_omni_v1_Thinking_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_Thinking_descriptor,
-        new java.lang.String[] { "Role", "Thinking", "StopReason", "Fidelity", "Signature", "Signature", });
+        new java.lang.String[] { "Role", "Thinking", "StopReason", "Fidelity", "Signature", "FidelityJson", "Signature", });
     internal_static_omni_v1_InlineThinking_descriptor =
-      getDescriptor().getMessageTypes().get(11);
+      getDescriptor().getMessageTypes().get(10);
     internal_static_omni_v1_InlineThinking_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_InlineThinking_descriptor,
-        new java.lang.String[] { "Role", "Data", "MimeType", "StopReason", "Fidelity", "Signature", "Signature", });
+        new java.lang.String[] { "Role", "Data", "MimeType", "StopReason", "Fidelity", "Signature", "FidelityJson", "Signature", });
     internal_static_omni_v1_ToolCall_descriptor =
-      getDescriptor().getMessageTypes().get(12);
+      getDescriptor().getMessageTypes().get(11);
     internal_static_omni_v1_ToolCall_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_ToolCall_descriptor,
-        new java.lang.String[] { "Role", "Name", "Arguments", "ToolCallId", "StopReason", "Fidelity", "Signature", "Signature", });
+        new java.lang.String[] { "Role", "Name", "Arguments", "ToolCallId", "StopReason", "Fidelity", "Signature", "FidelityJson", "Signature", });
     internal_static_omni_v1_ToolCallOutput_descriptor =
-      getDescriptor().getMessageTypes().get(13);
+      getDescriptor().getMessageTypes().get(12);
     internal_static_omni_v1_ToolCallOutput_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_ToolCallOutput_descriptor,
         new java.lang.String[] { "Role", "Output", "Images", "ToolCallId", "StopReason", });
     internal_static_omni_v1_PartialText_descriptor =
-      getDescriptor().getMessageTypes().get(14);
+      getDescriptor().getMessageTypes().get(13);
     internal_static_omni_v1_PartialText_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_PartialText_descriptor,
         new java.lang.String[] { "Role", "EventType", "Text", "StopReason", });
     internal_static_omni_v1_PartialThinking_descriptor =
-      getDescriptor().getMessageTypes().get(15);
+      getDescriptor().getMessageTypes().get(14);
     internal_static_omni_v1_PartialThinking_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_PartialThinking_descriptor,
         new java.lang.String[] { "Role", "EventType", "Thinking", "StopReason", });
     internal_static_omni_v1_PartialToolCall_descriptor =
-      getDescriptor().getMessageTypes().get(16);
+      getDescriptor().getMessageTypes().get(15);
     internal_static_omni_v1_PartialToolCall_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_PartialToolCall_descriptor,
         new java.lang.String[] { "Role", "EventType", "Name", "Arguments", "ToolCallId", "StopReason", });
     internal_static_omni_v1_PartialToolCallOutput_descriptor =
-      getDescriptor().getMessageTypes().get(17);
+      getDescriptor().getMessageTypes().get(16);
     internal_static_omni_v1_PartialToolCallOutput_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_PartialToolCallOutput_descriptor,
         new java.lang.String[] { "Role", "EventType", "Output", "Images", "ToolCallId", "StopReason", });
     internal_static_omni_v1_ApprovalDecision_descriptor =
-      getDescriptor().getMessageTypes().get(18);
+      getDescriptor().getMessageTypes().get(17);
     internal_static_omni_v1_ApprovalDecision_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_ApprovalDecision_descriptor,
         new java.lang.String[] { "Decision", "ToolCallId", });
     internal_static_omni_v1_Abort_descriptor =
-      getDescriptor().getMessageTypes().get(19);
+      getDescriptor().getMessageTypes().get(18);
     internal_static_omni_v1_Abort_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_Abort_descriptor,
         new java.lang.String[] { "Reason", "Reason", });
     internal_static_omni_v1_RequestBegin_descriptor =
-      getDescriptor().getMessageTypes().get(20);
+      getDescriptor().getMessageTypes().get(19);
     internal_static_omni_v1_RequestBegin_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_RequestBegin_descriptor,
         new java.lang.String[] { });
     internal_static_omni_v1_RequestEnd_descriptor =
-      getDescriptor().getMessageTypes().get(21);
+      getDescriptor().getMessageTypes().get(20);
     internal_static_omni_v1_RequestEnd_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_RequestEnd_descriptor,
         new java.lang.String[] { "Status", "Message", "ErrorMessage", "Attempt", "RetryInMs", "Message", "ErrorMessage", "Attempt", "RetryInMs", });
     internal_static_omni_v1_TokenUsage_descriptor =
-      getDescriptor().getMessageTypes().get(22);
+      getDescriptor().getMessageTypes().get(21);
     internal_static_omni_v1_TokenUsage_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_TokenUsage_descriptor,
         new java.lang.String[] { "Session", "Request", });
     internal_static_omni_v1_TokenCounts_descriptor =
-      getDescriptor().getMessageTypes().get(23);
+      getDescriptor().getMessageTypes().get(22);
     internal_static_omni_v1_TokenCounts_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_TokenCounts_descriptor,
         new java.lang.String[] { "CacheRead", "CacheWrite", "Output", "Total", });
     internal_static_omni_v1_CompactionBegin_descriptor =
-      getDescriptor().getMessageTypes().get(24);
+      getDescriptor().getMessageTypes().get(23);
     internal_static_omni_v1_CompactionBegin_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_CompactionBegin_descriptor,
         new java.lang.String[] { "Reason", "Mode", "Context", "Turns", });
     internal_static_omni_v1_CompactionEnd_descriptor =
-      getDescriptor().getMessageTypes().get(25);
+      getDescriptor().getMessageTypes().get(24);
     internal_static_omni_v1_CompactionEnd_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_CompactionEnd_descriptor,
         new java.lang.String[] { "Reason", "Mode", "Status", "Attempt", "ErrorMessage", "RetryInMs", "Attempt", "ErrorMessage", "RetryInMs", });
     internal_static_omni_v1_GoalFinished_descriptor =
-      getDescriptor().getMessageTypes().get(26);
+      getDescriptor().getMessageTypes().get(25);
     internal_static_omni_v1_GoalFinished_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_GoalFinished_descriptor,
         new java.lang.String[] { "Outcome", "Rounds", "TokensUsed", });
     internal_static_omni_v1_Subagent_descriptor =
-      getDescriptor().getMessageTypes().get(27);
+      getDescriptor().getMessageTypes().get(26);
     internal_static_omni_v1_Subagent_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_Subagent_descriptor,
         new java.lang.String[] { "SessionId", });
     internal_static_omni_v1_ToolListReady_descriptor =
-      getDescriptor().getMessageTypes().get(28);
+      getDescriptor().getMessageTypes().get(27);
     internal_static_omni_v1_ToolListReady_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_ToolListReady_descriptor,
         new java.lang.String[] { "Tools", });
     internal_static_omni_v1_McpConnectBegin_descriptor =
-      getDescriptor().getMessageTypes().get(29);
+      getDescriptor().getMessageTypes().get(28);
     internal_static_omni_v1_McpConnectBegin_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_McpConnectBegin_descriptor,
         new java.lang.String[] { "Servers", });
     internal_static_omni_v1_McpConnectEnd_descriptor =
-      getDescriptor().getMessageTypes().get(30);
+      getDescriptor().getMessageTypes().get(29);
     internal_static_omni_v1_McpConnectEnd_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_McpConnectEnd_descriptor,
         new java.lang.String[] { "Status", "Results", });
     internal_static_omni_v1_McpServerResult_descriptor =
-      getDescriptor().getMessageTypes().get(31);
+      getDescriptor().getMessageTypes().get(30);
     internal_static_omni_v1_McpServerResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_McpServerResult_descriptor,

@@ -94,7 +94,7 @@ public enum Role
   }
   public static final com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(2);
+    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(1);
   }
 
   private static final Role[] VALUES = values();

@@ -5,7 +5,9 @@ package io.omnigrpc.omni.v1;
 
 /**
  * <pre>
- * Who wrote a text message; unspecified means the human user.
+ * Who wrote a text message. Both UNSPECIFIED (no "sender" key, what the
+ * reference builder writes) and USER ("sender":"user") mean the human user;
+ * they are two spellings of one meaning, kept apart so bytes survive.
  * </pre>
  *
  * Protobuf enum {@code omni.v1.Sender}
@@ -116,7 +118,7 @@ public enum Sender
   }
   public static final com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(4);
+    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(3);
   }
 
   private static final Sender[] VALUES = values();

@@ -20,6 +20,8 @@ private static final long serialVersionUID = 0L;
     super(builder);
   }
   private ServerEvent() {
+    keyOrders_ = java.util.Collections.emptyList();
+    rawValues_ = java.util.Collections.emptyList();
   }
 
   @java.lang.Override
@@ -228,42 +230,111 @@ private static final long serialVersionUID = 0L;
     return io.omnigrpc.omni.v1.UnknownServerEvent.getDefaultInstance();
   }
 
-  public static final int SHAPE_FIELD_NUMBER = 101;
-  private io.omnigrpc.omni.v1.JsonShape shape_;
+  public static final int KEY_ORDERS_FIELD_NUMBER = 102;
+  @SuppressWarnings("serial")
+  private java.util.List<io.omnigrpc.omni.v1.KeyOrder> keyOrders_;
   /**
    * <pre>
-   * Exact-bytes hints for the event's JSON object (paths from its root).
+   * Exact-bytes hints for the event's JSON object (paths from its root), as
+   * in OmniMessage.
    * </pre>
    *
-   * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
-   * @return Whether the shape field is set.
+   * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
    */
   @java.lang.Override
-  public boolean hasShape() {
-    return shape_ != null;
+  public java.util.List<io.omnigrpc.omni.v1.KeyOrder> getKeyOrdersList() {
+    return keyOrders_;
   }
   /**
    * <pre>
-   * Exact-bytes hints for the event's JSON object (paths from its root).
+   * Exact-bytes hints for the event's JSON object (paths from its root), as
+   * in OmniMessage.
    * </pre>
    *
-   * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
-   * @return The shape.
+   * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
    */
   @java.lang.Override
-  public io.omnigrpc.omni.v1.JsonShape getShape() {
-    return shape_ == null ? io.omnigrpc.omni.v1.JsonShape.getDefaultInstance() : shape_;
+  public java.util.List<? extends io.omnigrpc.omni.v1.KeyOrderOrBuilder> 
+      getKeyOrdersOrBuilderList() {
+    return keyOrders_;
   }
   /**
    * <pre>
-   * Exact-bytes hints for the event's JSON object (paths from its root).
+   * Exact-bytes hints for the event's JSON object (paths from its root), as
+   * in OmniMessage.
    * </pre>
    *
-   * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
+   * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
    */
   @java.lang.Override
-  public io.omnigrpc.omni.v1.JsonShapeOrBuilder getShapeOrBuilder() {
-    return shape_ == null ? io.omnigrpc.omni.v1.JsonShape.getDefaultInstance() : shape_;
+  public int getKeyOrdersCount() {
+    return keyOrders_.size();
+  }
+  /**
+   * <pre>
+   * Exact-bytes hints for the event's JSON object (paths from its root), as
+   * in OmniMessage.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+   */
+  @java.lang.Override
+  public io.omnigrpc.omni.v1.KeyOrder getKeyOrders(int index) {
+    return keyOrders_.get(index);
+  }
+  /**
+   * <pre>
+   * Exact-bytes hints for the event's JSON object (paths from its root), as
+   * in OmniMessage.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+   */
+  @java.lang.Override
+  public io.omnigrpc.omni.v1.KeyOrderOrBuilder getKeyOrdersOrBuilder(
+      int index) {
+    return keyOrders_.get(index);
+  }
+
+  public static final int RAW_VALUES_FIELD_NUMBER = 103;
+  @SuppressWarnings("serial")
+  private java.util.List<io.omnigrpc.omni.v1.RawValue> rawValues_;
+  /**
+   * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<io.omnigrpc.omni.v1.RawValue> getRawValuesList() {
+    return rawValues_;
+  }
+  /**
+   * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends io.omnigrpc.omni.v1.RawValueOrBuilder> 
+      getRawValuesOrBuilderList() {
+    return rawValues_;
+  }
+  /**
+   * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+   */
+  @java.lang.Override
+  public int getRawValuesCount() {
+    return rawValues_.size();
+  }
+  /**
+   * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+   */
+  @java.lang.Override
+  public io.omnigrpc.omni.v1.RawValue getRawValues(int index) {
+    return rawValues_.get(index);
+  }
+  /**
+   * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+   */
+  @java.lang.Override
+  public io.omnigrpc.omni.v1.RawValueOrBuilder getRawValuesOrBuilder(
+      int index) {
+    return rawValues_.get(index);
   }
 
   private byte memoizedIsInitialized = -1;
@@ -292,8 +363,11 @@ private static final long serialVersionUID = 0L;
     if (kindCase_ == 100) {
       output.writeMessage(100, (io.omnigrpc.omni.v1.UnknownServerEvent) kind_);
     }
-    if (shape_ != null) {
-      output.writeMessage(101, getShape());
+    for (int i = 0; i < keyOrders_.size(); i++) {
+      output.writeMessage(102, keyOrders_.get(i));
+    }
+    for (int i = 0; i < rawValues_.size(); i++) {
+      output.writeMessage(103, rawValues_.get(i));
     }
     getUnknownFields().writeTo(output);
   }
@@ -320,9 +394,13 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(100, (io.omnigrpc.omni.v1.UnknownServerEvent) kind_);
     }
-    if (shape_ != null) {
+    for (int i = 0; i < keyOrders_.size(); i++) {
       size += com.google.protobuf.CodedOutputStream
-        .computeMessageSize(101, getShape());
+        .computeMessageSize(102, keyOrders_.get(i));
+    }
+    for (int i = 0; i < rawValues_.size(); i++) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(103, rawValues_.get(i));
     }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
@@ -339,11 +417,10 @@ private static final long serialVersionUID = 0L;
     }
     io.omnigrpc.omni.v1.ServerEvent other = (io.omnigrpc.omni.v1.ServerEvent) obj;
 
-    if (hasShape() != other.hasShape()) return false;
-    if (hasShape()) {
-      if (!getShape()
-          .equals(other.getShape())) return false;
-    }
+    if (!getKeyOrdersList()
+        .equals(other.getKeyOrdersList())) return false;
+    if (!getRawValuesList()
+        .equals(other.getRawValuesList())) return false;
     if (!getKindCase().equals(other.getKindCase())) return false;
     switch (kindCase_) {
       case 1:
@@ -376,9 +453,13 @@ private static final long serialVersionUID = 0L;
     }
     int hash = 41;
     hash = (19 * hash) + getDescriptor().hashCode();
-    if (hasShape()) {
-      hash = (37 * hash) + SHAPE_FIELD_NUMBER;
-      hash = (53 * hash) + getShape().hashCode();
+    if (getKeyOrdersCount() > 0) {
+      hash = (37 * hash) + KEY_ORDERS_FIELD_NUMBER;
+      hash = (53 * hash) + getKeyOrdersList().hashCode();
+    }
+    if (getRawValuesCount() > 0) {
+      hash = (37 * hash) + RAW_VALUES_FIELD_NUMBER;
+      hash = (53 * hash) + getRawValuesList().hashCode();
     }
     switch (kindCase_) {
       case 1:
@@ -545,11 +626,20 @@ private static final long serialVersionUID = 0L;
       if (unknownBuilder_ != null) {
         unknownBuilder_.clear();
       }
-      shape_ = null;
-      if (shapeBuilder_ != null) {
-        shapeBuilder_.dispose();
-        shapeBuilder_ = null;
+      if (keyOrdersBuilder_ == null) {
+        keyOrders_ = java.util.Collections.emptyList();
+      } else {
+        keyOrders_ = null;
+        keyOrdersBuilder_.clear();
       }
+      bitField0_ = (bitField0_ & ~0x00000010);
+      if (rawValuesBuilder_ == null) {
+        rawValues_ = java.util.Collections.emptyList();
+      } else {
+        rawValues_ = null;
+        rawValuesBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x00000020);
       kindCase_ = 0;
       kind_ = null;
       return this;
@@ -578,19 +668,36 @@ private static final long serialVersionUID = 0L;
     @java.lang.Override
     public io.omnigrpc.omni.v1.ServerEvent buildPartial() {
       io.omnigrpc.omni.v1.ServerEvent result = new io.omnigrpc.omni.v1.ServerEvent(this);
+      buildPartialRepeatedFields(result);
       if (bitField0_ != 0) { buildPartial0(result); }
       buildPartialOneofs(result);
       onBuilt();
       return result;
     }
 
+    private void buildPartialRepeatedFields(io.omnigrpc.omni.v1.ServerEvent result) {
+      if (keyOrdersBuilder_ == null) {
+        if (((bitField0_ & 0x00000010) != 0)) {
+          keyOrders_ = java.util.Collections.unmodifiableList(keyOrders_);
+          bitField0_ = (bitField0_ & ~0x00000010);
+        }
+        result.keyOrders_ = keyOrders_;
+      } else {
+        result.keyOrders_ = keyOrdersBuilder_.build();
+      }
+      if (rawValuesBuilder_ == null) {
+        if (((bitField0_ & 0x00000020) != 0)) {
+          rawValues_ = java.util.Collections.unmodifiableList(rawValues_);
+          bitField0_ = (bitField0_ & ~0x00000020);
+        }
+        result.rawValues_ = rawValues_;
+      } else {
+        result.rawValues_ = rawValuesBuilder_.build();
+      }
+    }
+
     private void buildPartial0(io.omnigrpc.omni.v1.ServerEvent result) {
       int from_bitField0_ = bitField0_;
-      if (((from_bitField0_ & 0x00000010) != 0)) {
-        result.shape_ = shapeBuilder_ == null
-            ? shape_
-            : shapeBuilder_.build();
-      }
     }
 
     private void buildPartialOneofs(io.omnigrpc.omni.v1.ServerEvent result) {
@@ -658,8 +765,57 @@ private static final long serialVersionUID = 0L;
 
     public Builder mergeFrom(io.omnigrpc.omni.v1.ServerEvent other) {
       if (other == io.omnigrpc.omni.v1.ServerEvent.getDefaultInstance()) return this;
-      if (other.hasShape()) {
-        mergeShape(other.getShape());
+      if (keyOrdersBuilder_ == null) {
+        if (!other.keyOrders_.isEmpty()) {
+          if (keyOrders_.isEmpty()) {
+            keyOrders_ = other.keyOrders_;
+            bitField0_ = (bitField0_ & ~0x00000010);
+          } else {
+            ensureKeyOrdersIsMutable();
+            keyOrders_.addAll(other.keyOrders_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.keyOrders_.isEmpty()) {
+          if (keyOrdersBuilder_.isEmpty()) {
+            keyOrdersBuilder_.dispose();
+            keyOrdersBuilder_ = null;
+            keyOrders_ = other.keyOrders_;
+            bitField0_ = (bitField0_ & ~0x00000010);
+            keyOrdersBuilder_ = 
+              com.google.protobuf.GeneratedMessageV3.alwaysUseFieldBuilders ?
+                 getKeyOrdersFieldBuilder() : null;
+          } else {
+            keyOrdersBuilder_.addAllMessages(other.keyOrders_);
+          }
+        }
+      }
+      if (rawValuesBuilder_ == null) {
+        if (!other.rawValues_.isEmpty()) {
+          if (rawValues_.isEmpty()) {
+            rawValues_ = other.rawValues_;
+            bitField0_ = (bitField0_ & ~0x00000020);
+          } else {
+            ensureRawValuesIsMutable();
+            rawValues_.addAll(other.rawValues_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.rawValues_.isEmpty()) {
+          if (rawValuesBuilder_.isEmpty()) {
+            rawValuesBuilder_.dispose();
+            rawValuesBuilder_ = null;
+            rawValues_ = other.rawValues_;
+            bitField0_ = (bitField0_ & ~0x00000020);
+            rawValuesBuilder_ = 
+              com.google.protobuf.GeneratedMessageV3.alwaysUseFieldBuilders ?
+                 getRawValuesFieldBuilder() : null;
+          } else {
+            rawValuesBuilder_.addAllMessages(other.rawValues_);
+          }
+        }
       }
       switch (other.getKindCase()) {
         case TASK_STATE: {
@@ -736,13 +892,32 @@ private static final long serialVersionUID = 0L;
               kindCase_ = 100;
               break;
             } // case 802
-            case 810: {
-              input.readMessage(
-                  getShapeFieldBuilder().getBuilder(),
-                  extensionRegistry);
-              bitField0_ |= 0x00000010;
+            case 818: {
+              io.omnigrpc.omni.v1.KeyOrder m =
+                  input.readMessage(
+                      io.omnigrpc.omni.v1.KeyOrder.parser(),
+                      extensionRegistry);
+              if (keyOrdersBuilder_ == null) {
+                ensureKeyOrdersIsMutable();
+                keyOrders_.add(m);
+              } else {
+                keyOrdersBuilder_.addMessage(m);
+              }
               break;
-            } // case 810
+            } // case 818
+            case 826: {
+              io.omnigrpc.omni.v1.RawValue m =
+                  input.readMessage(
+                      io.omnigrpc.omni.v1.RawValue.parser(),
+                      extensionRegistry);
+              if (rawValuesBuilder_ == null) {
+                ensureRawValuesIsMutable();
+                rawValues_.add(m);
+              } else {
+                rawValuesBuilder_.addMessage(m);
+              }
+              break;
+            } // case 826
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1379,159 +1554,574 @@ private static final long serialVersionUID = 0L;
       return unknownBuilder_;
     }
 
-    private io.omnigrpc.omni.v1.JsonShape shape_;
-    private com.google.protobuf.SingleFieldBuilderV3<
-        io.omnigrpc.omni.v1.JsonShape, io.omnigrpc.omni.v1.JsonShape.Builder, io.omnigrpc.omni.v1.JsonShapeOrBuilder> shapeBuilder_;
-    /**
-     * <pre>
-     * Exact-bytes hints for the event's JSON object (paths from its root).
-     * </pre>
-     *
-     * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
-     * @return Whether the shape field is set.
-     */
-    public boolean hasShape() {
-      return ((bitField0_ & 0x00000010) != 0);
+    private java.util.List<io.omnigrpc.omni.v1.KeyOrder> keyOrders_ =
+      java.util.Collections.emptyList();
+    private void ensureKeyOrdersIsMutable() {
+      if (!((bitField0_ & 0x00000010) != 0)) {
+        keyOrders_ = new java.util.ArrayList<io.omnigrpc.omni.v1.KeyOrder>(keyOrders_);
+        bitField0_ |= 0x00000010;
+       }
     }
+
+    private com.google.protobuf.RepeatedFieldBuilderV3<
+        io.omnigrpc.omni.v1.KeyOrder, io.omnigrpc.omni.v1.KeyOrder.Builder, io.omnigrpc.omni.v1.KeyOrderOrBuilder> keyOrdersBuilder_;
+
     /**
      * <pre>
-     * Exact-bytes hints for the event's JSON object (paths from its root).
+     * Exact-bytes hints for the event's JSON object (paths from its root), as
+     * in OmniMessage.
      * </pre>
      *
-     * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
-     * @return The shape.
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
      */
-    public io.omnigrpc.omni.v1.JsonShape getShape() {
-      if (shapeBuilder_ == null) {
-        return shape_ == null ? io.omnigrpc.omni.v1.JsonShape.getDefaultInstance() : shape_;
+    public java.util.List<io.omnigrpc.omni.v1.KeyOrder> getKeyOrdersList() {
+      if (keyOrdersBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(keyOrders_);
       } else {
-        return shapeBuilder_.getMessage();
+        return keyOrdersBuilder_.getMessageList();
       }
     }
     /**
      * <pre>
-     * Exact-bytes hints for the event's JSON object (paths from its root).
+     * Exact-bytes hints for the event's JSON object (paths from its root), as
+     * in OmniMessage.
      * </pre>
      *
-     * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
      */
-    public Builder setShape(io.omnigrpc.omni.v1.JsonShape value) {
-      if (shapeBuilder_ == null) {
+    public int getKeyOrdersCount() {
+      if (keyOrdersBuilder_ == null) {
+        return keyOrders_.size();
+      } else {
+        return keyOrdersBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * Exact-bytes hints for the event's JSON object (paths from its root), as
+     * in OmniMessage.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+     */
+    public io.omnigrpc.omni.v1.KeyOrder getKeyOrders(int index) {
+      if (keyOrdersBuilder_ == null) {
+        return keyOrders_.get(index);
+      } else {
+        return keyOrdersBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * Exact-bytes hints for the event's JSON object (paths from its root), as
+     * in OmniMessage.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+     */
+    public Builder setKeyOrders(
+        int index, io.omnigrpc.omni.v1.KeyOrder value) {
+      if (keyOrdersBuilder_ == null) {
         if (value == null) {
           throw new NullPointerException();
         }
-        shape_ = value;
+        ensureKeyOrdersIsMutable();
+        keyOrders_.set(index, value);
+        onChanged();
       } else {
-        shapeBuilder_.setMessage(value);
+        keyOrdersBuilder_.setMessage(index, value);
       }
-      bitField0_ |= 0x00000010;
-      onChanged();
       return this;
     }
     /**
      * <pre>
-     * Exact-bytes hints for the event's JSON object (paths from its root).
+     * Exact-bytes hints for the event's JSON object (paths from its root), as
+     * in OmniMessage.
      * </pre>
      *
-     * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
      */
-    public Builder setShape(
-        io.omnigrpc.omni.v1.JsonShape.Builder builderForValue) {
-      if (shapeBuilder_ == null) {
-        shape_ = builderForValue.build();
+    public Builder setKeyOrders(
+        int index, io.omnigrpc.omni.v1.KeyOrder.Builder builderForValue) {
+      if (keyOrdersBuilder_ == null) {
+        ensureKeyOrdersIsMutable();
+        keyOrders_.set(index, builderForValue.build());
+        onChanged();
       } else {
-        shapeBuilder_.setMessage(builderForValue.build());
+        keyOrdersBuilder_.setMessage(index, builderForValue.build());
       }
-      bitField0_ |= 0x00000010;
-      onChanged();
       return this;
     }
     /**
      * <pre>
-     * Exact-bytes hints for the event's JSON object (paths from its root).
+     * Exact-bytes hints for the event's JSON object (paths from its root), as
+     * in OmniMessage.
      * </pre>
      *
-     * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
      */
-    public Builder mergeShape(io.omnigrpc.omni.v1.JsonShape value) {
-      if (shapeBuilder_ == null) {
-        if (((bitField0_ & 0x00000010) != 0) &&
-          shape_ != null &&
-          shape_ != io.omnigrpc.omni.v1.JsonShape.getDefaultInstance()) {
-          getShapeBuilder().mergeFrom(value);
-        } else {
-          shape_ = value;
+    public Builder addKeyOrders(io.omnigrpc.omni.v1.KeyOrder value) {
+      if (keyOrdersBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
         }
+        ensureKeyOrdersIsMutable();
+        keyOrders_.add(value);
+        onChanged();
       } else {
-        shapeBuilder_.mergeFrom(value);
+        keyOrdersBuilder_.addMessage(value);
       }
-      bitField0_ |= 0x00000010;
-      onChanged();
       return this;
     }
     /**
      * <pre>
-     * Exact-bytes hints for the event's JSON object (paths from its root).
+     * Exact-bytes hints for the event's JSON object (paths from its root), as
+     * in OmniMessage.
      * </pre>
      *
-     * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
      */
-    public Builder clearShape() {
-      bitField0_ = (bitField0_ & ~0x00000010);
-      shape_ = null;
-      if (shapeBuilder_ != null) {
-        shapeBuilder_.dispose();
-        shapeBuilder_ = null;
+    public Builder addKeyOrders(
+        int index, io.omnigrpc.omni.v1.KeyOrder value) {
+      if (keyOrdersBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureKeyOrdersIsMutable();
+        keyOrders_.add(index, value);
+        onChanged();
+      } else {
+        keyOrdersBuilder_.addMessage(index, value);
       }
-      onChanged();
       return this;
     }
     /**
      * <pre>
-     * Exact-bytes hints for the event's JSON object (paths from its root).
+     * Exact-bytes hints for the event's JSON object (paths from its root), as
+     * in OmniMessage.
      * </pre>
      *
-     * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
      */
-    public io.omnigrpc.omni.v1.JsonShape.Builder getShapeBuilder() {
-      bitField0_ |= 0x00000010;
-      onChanged();
-      return getShapeFieldBuilder().getBuilder();
+    public Builder addKeyOrders(
+        io.omnigrpc.omni.v1.KeyOrder.Builder builderForValue) {
+      if (keyOrdersBuilder_ == null) {
+        ensureKeyOrdersIsMutable();
+        keyOrders_.add(builderForValue.build());
+        onChanged();
+      } else {
+        keyOrdersBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
     }
     /**
      * <pre>
-     * Exact-bytes hints for the event's JSON object (paths from its root).
+     * Exact-bytes hints for the event's JSON object (paths from its root), as
+     * in OmniMessage.
      * </pre>
      *
-     * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
      */
-    public io.omnigrpc.omni.v1.JsonShapeOrBuilder getShapeOrBuilder() {
-      if (shapeBuilder_ != null) {
-        return shapeBuilder_.getMessageOrBuilder();
+    public Builder addKeyOrders(
+        int index, io.omnigrpc.omni.v1.KeyOrder.Builder builderForValue) {
+      if (keyOrdersBuilder_ == null) {
+        ensureKeyOrdersIsMutable();
+        keyOrders_.add(index, builderForValue.build());
+        onChanged();
       } else {
-        return shape_ == null ?
-            io.omnigrpc.omni.v1.JsonShape.getDefaultInstance() : shape_;
+        keyOrdersBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Exact-bytes hints for the event's JSON object (paths from its root), as
+     * in OmniMessage.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+     */
+    public Builder addAllKeyOrders(
+        java.lang.Iterable<? extends io.omnigrpc.omni.v1.KeyOrder> values) {
+      if (keyOrdersBuilder_ == null) {
+        ensureKeyOrdersIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, keyOrders_);
+        onChanged();
+      } else {
+        keyOrdersBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Exact-bytes hints for the event's JSON object (paths from its root), as
+     * in OmniMessage.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+     */
+    public Builder clearKeyOrders() {
+      if (keyOrdersBuilder_ == null) {
+        keyOrders_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000010);
+        onChanged();
+      } else {
+        keyOrdersBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Exact-bytes hints for the event's JSON object (paths from its root), as
+     * in OmniMessage.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+     */
+    public Builder removeKeyOrders(int index) {
+      if (keyOrdersBuilder_ == null) {
+        ensureKeyOrdersIsMutable();
+        keyOrders_.remove(index);
+        onChanged();
+      } else {
+        keyOrdersBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Exact-bytes hints for the event's JSON object (paths from its root), as
+     * in OmniMessage.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+     */
+    public io.omnigrpc.omni.v1.KeyOrder.Builder getKeyOrdersBuilder(
+        int index) {
+      return getKeyOrdersFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * Exact-bytes hints for the event's JSON object (paths from its root), as
+     * in OmniMessage.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+     */
+    public io.omnigrpc.omni.v1.KeyOrderOrBuilder getKeyOrdersOrBuilder(
+        int index) {
+      if (keyOrdersBuilder_ == null) {
+        return keyOrders_.get(index);  } else {
+        return keyOrdersBuilder_.getMessageOrBuilder(index);
       }
     }
     /**
      * <pre>
-     * Exact-bytes hints for the event's JSON object (paths from its root).
+     * Exact-bytes hints for the event's JSON object (paths from its root), as
+     * in OmniMessage.
      * </pre>
      *
-     * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
      */
-    private com.google.protobuf.SingleFieldBuilderV3<
-        io.omnigrpc.omni.v1.JsonShape, io.omnigrpc.omni.v1.JsonShape.Builder, io.omnigrpc.omni.v1.JsonShapeOrBuilder> 
-        getShapeFieldBuilder() {
-      if (shapeBuilder_ == null) {
-        shapeBuilder_ = new com.google.protobuf.SingleFieldBuilderV3<
-            io.omnigrpc.omni.v1.JsonShape, io.omnigrpc.omni.v1.JsonShape.Builder, io.omnigrpc.omni.v1.JsonShapeOrBuilder>(
-                getShape(),
+    public java.util.List<? extends io.omnigrpc.omni.v1.KeyOrderOrBuilder> 
+         getKeyOrdersOrBuilderList() {
+      if (keyOrdersBuilder_ != null) {
+        return keyOrdersBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(keyOrders_);
+      }
+    }
+    /**
+     * <pre>
+     * Exact-bytes hints for the event's JSON object (paths from its root), as
+     * in OmniMessage.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+     */
+    public io.omnigrpc.omni.v1.KeyOrder.Builder addKeyOrdersBuilder() {
+      return getKeyOrdersFieldBuilder().addBuilder(
+          io.omnigrpc.omni.v1.KeyOrder.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Exact-bytes hints for the event's JSON object (paths from its root), as
+     * in OmniMessage.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+     */
+    public io.omnigrpc.omni.v1.KeyOrder.Builder addKeyOrdersBuilder(
+        int index) {
+      return getKeyOrdersFieldBuilder().addBuilder(
+          index, io.omnigrpc.omni.v1.KeyOrder.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Exact-bytes hints for the event's JSON object (paths from its root), as
+     * in OmniMessage.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+     */
+    public java.util.List<io.omnigrpc.omni.v1.KeyOrder.Builder> 
+         getKeyOrdersBuilderList() {
+      return getKeyOrdersFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilderV3<
+        io.omnigrpc.omni.v1.KeyOrder, io.omnigrpc.omni.v1.KeyOrder.Builder, io.omnigrpc.omni.v1.KeyOrderOrBuilder> 
+        getKeyOrdersFieldBuilder() {
+      if (keyOrdersBuilder_ == null) {
+        keyOrdersBuilder_ = new com.google.protobuf.RepeatedFieldBuilderV3<
+            io.omnigrpc.omni.v1.KeyOrder, io.omnigrpc.omni.v1.KeyOrder.Builder, io.omnigrpc.omni.v1.KeyOrderOrBuilder>(
+                keyOrders_,
+                ((bitField0_ & 0x00000010) != 0),
                 getParentForChildren(),
                 isClean());
-        shape_ = null;
+        keyOrders_ = null;
       }
-      return shapeBuilder_;
+      return keyOrdersBuilder_;
+    }
+
+    private java.util.List<io.omnigrpc.omni.v1.RawValue> rawValues_ =
+      java.util.Collections.emptyList();
+    private void ensureRawValuesIsMutable() {
+      if (!((bitField0_ & 0x00000020) != 0)) {
+        rawValues_ = new java.util.ArrayList<io.omnigrpc.omni.v1.RawValue>(rawValues_);
+        bitField0_ |= 0x00000020;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilderV3<
+        io.omnigrpc.omni.v1.RawValue, io.omnigrpc.omni.v1.RawValue.Builder, io.omnigrpc.omni.v1.RawValueOrBuilder> rawValuesBuilder_;
+
+    /**
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public java.util.List<io.omnigrpc.omni.v1.RawValue> getRawValuesList() {
+      if (rawValuesBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(rawValues_);
+      } else {
+        return rawValuesBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public int getRawValuesCount() {
+      if (rawValuesBuilder_ == null) {
+        return rawValues_.size();
+      } else {
+        return rawValuesBuilder_.getCount();
+      }
+    }
+    /**
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public io.omnigrpc.omni.v1.RawValue getRawValues(int index) {
+      if (rawValuesBuilder_ == null) {
+        return rawValues_.get(index);
+      } else {
+        return rawValuesBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public Builder setRawValues(
+        int index, io.omnigrpc.omni.v1.RawValue value) {
+      if (rawValuesBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureRawValuesIsMutable();
+        rawValues_.set(index, value);
+        onChanged();
+      } else {
+        rawValuesBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public Builder setRawValues(
+        int index, io.omnigrpc.omni.v1.RawValue.Builder builderForValue) {
+      if (rawValuesBuilder_ == null) {
+        ensureRawValuesIsMutable();
+        rawValues_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        rawValuesBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public Builder addRawValues(io.omnigrpc.omni.v1.RawValue value) {
+      if (rawValuesBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureRawValuesIsMutable();
+        rawValues_.add(value);
+        onChanged();
+      } else {
+        rawValuesBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public Builder addRawValues(
+        int index, io.omnigrpc.omni.v1.RawValue value) {
+      if (rawValuesBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureRawValuesIsMutable();
+        rawValues_.add(index, value);
+        onChanged();
+      } else {
+        rawValuesBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public Builder addRawValues(
+        io.omnigrpc.omni.v1.RawValue.Builder builderForValue) {
+      if (rawValuesBuilder_ == null) {
+        ensureRawValuesIsMutable();
+        rawValues_.add(builderForValue.build());
+        onChanged();
+      } else {
+        rawValuesBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public Builder addRawValues(
+        int index, io.omnigrpc.omni.v1.RawValue.Builder builderForValue) {
+      if (rawValuesBuilder_ == null) {
+        ensureRawValuesIsMutable();
+        rawValues_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        rawValuesBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public Builder addAllRawValues(
+        java.lang.Iterable<? extends io.omnigrpc.omni.v1.RawValue> values) {
+      if (rawValuesBuilder_ == null) {
+        ensureRawValuesIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, rawValues_);
+        onChanged();
+      } else {
+        rawValuesBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public Builder clearRawValues() {
+      if (rawValuesBuilder_ == null) {
+        rawValues_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x00000020);
+        onChanged();
+      } else {
+        rawValuesBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public Builder removeRawValues(int index) {
+      if (rawValuesBuilder_ == null) {
+        ensureRawValuesIsMutable();
+        rawValues_.remove(index);
+        onChanged();
+      } else {
+        rawValuesBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public io.omnigrpc.omni.v1.RawValue.Builder getRawValuesBuilder(
+        int index) {
+      return getRawValuesFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public io.omnigrpc.omni.v1.RawValueOrBuilder getRawValuesOrBuilder(
+        int index) {
+      if (rawValuesBuilder_ == null) {
+        return rawValues_.get(index);  } else {
+        return rawValuesBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public java.util.List<? extends io.omnigrpc.omni.v1.RawValueOrBuilder> 
+         getRawValuesOrBuilderList() {
+      if (rawValuesBuilder_ != null) {
+        return rawValuesBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(rawValues_);
+      }
+    }
+    /**
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public io.omnigrpc.omni.v1.RawValue.Builder addRawValuesBuilder() {
+      return getRawValuesFieldBuilder().addBuilder(
+          io.omnigrpc.omni.v1.RawValue.getDefaultInstance());
+    }
+    /**
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public io.omnigrpc.omni.v1.RawValue.Builder addRawValuesBuilder(
+        int index) {
+      return getRawValuesFieldBuilder().addBuilder(
+          index, io.omnigrpc.omni.v1.RawValue.getDefaultInstance());
+    }
+    /**
+     * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+     */
+    public java.util.List<io.omnigrpc.omni.v1.RawValue.Builder> 
+         getRawValuesBuilderList() {
+      return getRawValuesFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilderV3<
+        io.omnigrpc.omni.v1.RawValue, io.omnigrpc.omni.v1.RawValue.Builder, io.omnigrpc.omni.v1.RawValueOrBuilder> 
+        getRawValuesFieldBuilder() {
+      if (rawValuesBuilder_ == null) {
+        rawValuesBuilder_ = new com.google.protobuf.RepeatedFieldBuilderV3<
+            io.omnigrpc.omni.v1.RawValue, io.omnigrpc.omni.v1.RawValue.Builder, io.omnigrpc.omni.v1.RawValueOrBuilder>(
+                rawValues_,
+                ((bitField0_ & 0x00000020) != 0),
+                getParentForChildren(),
+                isClean());
+        rawValues_ = null;
+      }
+      return rawValuesBuilder_;
     }
     @java.lang.Override
     public final Builder setUnknownFields(

@@ -81,30 +81,76 @@ public interface ServerEventOrBuilder extends
 
   /**
    * <pre>
-   * Exact-bytes hints for the event's JSON object (paths from its root).
+   * Exact-bytes hints for the event's JSON object (paths from its root), as
+   * in OmniMessage.
    * </pre>
    *
-   * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
-   * @return Whether the shape field is set.
+   * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
    */
-  boolean hasShape();
+  java.util.List<io.omnigrpc.omni.v1.KeyOrder> 
+      getKeyOrdersList();
   /**
    * <pre>
-   * Exact-bytes hints for the event's JSON object (paths from its root).
+   * Exact-bytes hints for the event's JSON object (paths from its root), as
+   * in OmniMessage.
    * </pre>
    *
-   * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
-   * @return The shape.
+   * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
    */
-  io.omnigrpc.omni.v1.JsonShape getShape();
+  io.omnigrpc.omni.v1.KeyOrder getKeyOrders(int index);
   /**
    * <pre>
-   * Exact-bytes hints for the event's JSON object (paths from its root).
+   * Exact-bytes hints for the event's JSON object (paths from its root), as
+   * in OmniMessage.
    * </pre>
    *
-   * <code>.omni.v1.JsonShape shape = 101 [json_name = "shape"];</code>
+   * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
    */
-  io.omnigrpc.omni.v1.JsonShapeOrBuilder getShapeOrBuilder();
+  int getKeyOrdersCount();
+  /**
+   * <pre>
+   * Exact-bytes hints for the event's JSON object (paths from its root), as
+   * in OmniMessage.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+   */
+  java.util.List<? extends io.omnigrpc.omni.v1.KeyOrderOrBuilder> 
+      getKeyOrdersOrBuilderList();
+  /**
+   * <pre>
+   * Exact-bytes hints for the event's JSON object (paths from its root), as
+   * in OmniMessage.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.KeyOrder key_orders = 102 [json_name = "keyOrders"];</code>
+   */
+  io.omnigrpc.omni.v1.KeyOrderOrBuilder getKeyOrdersOrBuilder(
+      int index);
+
+  /**
+   * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+   */
+  java.util.List<io.omnigrpc.omni.v1.RawValue> 
+      getRawValuesList();
+  /**
+   * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+   */
+  io.omnigrpc.omni.v1.RawValue getRawValues(int index);
+  /**
+   * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+   */
+  int getRawValuesCount();
+  /**
+   * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+   */
+  java.util.List<? extends io.omnigrpc.omni.v1.RawValueOrBuilder> 
+      getRawValuesOrBuilderList();
+  /**
+   * <code>repeated .omni.v1.RawValue raw_values = 103 [json_name = "rawValues"];</code>
+   */
+  io.omnigrpc.omni.v1.RawValueOrBuilder getRawValuesOrBuilder(
+      int index);
 
   public io.omnigrpc.omni.v1.ServerEvent.KindCase getKindCase();
 }

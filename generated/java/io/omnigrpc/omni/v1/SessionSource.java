@@ -94,7 +94,7 @@ public enum SessionSource
   }
   public static final com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(11);
+    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(10);
   }
 
   private static final SessionSource[] VALUES = values();

@@ -4,6 +4,13 @@
 package io.omnigrpc.omni.v1;
 
 /**
+ * <pre>
+ * Enums: UNSPECIFIED means the key is absent (or held a string this schema
+ * does not know, whose text is then a RawValue). A number this schema does not
+ * know, set by a producer built from a newer schema, is written as a JSON
+ * number, the way protobuf's own JSON mapping writes it.
+ * </pre>
+ *
  * Protobuf enum {@code omni.v1.StopReason}
  */
 public enum StopReason
@@ -130,7 +137,7 @@ public enum StopReason
   }
   public static final com.google.protobuf.Descriptors.EnumDescriptor
       getDescriptor() {
-    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(1);
+    return io.omnigrpc.omni.v1.OmniProto.getDescriptor().getEnumTypes().get(0);
   }
 
   private static final StopReason[] VALUES = values();

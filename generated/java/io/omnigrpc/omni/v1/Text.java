@@ -22,6 +22,7 @@ private static final long serialVersionUID = 0L;
     sender_ = 0;
     phase_ = "";
     signature_ = "";
+    fidelityJson_ = "";
   }
 
   @java.lang.Override
@@ -129,7 +130,7 @@ private static final long serialVersionUID = 0L;
   private com.google.protobuf.Struct fidelity_;
   /**
    * <pre>
-   * Opaque provider data, passed back byte for byte (exact text in JsonShape).
+   * See "fidelity" above.
    * </pre>
    *
    * <code>.google.protobuf.Struct fidelity = 4 [json_name = "fidelity"];</code>
@@ -141,7 +142,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Opaque provider data, passed back byte for byte (exact text in JsonShape).
+   * See "fidelity" above.
    * </pre>
    *
    * <code>.google.protobuf.Struct fidelity = 4 [json_name = "fidelity"];</code>
@@ -153,7 +154,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Opaque provider data, passed back byte for byte (exact text in JsonShape).
+   * See "fidelity" above.
    * </pre>
    *
    * <code>.google.protobuf.Struct fidelity = 4 [json_name = "fidelity"];</code>
@@ -187,7 +188,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Legacy (v0.0.1): a segment label. Unset is written as null when the
-   * source had "phase": null (JsonShape lists the key).
+   * source had "phase": null (the key list names the key).
    * </pre>
    *
    * <code>optional string phase = 6 [json_name = "phase"];</code>
@@ -200,7 +201,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Legacy (v0.0.1): a segment label. Unset is written as null when the
-   * source had "phase": null (JsonShape lists the key).
+   * source had "phase": null (the key list names the key).
    * </pre>
    *
    * <code>optional string phase = 6 [json_name = "phase"];</code>
@@ -222,7 +223,7 @@ private static final long serialVersionUID = 0L;
   /**
    * <pre>
    * Legacy (v0.0.1): a segment label. Unset is written as null when the
-   * source had "phase": null (JsonShape lists the key).
+   * source had "phase": null (the key list names the key).
    * </pre>
    *
    * <code>optional string phase = 6 [json_name = "phase"];</code>
@@ -302,6 +303,53 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int FIDELITY_JSON_FIELD_NUMBER = 8;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object fidelityJson_ = "";
+  /**
+   * <pre>
+   * The exact text of fidelity, when the Struct alone would not give it back.
+   * </pre>
+   *
+   * <code>string fidelity_json = 8 [json_name = "fidelityJson"];</code>
+   * @return The fidelityJson.
+   */
+  @java.lang.Override
+  public java.lang.String getFidelityJson() {
+    java.lang.Object ref = fidelityJson_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      fidelityJson_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * The exact text of fidelity, when the Struct alone would not give it back.
+   * </pre>
+   *
+   * <code>string fidelity_json = 8 [json_name = "fidelityJson"];</code>
+   * @return The bytes for fidelityJson.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getFidelityJsonBytes() {
+    java.lang.Object ref = fidelityJson_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      fidelityJson_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -337,6 +385,9 @@ private static final long serialVersionUID = 0L;
     if (((bitField0_ & 0x00000002) != 0)) {
       com.google.protobuf.GeneratedMessageV3.writeString(output, 7, signature_);
     }
+    if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(fidelityJson_)) {
+      com.google.protobuf.GeneratedMessageV3.writeString(output, 8, fidelityJson_);
+    }
     getUnknownFields().writeTo(output);
   }
 
@@ -370,6 +421,9 @@ private static final long serialVersionUID = 0L;
     }
     if (((bitField0_ & 0x00000002) != 0)) {
       size += com.google.protobuf.GeneratedMessageV3.computeStringSize(7, signature_);
+    }
+    if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(fidelityJson_)) {
+      size += com.google.protobuf.GeneratedMessageV3.computeStringSize(8, fidelityJson_);
     }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
@@ -406,6 +460,8 @@ private static final long serialVersionUID = 0L;
       if (!getSignature()
           .equals(other.getSignature())) return false;
     }
+    if (!getFidelityJson()
+        .equals(other.getFidelityJson())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -437,6 +493,8 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + SIGNATURE_FIELD_NUMBER;
       hash = (53 * hash) + getSignature().hashCode();
     }
+    hash = (37 * hash) + FIDELITY_JSON_FIELD_NUMBER;
+    hash = (53 * hash) + getFidelityJson().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -577,6 +635,7 @@ private static final long serialVersionUID = 0L;
       sender_ = 0;
       phase_ = "";
       signature_ = "";
+      fidelityJson_ = "";
       return this;
     }
 
@@ -635,6 +694,9 @@ private static final long serialVersionUID = 0L;
       if (((from_bitField0_ & 0x00000040) != 0)) {
         result.signature_ = signature_;
         to_bitField0_ |= 0x00000002;
+      }
+      if (((from_bitField0_ & 0x00000080) != 0)) {
+        result.fidelityJson_ = fidelityJson_;
       }
       result.bitField0_ |= to_bitField0_;
     }
@@ -710,6 +772,11 @@ private static final long serialVersionUID = 0L;
         bitField0_ |= 0x00000040;
         onChanged();
       }
+      if (!other.getFidelityJson().isEmpty()) {
+        fidelityJson_ = other.fidelityJson_;
+        bitField0_ |= 0x00000080;
+        onChanged();
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -773,6 +840,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000040;
               break;
             } // case 58
+            case 66: {
+              fidelityJson_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000080;
+              break;
+            } // case 66
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -973,7 +1045,7 @@ private static final long serialVersionUID = 0L;
         com.google.protobuf.Struct, com.google.protobuf.Struct.Builder, com.google.protobuf.StructOrBuilder> fidelityBuilder_;
     /**
      * <pre>
-     * Opaque provider data, passed back byte for byte (exact text in JsonShape).
+     * See "fidelity" above.
      * </pre>
      *
      * <code>.google.protobuf.Struct fidelity = 4 [json_name = "fidelity"];</code>
@@ -984,7 +1056,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Opaque provider data, passed back byte for byte (exact text in JsonShape).
+     * See "fidelity" above.
      * </pre>
      *
      * <code>.google.protobuf.Struct fidelity = 4 [json_name = "fidelity"];</code>
@@ -999,7 +1071,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Opaque provider data, passed back byte for byte (exact text in JsonShape).
+     * See "fidelity" above.
      * </pre>
      *
      * <code>.google.protobuf.Struct fidelity = 4 [json_name = "fidelity"];</code>
@@ -1019,7 +1091,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Opaque provider data, passed back byte for byte (exact text in JsonShape).
+     * See "fidelity" above.
      * </pre>
      *
      * <code>.google.protobuf.Struct fidelity = 4 [json_name = "fidelity"];</code>
@@ -1037,7 +1109,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Opaque provider data, passed back byte for byte (exact text in JsonShape).
+     * See "fidelity" above.
      * </pre>
      *
      * <code>.google.protobuf.Struct fidelity = 4 [json_name = "fidelity"];</code>
@@ -1060,7 +1132,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Opaque provider data, passed back byte for byte (exact text in JsonShape).
+     * See "fidelity" above.
      * </pre>
      *
      * <code>.google.protobuf.Struct fidelity = 4 [json_name = "fidelity"];</code>
@@ -1077,7 +1149,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Opaque provider data, passed back byte for byte (exact text in JsonShape).
+     * See "fidelity" above.
      * </pre>
      *
      * <code>.google.protobuf.Struct fidelity = 4 [json_name = "fidelity"];</code>
@@ -1089,7 +1161,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Opaque provider data, passed back byte for byte (exact text in JsonShape).
+     * See "fidelity" above.
      * </pre>
      *
      * <code>.google.protobuf.Struct fidelity = 4 [json_name = "fidelity"];</code>
@@ -1104,7 +1176,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Opaque provider data, passed back byte for byte (exact text in JsonShape).
+     * See "fidelity" above.
      * </pre>
      *
      * <code>.google.protobuf.Struct fidelity = 4 [json_name = "fidelity"];</code>
@@ -1180,7 +1252,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Legacy (v0.0.1): a segment label. Unset is written as null when the
-     * source had "phase": null (JsonShape lists the key).
+     * source had "phase": null (the key list names the key).
      * </pre>
      *
      * <code>optional string phase = 6 [json_name = "phase"];</code>
@@ -1192,7 +1264,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Legacy (v0.0.1): a segment label. Unset is written as null when the
-     * source had "phase": null (JsonShape lists the key).
+     * source had "phase": null (the key list names the key).
      * </pre>
      *
      * <code>optional string phase = 6 [json_name = "phase"];</code>
@@ -1213,7 +1285,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Legacy (v0.0.1): a segment label. Unset is written as null when the
-     * source had "phase": null (JsonShape lists the key).
+     * source had "phase": null (the key list names the key).
      * </pre>
      *
      * <code>optional string phase = 6 [json_name = "phase"];</code>
@@ -1235,7 +1307,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Legacy (v0.0.1): a segment label. Unset is written as null when the
-     * source had "phase": null (JsonShape lists the key).
+     * source had "phase": null (the key list names the key).
      * </pre>
      *
      * <code>optional string phase = 6 [json_name = "phase"];</code>
@@ -1253,7 +1325,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Legacy (v0.0.1): a segment label. Unset is written as null when the
-     * source had "phase": null (JsonShape lists the key).
+     * source had "phase": null (the key list names the key).
      * </pre>
      *
      * <code>optional string phase = 6 [json_name = "phase"];</code>
@@ -1268,7 +1340,7 @@ private static final long serialVersionUID = 0L;
     /**
      * <pre>
      * Legacy (v0.0.1): a segment label. Unset is written as null when the
-     * source had "phase": null (JsonShape lists the key).
+     * source had "phase": null (the key list names the key).
      * </pre>
      *
      * <code>optional string phase = 6 [json_name = "phase"];</code>
@@ -1384,6 +1456,98 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       signature_ = value;
       bitField0_ |= 0x00000040;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object fidelityJson_ = "";
+    /**
+     * <pre>
+     * The exact text of fidelity, when the Struct alone would not give it back.
+     * </pre>
+     *
+     * <code>string fidelity_json = 8 [json_name = "fidelityJson"];</code>
+     * @return The fidelityJson.
+     */
+    public java.lang.String getFidelityJson() {
+      java.lang.Object ref = fidelityJson_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        fidelityJson_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The exact text of fidelity, when the Struct alone would not give it back.
+     * </pre>
+     *
+     * <code>string fidelity_json = 8 [json_name = "fidelityJson"];</code>
+     * @return The bytes for fidelityJson.
+     */
+    public com.google.protobuf.ByteString
+        getFidelityJsonBytes() {
+      java.lang.Object ref = fidelityJson_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        fidelityJson_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The exact text of fidelity, when the Struct alone would not give it back.
+     * </pre>
+     *
+     * <code>string fidelity_json = 8 [json_name = "fidelityJson"];</code>
+     * @param value The fidelityJson to set.
+     * @return This builder for chaining.
+     */
+    public Builder setFidelityJson(
+        java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      fidelityJson_ = value;
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The exact text of fidelity, when the Struct alone would not give it back.
+     * </pre>
+     *
+     * <code>string fidelity_json = 8 [json_name = "fidelityJson"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearFidelityJson() {
+      fidelityJson_ = getDefaultInstance().getFidelityJson();
+      bitField0_ = (bitField0_ & ~0x00000080);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The exact text of fidelity, when the Struct alone would not give it back.
+     * </pre>
+     *
+     * <code>string fidelity_json = 8 [json_name = "fidelityJson"];</code>
+     * @param value The bytes for fidelityJson to set.
+     * @return This builder for chaining.
+     */
+    public Builder setFidelityJsonBytes(
+        com.google.protobuf.ByteString value) {
+      if (value == null) { throw new NullPointerException(); }
+      checkByteStringIsUtf8(value);
+      fidelityJson_ = value;
+      bitField0_ |= 0x00000080;
       onChanged();
       return this;
     }

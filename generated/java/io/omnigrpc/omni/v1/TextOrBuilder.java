@@ -43,7 +43,7 @@ public interface TextOrBuilder extends
 
   /**
    * <pre>
-   * Opaque provider data, passed back byte for byte (exact text in JsonShape).
+   * See "fidelity" above.
    * </pre>
    *
    * <code>.google.protobuf.Struct fidelity = 4 [json_name = "fidelity"];</code>
@@ -52,7 +52,7 @@ public interface TextOrBuilder extends
   boolean hasFidelity();
   /**
    * <pre>
-   * Opaque provider data, passed back byte for byte (exact text in JsonShape).
+   * See "fidelity" above.
    * </pre>
    *
    * <code>.google.protobuf.Struct fidelity = 4 [json_name = "fidelity"];</code>
@@ -61,7 +61,7 @@ public interface TextOrBuilder extends
   com.google.protobuf.Struct getFidelity();
   /**
    * <pre>
-   * Opaque provider data, passed back byte for byte (exact text in JsonShape).
+   * See "fidelity" above.
    * </pre>
    *
    * <code>.google.protobuf.Struct fidelity = 4 [json_name = "fidelity"];</code>
@@ -82,7 +82,7 @@ public interface TextOrBuilder extends
   /**
    * <pre>
    * Legacy (v0.0.1): a segment label. Unset is written as null when the
-   * source had "phase": null (JsonShape lists the key).
+   * source had "phase": null (the key list names the key).
    * </pre>
    *
    * <code>optional string phase = 6 [json_name = "phase"];</code>
@@ -92,7 +92,7 @@ public interface TextOrBuilder extends
   /**
    * <pre>
    * Legacy (v0.0.1): a segment label. Unset is written as null when the
-   * source had "phase": null (JsonShape lists the key).
+   * source had "phase": null (the key list names the key).
    * </pre>
    *
    * <code>optional string phase = 6 [json_name = "phase"];</code>
@@ -102,7 +102,7 @@ public interface TextOrBuilder extends
   /**
    * <pre>
    * Legacy (v0.0.1): a segment label. Unset is written as null when the
-   * source had "phase": null (JsonShape lists the key).
+   * source had "phase": null (the key list names the key).
    * </pre>
    *
    * <code>optional string phase = 6 [json_name = "phase"];</code>
@@ -139,4 +139,24 @@ public interface TextOrBuilder extends
    */
   com.google.protobuf.ByteString
       getSignatureBytes();
+
+  /**
+   * <pre>
+   * The exact text of fidelity, when the Struct alone would not give it back.
+   * </pre>
+   *
+   * <code>string fidelity_json = 8 [json_name = "fidelityJson"];</code>
+   * @return The fidelityJson.
+   */
+  java.lang.String getFidelityJson();
+  /**
+   * <pre>
+   * The exact text of fidelity, when the Struct alone would not give it back.
+   * </pre>
+   *
+   * <code>string fidelity_json = 8 [json_name = "fidelityJson"];</code>
+   * @return The bytes for fidelityJson.
+   */
+  com.google.protobuf.ByteString
+      getFidelityJsonBytes();
 }

@@ -72,4 +72,16 @@ public interface ThinkingOrBuilder extends
    */
   com.google.protobuf.ByteString
       getSignatureBytes();
+
+  /**
+   * <code>string fidelity_json = 6 [json_name = "fidelityJson"];</code>
+   * @return The fidelityJson.
+   */
+  java.lang.String getFidelityJson();
+  /**
+   * <code>string fidelity_json = 6 [json_name = "fidelityJson"];</code>
+   * @return The bytes for fidelityJson.
+   */
+  com.google.protobuf.ByteString
+      getFidelityJsonBytes();
 }

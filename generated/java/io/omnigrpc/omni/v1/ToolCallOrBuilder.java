@@ -104,4 +104,16 @@ public interface ToolCallOrBuilder extends
    */
   com.google.protobuf.ByteString
       getSignatureBytes();
+
+  /**
+   * <code>string fidelity_json = 8 [json_name = "fidelityJson"];</code>
+   * @return The fidelityJson.
+   */
+  java.lang.String getFidelityJson();
+  /**
+   * <code>string fidelity_json = 8 [json_name = "fidelityJson"];</code>
+   * @return The bytes for fidelityJson.
+   */
+  com.google.protobuf.ByteString
+      getFidelityJsonBytes();
 }

@@ -18,6 +18,7 @@ private static final long serialVersionUID = 0L;
   private ToolDefinition() {
     name_ = "";
     description_ = "";
+    parameters_ = "";
   }
 
   @java.lang.Override
@@ -123,42 +124,55 @@ private static final long serialVersionUID = 0L;
     }
   }
 
-  public static final int PARAMETERS_FIELD_NUMBER = 3;
-  private com.google.protobuf.Struct parameters_;
+  public static final int PARAMETERS_FIELD_NUMBER = 4;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object parameters_ = "";
   /**
    * <pre>
-   * JSON Schema. Its exact text travels in JsonShape.
+   * The JSON Schema object as compact JSON text, exactly as written; empty
+   * when the tool has none. Parse it with your JSON library (or protojson /
+   * JsonFormat into a Struct).
    * </pre>
    *
-   * <code>.google.protobuf.Struct parameters = 3 [json_name = "parameters"];</code>
-   * @return Whether the parameters field is set.
-   */
-  @java.lang.Override
-  public boolean hasParameters() {
-    return parameters_ != null;
-  }
-  /**
-   * <pre>
-   * JSON Schema. Its exact text travels in JsonShape.
-   * </pre>
-   *
-   * <code>.google.protobuf.Struct parameters = 3 [json_name = "parameters"];</code>
+   * <code>string parameters = 4 [json_name = "parameters"];</code>
    * @return The parameters.
    */
   @java.lang.Override
-  public com.google.protobuf.Struct getParameters() {
-    return parameters_ == null ? com.google.protobuf.Struct.getDefaultInstance() : parameters_;
+  public java.lang.String getParameters() {
+    java.lang.Object ref = parameters_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      parameters_ = s;
+      return s;
+    }
   }
   /**
    * <pre>
-   * JSON Schema. Its exact text travels in JsonShape.
+   * The JSON Schema object as compact JSON text, exactly as written; empty
+   * when the tool has none. Parse it with your JSON library (or protojson /
+   * JsonFormat into a Struct).
    * </pre>
    *
-   * <code>.google.protobuf.Struct parameters = 3 [json_name = "parameters"];</code>
+   * <code>string parameters = 4 [json_name = "parameters"];</code>
+   * @return The bytes for parameters.
    */
   @java.lang.Override
-  public com.google.protobuf.StructOrBuilder getParametersOrBuilder() {
-    return parameters_ == null ? com.google.protobuf.Struct.getDefaultInstance() : parameters_;
+  public com.google.protobuf.ByteString
+      getParametersBytes() {
+    java.lang.Object ref = parameters_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      parameters_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
   }
 
   private byte memoizedIsInitialized = -1;
@@ -181,8 +195,8 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(description_)) {
       com.google.protobuf.GeneratedMessageV3.writeString(output, 2, description_);
     }
-    if (parameters_ != null) {
-      output.writeMessage(3, getParameters());
+    if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(parameters_)) {
+      com.google.protobuf.GeneratedMessageV3.writeString(output, 4, parameters_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -199,9 +213,8 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(description_)) {
       size += com.google.protobuf.GeneratedMessageV3.computeStringSize(2, description_);
     }
-    if (parameters_ != null) {
-      size += com.google.protobuf.CodedOutputStream
-        .computeMessageSize(3, getParameters());
+    if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(parameters_)) {
+      size += com.google.protobuf.GeneratedMessageV3.computeStringSize(4, parameters_);
     }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
@@ -222,11 +235,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getName())) return false;
     if (!getDescription()
         .equals(other.getDescription())) return false;
-    if (hasParameters() != other.hasParameters()) return false;
-    if (hasParameters()) {
-      if (!getParameters()
-          .equals(other.getParameters())) return false;
-    }
+    if (!getParameters()
+        .equals(other.getParameters())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -242,10 +252,8 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getName().hashCode();
     hash = (37 * hash) + DESCRIPTION_FIELD_NUMBER;
     hash = (53 * hash) + getDescription().hashCode();
-    if (hasParameters()) {
-      hash = (37 * hash) + PARAMETERS_FIELD_NUMBER;
-      hash = (53 * hash) + getParameters().hashCode();
-    }
+    hash = (37 * hash) + PARAMETERS_FIELD_NUMBER;
+    hash = (53 * hash) + getParameters().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -377,11 +385,7 @@ private static final long serialVersionUID = 0L;
       bitField0_ = 0;
       name_ = "";
       description_ = "";
-      parameters_ = null;
-      if (parametersBuilder_ != null) {
-        parametersBuilder_.dispose();
-        parametersBuilder_ = null;
-      }
+      parameters_ = "";
       return this;
     }
 
@@ -422,9 +426,7 @@ private static final long serialVersionUID = 0L;
         result.description_ = description_;
       }
       if (((from_bitField0_ & 0x00000004) != 0)) {
-        result.parameters_ = parametersBuilder_ == null
-            ? parameters_
-            : parametersBuilder_.build();
+        result.parameters_ = parameters_;
       }
     }
 
@@ -482,8 +484,10 @@ private static final long serialVersionUID = 0L;
         bitField0_ |= 0x00000002;
         onChanged();
       }
-      if (other.hasParameters()) {
-        mergeParameters(other.getParameters());
+      if (!other.getParameters().isEmpty()) {
+        parameters_ = other.parameters_;
+        bitField0_ |= 0x00000004;
+        onChanged();
       }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
@@ -521,13 +525,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000002;
               break;
             } // case 18
-            case 26: {
-              input.readMessage(
-                  getParametersFieldBuilder().getBuilder(),
-                  extensionRegistry);
+            case 34: {
+              parameters_ = input.readStringRequireUtf8();
               bitField0_ |= 0x00000004;
               break;
-            } // case 26
+            } // case 34
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -689,159 +691,106 @@ private static final long serialVersionUID = 0L;
       return this;
     }
 
-    private com.google.protobuf.Struct parameters_;
-    private com.google.protobuf.SingleFieldBuilderV3<
-        com.google.protobuf.Struct, com.google.protobuf.Struct.Builder, com.google.protobuf.StructOrBuilder> parametersBuilder_;
+    private java.lang.Object parameters_ = "";
     /**
      * <pre>
-     * JSON Schema. Its exact text travels in JsonShape.
+     * The JSON Schema object as compact JSON text, exactly as written; empty
+     * when the tool has none. Parse it with your JSON library (or protojson /
+     * JsonFormat into a Struct).
      * </pre>
      *
-     * <code>.google.protobuf.Struct parameters = 3 [json_name = "parameters"];</code>
-     * @return Whether the parameters field is set.
-     */
-    public boolean hasParameters() {
-      return ((bitField0_ & 0x00000004) != 0);
-    }
-    /**
-     * <pre>
-     * JSON Schema. Its exact text travels in JsonShape.
-     * </pre>
-     *
-     * <code>.google.protobuf.Struct parameters = 3 [json_name = "parameters"];</code>
+     * <code>string parameters = 4 [json_name = "parameters"];</code>
      * @return The parameters.
      */
-    public com.google.protobuf.Struct getParameters() {
-      if (parametersBuilder_ == null) {
-        return parameters_ == null ? com.google.protobuf.Struct.getDefaultInstance() : parameters_;
+    public java.lang.String getParameters() {
+      java.lang.Object ref = parameters_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        parameters_ = s;
+        return s;
       } else {
-        return parametersBuilder_.getMessage();
+        return (java.lang.String) ref;
       }
     }
     /**
      * <pre>
-     * JSON Schema. Its exact text travels in JsonShape.
+     * The JSON Schema object as compact JSON text, exactly as written; empty
+     * when the tool has none. Parse it with your JSON library (or protojson /
+     * JsonFormat into a Struct).
      * </pre>
      *
-     * <code>.google.protobuf.Struct parameters = 3 [json_name = "parameters"];</code>
+     * <code>string parameters = 4 [json_name = "parameters"];</code>
+     * @return The bytes for parameters.
      */
-    public Builder setParameters(com.google.protobuf.Struct value) {
-      if (parametersBuilder_ == null) {
-        if (value == null) {
-          throw new NullPointerException();
-        }
-        parameters_ = value;
+    public com.google.protobuf.ByteString
+        getParametersBytes() {
+      java.lang.Object ref = parameters_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        parameters_ = b;
+        return b;
       } else {
-        parametersBuilder_.setMessage(value);
+        return (com.google.protobuf.ByteString) ref;
       }
-      bitField0_ |= 0x00000004;
-      onChanged();
-      return this;
     }
     /**
      * <pre>
-     * JSON Schema. Its exact text travels in JsonShape.
+     * The JSON Schema object as compact JSON text, exactly as written; empty
+     * when the tool has none. Parse it with your JSON library (or protojson /
+     * JsonFormat into a Struct).
      * </pre>
      *
-     * <code>.google.protobuf.Struct parameters = 3 [json_name = "parameters"];</code>
+     * <code>string parameters = 4 [json_name = "parameters"];</code>
+     * @param value The parameters to set.
+     * @return This builder for chaining.
      */
     public Builder setParameters(
-        com.google.protobuf.Struct.Builder builderForValue) {
-      if (parametersBuilder_ == null) {
-        parameters_ = builderForValue.build();
-      } else {
-        parametersBuilder_.setMessage(builderForValue.build());
-      }
+        java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      parameters_ = value;
       bitField0_ |= 0x00000004;
       onChanged();
       return this;
     }
     /**
      * <pre>
-     * JSON Schema. Its exact text travels in JsonShape.
+     * The JSON Schema object as compact JSON text, exactly as written; empty
+     * when the tool has none. Parse it with your JSON library (or protojson /
+     * JsonFormat into a Struct).
      * </pre>
      *
-     * <code>.google.protobuf.Struct parameters = 3 [json_name = "parameters"];</code>
-     */
-    public Builder mergeParameters(com.google.protobuf.Struct value) {
-      if (parametersBuilder_ == null) {
-        if (((bitField0_ & 0x00000004) != 0) &&
-          parameters_ != null &&
-          parameters_ != com.google.protobuf.Struct.getDefaultInstance()) {
-          getParametersBuilder().mergeFrom(value);
-        } else {
-          parameters_ = value;
-        }
-      } else {
-        parametersBuilder_.mergeFrom(value);
-      }
-      bitField0_ |= 0x00000004;
-      onChanged();
-      return this;
-    }
-    /**
-     * <pre>
-     * JSON Schema. Its exact text travels in JsonShape.
-     * </pre>
-     *
-     * <code>.google.protobuf.Struct parameters = 3 [json_name = "parameters"];</code>
+     * <code>string parameters = 4 [json_name = "parameters"];</code>
+     * @return This builder for chaining.
      */
     public Builder clearParameters() {
+      parameters_ = getDefaultInstance().getParameters();
       bitField0_ = (bitField0_ & ~0x00000004);
-      parameters_ = null;
-      if (parametersBuilder_ != null) {
-        parametersBuilder_.dispose();
-        parametersBuilder_ = null;
-      }
       onChanged();
       return this;
     }
     /**
      * <pre>
-     * JSON Schema. Its exact text travels in JsonShape.
+     * The JSON Schema object as compact JSON text, exactly as written; empty
+     * when the tool has none. Parse it with your JSON library (or protojson /
+     * JsonFormat into a Struct).
      * </pre>
      *
-     * <code>.google.protobuf.Struct parameters = 3 [json_name = "parameters"];</code>
+     * <code>string parameters = 4 [json_name = "parameters"];</code>
+     * @param value The bytes for parameters to set.
+     * @return This builder for chaining.
      */
-    public com.google.protobuf.Struct.Builder getParametersBuilder() {
+    public Builder setParametersBytes(
+        com.google.protobuf.ByteString value) {
+      if (value == null) { throw new NullPointerException(); }
+      checkByteStringIsUtf8(value);
+      parameters_ = value;
       bitField0_ |= 0x00000004;
       onChanged();
-      return getParametersFieldBuilder().getBuilder();
-    }
-    /**
-     * <pre>
-     * JSON Schema. Its exact text travels in JsonShape.
-     * </pre>
-     *
-     * <code>.google.protobuf.Struct parameters = 3 [json_name = "parameters"];</code>
-     */
-    public com.google.protobuf.StructOrBuilder getParametersOrBuilder() {
-      if (parametersBuilder_ != null) {
-        return parametersBuilder_.getMessageOrBuilder();
-      } else {
-        return parameters_ == null ?
-            com.google.protobuf.Struct.getDefaultInstance() : parameters_;
-      }
-    }
-    /**
-     * <pre>
-     * JSON Schema. Its exact text travels in JsonShape.
-     * </pre>
-     *
-     * <code>.google.protobuf.Struct parameters = 3 [json_name = "parameters"];</code>
-     */
-    private com.google.protobuf.SingleFieldBuilderV3<
-        com.google.protobuf.Struct, com.google.protobuf.Struct.Builder, com.google.protobuf.StructOrBuilder> 
-        getParametersFieldBuilder() {
-      if (parametersBuilder_ == null) {
-        parametersBuilder_ = new com.google.protobuf.SingleFieldBuilderV3<
-            com.google.protobuf.Struct, com.google.protobuf.Struct.Builder, com.google.protobuf.StructOrBuilder>(
-                getParameters(),
-                getParentForChildren(),
-                isClean());
-        parameters_ = null;
-      }
-      return parametersBuilder_;
+      return this;
     }
     @java.lang.Override
     public final Builder setUnknownFields(

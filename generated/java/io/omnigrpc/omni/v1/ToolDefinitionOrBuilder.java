@@ -33,28 +33,25 @@ public interface ToolDefinitionOrBuilder extends
 
   /**
    * <pre>
-   * JSON Schema. Its exact text travels in JsonShape.
+   * The JSON Schema object as compact JSON text, exactly as written; empty
+   * when the tool has none. Parse it with your JSON library (or protojson /
+   * JsonFormat into a Struct).
    * </pre>
    *
-   * <code>.google.protobuf.Struct parameters = 3 [json_name = "parameters"];</code>
-   * @return Whether the parameters field is set.
-   */
-  boolean hasParameters();
-  /**
-   * <pre>
-   * JSON Schema. Its exact text travels in JsonShape.
-   * </pre>
-   *
-   * <code>.google.protobuf.Struct parameters = 3 [json_name = "parameters"];</code>
+   * <code>string parameters = 4 [json_name = "parameters"];</code>
    * @return The parameters.
    */
-  com.google.protobuf.Struct getParameters();
+  java.lang.String getParameters();
   /**
    * <pre>
-   * JSON Schema. Its exact text travels in JsonShape.
+   * The JSON Schema object as compact JSON text, exactly as written; empty
+   * when the tool has none. Parse it with your JSON library (or protojson /
+   * JsonFormat into a Struct).
    * </pre>
    *
-   * <code>.google.protobuf.Struct parameters = 3 [json_name = "parameters"];</code>
+   * <code>string parameters = 4 [json_name = "parameters"];</code>
+   * @return The bytes for parameters.
    */
-  com.google.protobuf.StructOrBuilder getParametersOrBuilder();
+  com.google.protobuf.ByteString
+      getParametersBytes();
 }

@@ -22,6 +22,7 @@ private static final long serialVersionUID = 0L;
   private UnknownPayload() {
     type_ = "";
     json_ = "";
+    envelopeType_ = "";
   }
 
   @java.lang.Override
@@ -54,7 +55,7 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object type_ = "";
   /**
    * <pre>
-   * The payload's "type" string (empty if it had none).
+   * The payload's "type" string; it must equal the "type" inside json.
    * </pre>
    *
    * <code>string type = 1 [json_name = "type"];</code>
@@ -75,7 +76,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The payload's "type" string (empty if it had none).
+   * The payload's "type" string; it must equal the "type" inside json.
    * </pre>
    *
    * <code>string type = 1 [json_name = "type"];</code>
@@ -101,7 +102,7 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object json_ = "";
   /**
    * <pre>
-   * The whole payload object as JSON text.
+   * The whole payload object as compact JSON text (one line).
    * </pre>
    *
    * <code>string json = 2 [json_name = "json"];</code>
@@ -122,7 +123,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * The whole payload object as JSON text.
+   * The whole payload object as compact JSON text (one line).
    * </pre>
    *
    * <code>string json = 2 [json_name = "json"];</code>
@@ -137,6 +138,55 @@ private static final long serialVersionUID = 0L;
           com.google.protobuf.ByteString.copyFromUtf8(
               (java.lang.String) ref);
       json_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
+  public static final int ENVELOPE_TYPE_FIELD_NUMBER = 3;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object envelopeType_ = "";
+  /**
+   * <pre>
+   * The envelope "type" it travelled in ("model_msg", "event_msg", or one
+   * this schema does not know either).
+   * </pre>
+   *
+   * <code>string envelope_type = 3 [json_name = "envelopeType"];</code>
+   * @return The envelopeType.
+   */
+  @java.lang.Override
+  public java.lang.String getEnvelopeType() {
+    java.lang.Object ref = envelopeType_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      envelopeType_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * The envelope "type" it travelled in ("model_msg", "event_msg", or one
+   * this schema does not know either).
+   * </pre>
+   *
+   * <code>string envelope_type = 3 [json_name = "envelopeType"];</code>
+   * @return The bytes for envelopeType.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getEnvelopeTypeBytes() {
+    java.lang.Object ref = envelopeType_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      envelopeType_ = b;
       return b;
     } else {
       return (com.google.protobuf.ByteString) ref;
@@ -163,6 +213,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(json_)) {
       com.google.protobuf.GeneratedMessageV3.writeString(output, 2, json_);
     }
+    if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(envelopeType_)) {
+      com.google.protobuf.GeneratedMessageV3.writeString(output, 3, envelopeType_);
+    }
     getUnknownFields().writeTo(output);
   }
 
@@ -177,6 +230,9 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(json_)) {
       size += com.google.protobuf.GeneratedMessageV3.computeStringSize(2, json_);
+    }
+    if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(envelopeType_)) {
+      size += com.google.protobuf.GeneratedMessageV3.computeStringSize(3, envelopeType_);
     }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
@@ -197,6 +253,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getType())) return false;
     if (!getJson()
         .equals(other.getJson())) return false;
+    if (!getEnvelopeType()
+        .equals(other.getEnvelopeType())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -212,6 +270,8 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getType().hashCode();
     hash = (37 * hash) + JSON_FIELD_NUMBER;
     hash = (53 * hash) + getJson().hashCode();
+    hash = (37 * hash) + ENVELOPE_TYPE_FIELD_NUMBER;
+    hash = (53 * hash) + getEnvelopeType().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -347,6 +407,7 @@ private static final long serialVersionUID = 0L;
       bitField0_ = 0;
       type_ = "";
       json_ = "";
+      envelopeType_ = "";
       return this;
     }
 
@@ -385,6 +446,9 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00000002) != 0)) {
         result.json_ = json_;
+      }
+      if (((from_bitField0_ & 0x00000004) != 0)) {
+        result.envelopeType_ = envelopeType_;
       }
     }
 
@@ -442,6 +506,11 @@ private static final long serialVersionUID = 0L;
         bitField0_ |= 0x00000002;
         onChanged();
       }
+      if (!other.getEnvelopeType().isEmpty()) {
+        envelopeType_ = other.envelopeType_;
+        bitField0_ |= 0x00000004;
+        onChanged();
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -478,6 +547,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000002;
               break;
             } // case 18
+            case 26: {
+              envelopeType_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000004;
+              break;
+            } // case 26
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -498,7 +572,7 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object type_ = "";
     /**
      * <pre>
-     * The payload's "type" string (empty if it had none).
+     * The payload's "type" string; it must equal the "type" inside json.
      * </pre>
      *
      * <code>string type = 1 [json_name = "type"];</code>
@@ -518,7 +592,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The payload's "type" string (empty if it had none).
+     * The payload's "type" string; it must equal the "type" inside json.
      * </pre>
      *
      * <code>string type = 1 [json_name = "type"];</code>
@@ -539,7 +613,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The payload's "type" string (empty if it had none).
+     * The payload's "type" string; it must equal the "type" inside json.
      * </pre>
      *
      * <code>string type = 1 [json_name = "type"];</code>
@@ -556,7 +630,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The payload's "type" string (empty if it had none).
+     * The payload's "type" string; it must equal the "type" inside json.
      * </pre>
      *
      * <code>string type = 1 [json_name = "type"];</code>
@@ -570,7 +644,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The payload's "type" string (empty if it had none).
+     * The payload's "type" string; it must equal the "type" inside json.
      * </pre>
      *
      * <code>string type = 1 [json_name = "type"];</code>
@@ -590,7 +664,7 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object json_ = "";
     /**
      * <pre>
-     * The whole payload object as JSON text.
+     * The whole payload object as compact JSON text (one line).
      * </pre>
      *
      * <code>string json = 2 [json_name = "json"];</code>
@@ -610,7 +684,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The whole payload object as JSON text.
+     * The whole payload object as compact JSON text (one line).
      * </pre>
      *
      * <code>string json = 2 [json_name = "json"];</code>
@@ -631,7 +705,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The whole payload object as JSON text.
+     * The whole payload object as compact JSON text (one line).
      * </pre>
      *
      * <code>string json = 2 [json_name = "json"];</code>
@@ -648,7 +722,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The whole payload object as JSON text.
+     * The whole payload object as compact JSON text (one line).
      * </pre>
      *
      * <code>string json = 2 [json_name = "json"];</code>
@@ -662,7 +736,7 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * The whole payload object as JSON text.
+     * The whole payload object as compact JSON text (one line).
      * </pre>
      *
      * <code>string json = 2 [json_name = "json"];</code>
@@ -675,6 +749,103 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       json_ = value;
       bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object envelopeType_ = "";
+    /**
+     * <pre>
+     * The envelope "type" it travelled in ("model_msg", "event_msg", or one
+     * this schema does not know either).
+     * </pre>
+     *
+     * <code>string envelope_type = 3 [json_name = "envelopeType"];</code>
+     * @return The envelopeType.
+     */
+    public java.lang.String getEnvelopeType() {
+      java.lang.Object ref = envelopeType_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        envelopeType_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The envelope "type" it travelled in ("model_msg", "event_msg", or one
+     * this schema does not know either).
+     * </pre>
+     *
+     * <code>string envelope_type = 3 [json_name = "envelopeType"];</code>
+     * @return The bytes for envelopeType.
+     */
+    public com.google.protobuf.ByteString
+        getEnvelopeTypeBytes() {
+      java.lang.Object ref = envelopeType_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        envelopeType_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The envelope "type" it travelled in ("model_msg", "event_msg", or one
+     * this schema does not know either).
+     * </pre>
+     *
+     * <code>string envelope_type = 3 [json_name = "envelopeType"];</code>
+     * @param value The envelopeType to set.
+     * @return This builder for chaining.
+     */
+    public Builder setEnvelopeType(
+        java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      envelopeType_ = value;
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The envelope "type" it travelled in ("model_msg", "event_msg", or one
+     * this schema does not know either).
+     * </pre>
+     *
+     * <code>string envelope_type = 3 [json_name = "envelopeType"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearEnvelopeType() {
+      envelopeType_ = getDefaultInstance().getEnvelopeType();
+      bitField0_ = (bitField0_ & ~0x00000004);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The envelope "type" it travelled in ("model_msg", "event_msg", or one
+     * this schema does not know either).
+     * </pre>
+     *
+     * <code>string envelope_type = 3 [json_name = "envelopeType"];</code>
+     * @param value The bytes for envelopeType to set.
+     * @return This builder for chaining.
+     */
+    public Builder setEnvelopeTypeBytes(
+        com.google.protobuf.ByteString value) {
+      if (value == null) { throw new NullPointerException(); }
+      checkByteStringIsUtf8(value);
+      envelopeType_ = value;
+      bitField0_ |= 0x00000004;
       onChanged();
       return this;
     }

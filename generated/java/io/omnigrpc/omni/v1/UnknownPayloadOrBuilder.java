@@ -9,7 +9,7 @@ public interface UnknownPayloadOrBuilder extends
 
   /**
    * <pre>
-   * The payload's "type" string (empty if it had none).
+   * The payload's "type" string; it must equal the "type" inside json.
    * </pre>
    *
    * <code>string type = 1 [json_name = "type"];</code>
@@ -18,7 +18,7 @@ public interface UnknownPayloadOrBuilder extends
   java.lang.String getType();
   /**
    * <pre>
-   * The payload's "type" string (empty if it had none).
+   * The payload's "type" string; it must equal the "type" inside json.
    * </pre>
    *
    * <code>string type = 1 [json_name = "type"];</code>
@@ -29,7 +29,7 @@ public interface UnknownPayloadOrBuilder extends
 
   /**
    * <pre>
-   * The whole payload object as JSON text.
+   * The whole payload object as compact JSON text (one line).
    * </pre>
    *
    * <code>string json = 2 [json_name = "json"];</code>
@@ -38,7 +38,7 @@ public interface UnknownPayloadOrBuilder extends
   java.lang.String getJson();
   /**
    * <pre>
-   * The whole payload object as JSON text.
+   * The whole payload object as compact JSON text (one line).
    * </pre>
    *
    * <code>string json = 2 [json_name = "json"];</code>
@@ -46,4 +46,26 @@ public interface UnknownPayloadOrBuilder extends
    */
   com.google.protobuf.ByteString
       getJsonBytes();
+
+  /**
+   * <pre>
+   * The envelope "type" it travelled in ("model_msg", "event_msg", or one
+   * this schema does not know either).
+   * </pre>
+   *
+   * <code>string envelope_type = 3 [json_name = "envelopeType"];</code>
+   * @return The envelopeType.
+   */
+  java.lang.String getEnvelopeType();
+  /**
+   * <pre>
+   * The envelope "type" it travelled in ("model_msg", "event_msg", or one
+   * this schema does not know either).
+   * </pre>
+   *
+   * <code>string envelope_type = 3 [json_name = "envelopeType"];</code>
+   * @return The bytes for envelopeType.
+   */
+  com.google.protobuf.ByteString
+      getEnvelopeTypeBytes();
 }

@@ -49,6 +49,10 @@ private static final long serialVersionUID = 0L;
   @SuppressWarnings("serial")
   private volatile java.lang.Object type_ = "";
   /**
+   * <pre>
+   * The event's "type" string; it must equal the "type" inside json.
+   * </pre>
+   *
    * <code>string type = 1 [json_name = "type"];</code>
    * @return The type.
    */
@@ -66,6 +70,10 @@ private static final long serialVersionUID = 0L;
     }
   }
   /**
+   * <pre>
+   * The event's "type" string; it must equal the "type" inside json.
+   * </pre>
+   *
    * <code>string type = 1 [json_name = "type"];</code>
    * @return The bytes for type.
    */
@@ -88,6 +96,10 @@ private static final long serialVersionUID = 0L;
   @SuppressWarnings("serial")
   private volatile java.lang.Object json_ = "";
   /**
+   * <pre>
+   * The whole event object as compact JSON text (one line).
+   * </pre>
+   *
    * <code>string json = 2 [json_name = "json"];</code>
    * @return The json.
    */
@@ -105,6 +117,10 @@ private static final long serialVersionUID = 0L;
     }
   }
   /**
+   * <pre>
+   * The whole event object as compact JSON text (one line).
+   * </pre>
+   *
    * <code>string json = 2 [json_name = "json"];</code>
    * @return The bytes for json.
    */
@@ -473,6 +489,10 @@ private static final long serialVersionUID = 0L;
 
     private java.lang.Object type_ = "";
     /**
+     * <pre>
+     * The event's "type" string; it must equal the "type" inside json.
+     * </pre>
+     *
      * <code>string type = 1 [json_name = "type"];</code>
      * @return The type.
      */
@@ -489,6 +509,10 @@ private static final long serialVersionUID = 0L;
       }
     }
     /**
+     * <pre>
+     * The event's "type" string; it must equal the "type" inside json.
+     * </pre>
+     *
      * <code>string type = 1 [json_name = "type"];</code>
      * @return The bytes for type.
      */
@@ -506,6 +530,10 @@ private static final long serialVersionUID = 0L;
       }
     }
     /**
+     * <pre>
+     * The event's "type" string; it must equal the "type" inside json.
+     * </pre>
+     *
      * <code>string type = 1 [json_name = "type"];</code>
      * @param value The type to set.
      * @return This builder for chaining.
@@ -519,6 +547,10 @@ private static final long serialVersionUID = 0L;
       return this;
     }
     /**
+     * <pre>
+     * The event's "type" string; it must equal the "type" inside json.
+     * </pre>
+     *
      * <code>string type = 1 [json_name = "type"];</code>
      * @return This builder for chaining.
      */
@@ -529,6 +561,10 @@ private static final long serialVersionUID = 0L;
       return this;
     }
     /**
+     * <pre>
+     * The event's "type" string; it must equal the "type" inside json.
+     * </pre>
+     *
      * <code>string type = 1 [json_name = "type"];</code>
      * @param value The bytes for type to set.
      * @return This builder for chaining.
@@ -545,6 +581,10 @@ private static final long serialVersionUID = 0L;
 
     private java.lang.Object json_ = "";
     /**
+     * <pre>
+     * The whole event object as compact JSON text (one line).
+     * </pre>
+     *
      * <code>string json = 2 [json_name = "json"];</code>
      * @return The json.
      */
@@ -561,6 +601,10 @@ private static final long serialVersionUID = 0L;
       }
     }
     /**
+     * <pre>
+     * The whole event object as compact JSON text (one line).
+     * </pre>
+     *
      * <code>string json = 2 [json_name = "json"];</code>
      * @return The bytes for json.
      */
@@ -578,6 +622,10 @@ private static final long serialVersionUID = 0L;
       }
     }
     /**
+     * <pre>
+     * The whole event object as compact JSON text (one line).
+     * </pre>
+     *
      * <code>string json = 2 [json_name = "json"];</code>
      * @param value The json to set.
      * @return This builder for chaining.
@@ -591,6 +639,10 @@ private static final long serialVersionUID = 0L;
       return this;
     }
     /**
+     * <pre>
+     * The whole event object as compact JSON text (one line).
+     * </pre>
+     *
      * <code>string json = 2 [json_name = "json"];</code>
      * @return This builder for chaining.
      */
@@ -601,6 +653,10 @@ private static final long serialVersionUID = 0L;
       return this;
     }
     /**
+     * <pre>
+     * The whole event object as compact JSON text (one line).
+     * </pre>
+     *
      * <code>string json = 2 [json_name = "json"];</code>
      * @param value The bytes for json to set.
      * @return This builder for chaining.

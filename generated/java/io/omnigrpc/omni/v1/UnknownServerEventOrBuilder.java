@@ -8,11 +8,19 @@ public interface UnknownServerEventOrBuilder extends
     com.google.protobuf.MessageOrBuilder {
 
   /**
+   * <pre>
+   * The event's "type" string; it must equal the "type" inside json.
+   * </pre>
+   *
    * <code>string type = 1 [json_name = "type"];</code>
    * @return The type.
    */
   java.lang.String getType();
   /**
+   * <pre>
+   * The event's "type" string; it must equal the "type" inside json.
+   * </pre>
+   *
    * <code>string type = 1 [json_name = "type"];</code>
    * @return The bytes for type.
    */
@@ -20,11 +28,19 @@ public interface UnknownServerEventOrBuilder extends
       getTypeBytes();
 
   /**
+   * <pre>
+   * The whole event object as compact JSON text (one line).
+   * </pre>
+   *
    * <code>string json = 2 [json_name = "json"];</code>
    * @return The json.
    */
   java.lang.String getJson();
   /**
+   * <pre>
+   * The whole event object as compact JSON text (one line).
+   * </pre>
+   *
    * <code>string json = 2 [json_name = "json"];</code>
    * @return The bytes for json.
    */

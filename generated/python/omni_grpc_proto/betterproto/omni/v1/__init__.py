@@ -28,7 +28,6 @@ __all__ = (
     "ImageUrl",
     "InlineData",
     "InlineThinking",
-    "JsonShape",
     "KeyOrder",
     "ListSessionsRequest",
     "ListSessionsResponse",
@@ -37,7 +36,6 @@ __all__ = (
     "McpServerResult",
     "McpStatus",
     "McpTransport",
-    "MessageType",
     "OmniMessage",
     "PartialText",
     "PartialThinking",
@@ -325,38 +323,6 @@ class McpTransport(betterproto2.Enum):
         }
 
 
-class MessageType(betterproto2.Enum):
-    """
-    The envelope "type".
-    """
-
-    UNSPECIFIED = 0
-
-    SESSION_META = 1
-
-    MODEL_MSG = 2
-
-    EVENT_MSG = 3
-
-    @classmethod
-    def betterproto_value_to_renamed_proto_names(cls) -> dict[int, str]:
-        return {
-            0: "MESSAGE_TYPE_UNSPECIFIED",
-            1: "MESSAGE_TYPE_SESSION_META",
-            2: "MESSAGE_TYPE_MODEL_MSG",
-            3: "MESSAGE_TYPE_EVENT_MSG",
-        }
-
-    @classmethod
-    def betterproto_renamed_proto_names_to_value(cls) -> dict[str, int]:
-        return {
-            "MESSAGE_TYPE_UNSPECIFIED": 0,
-            "MESSAGE_TYPE_SESSION_META": 1,
-            "MESSAGE_TYPE_MODEL_MSG": 2,
-            "MESSAGE_TYPE_EVENT_MSG": 3,
-        }
-
-
 class Role(betterproto2.Enum):
     UNSPECIFIED = 0
 
@@ -383,7 +349,9 @@ class Role(betterproto2.Enum):
 
 class Sender(betterproto2.Enum):
     """
-    Who wrote a text message; unspecified means the human user.
+    Who wrote a text message. Both UNSPECIFIED (no "sender" key, what the
+    reference builder writes) and USER ("sender":"user") mean the human user;
+    they are two spellings of one meaning, kept apart so bytes survive.
     """
 
     UNSPECIFIED = 0
@@ -470,6 +438,13 @@ class SessionState(betterproto2.Enum):
 
 
 class StopReason(betterproto2.Enum):
+    """
+    Enums: UNSPECIFIED means the key is absent (or held a string this schema
+    does not know, whose text is then a RawValue). A number this schema does not
+    know, set by a producer built from a newer schema, is written as a JSON
+    number, the way protobuf's own JSON mapping writes it.
+    """
+
     UNSPECIFIED = 0
 
     COMPLETED = 1
@@ -557,7 +532,7 @@ class Abort(betterproto2.Message):
     reason: "str | None" = betterproto2.field(1, betterproto2.TYPE_STRING, optional=True)
     """
     Unset is written as "reason": null, as the reference builder does; a
-    hand-written abort without the key keeps that shape through JsonShape.
+    hand-written abort without the key keeps that shape through key_orders.
     """
 
 
@@ -796,6 +771,8 @@ class InlineData(betterproto2.Message):
 
     signature: "str | None" = betterproto2.field(6, betterproto2.TYPE_STRING, optional=True)
 
+    fidelity_json: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
+
 
 default_message_pool.register_message("omni.v1", "InlineData", InlineData)
 
@@ -818,34 +795,10 @@ class InlineThinking(betterproto2.Message):
 
     signature: "str | None" = betterproto2.field(6, betterproto2.TYPE_STRING, optional=True)
 
+    fidelity_json: "str" = betterproto2.field(7, betterproto2.TYPE_STRING)
+
 
 default_message_pool.register_message("omni.v1", "InlineThinking", InlineThinking)
-
-
-@dataclass(eq=False, repr=False)
-class JsonShape(betterproto2.Message):
-    """
-    Exact-bytes hints. Paths are JSON Pointers (RFC 6901) from the envelope:
-    "" is the envelope itself, "/payload/fidelity" the fidelity object.
-    """
-
-    key_orders: "list[KeyOrder]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
-    """
-    Objects whose keys are not in reference order, lack a key the reference
-    always writes, or carry a key the schema does not know.
-    """
-
-    raw_values: "list[RawValue]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
-    """
-    Exact JSON text for values the typed fields hold only approximately (or
-    not at all): unknown keys, unknown enum strings, numbers a field cannot
-    represent, strings with lone surrogates, and the exact text of Struct
-    fields such as fidelity. A raw value is used only while decoding it still
-    yields the typed field's current value, so a stale hint never wins.
-    """
-
-
-default_message_pool.register_message("omni.v1", "JsonShape", JsonShape)
 
 
 @dataclass(eq=False, repr=False)
@@ -941,13 +894,6 @@ class OmniMessage(betterproto2.Message):
     """
     ISO-8601 UTC text, kept verbatim (never parsed into a timestamp type, so
     no precision or spelling is lost).
-    """
-
-    type: "MessageType" = betterproto2.field(
-        2, betterproto2.TYPE_ENUM, default_factory=lambda: MessageType(0)
-    )
-    """
-    Derived from the payload arm when unspecified.
     """
 
     origin: "list[str]" = betterproto2.field(3, betterproto2.TYPE_STRING, repeated=True)
@@ -1058,10 +1004,25 @@ class OmniMessage(betterproto2.Message):
     A payload kind this schema does not know yet, kept as its JSON text.
     """
 
-    shape: "JsonShape | None" = betterproto2.field(101, betterproto2.TYPE_MESSAGE, optional=True)
+    key_orders: "list[KeyOrder]" = betterproto2.field(102, betterproto2.TYPE_MESSAGE, repeated=True)
     """
-    What the typed fields cannot say about the source JSON. Empty for
-    messages in reference form; producers in other languages leave it unset.
+    Exact-bytes hints: what the typed fields cannot say about the source
+    JSON. Both lists are empty for messages in reference form; producers in
+    other languages leave them empty. Paths are JSON Pointers (RFC 6901) from
+    the envelope: "" is the envelope itself, "/payload/role" the role.
+
+    Objects whose keys are not in reference order, lack a key the reference
+    always writes, or carry a key the schema does not know. A key list only
+    orders keys: a listed key whose field is now empty is left out.
+    """
+
+    raw_values: "list[RawValue]" = betterproto2.field(103, betterproto2.TYPE_MESSAGE, repeated=True)
+    """
+    Exact JSON text for values the typed fields hold only approximately (or
+    not at all): unknown keys, unknown enum strings, numbers a field cannot
+    represent, strings with lone surrogates, present-but-empty arrays. A raw
+    value is used only while decoding it still yields the typed field's
+    current value, so a stale hint never wins; it must be one JSON value.
     """
 
 
@@ -1313,10 +1274,13 @@ class ServerEvent(betterproto2.Message):
     A server event this schema does not know, kept as its JSON text.
     """
 
-    shape: "JsonShape | None" = betterproto2.field(101, betterproto2.TYPE_MESSAGE, optional=True)
+    key_orders: "list[KeyOrder]" = betterproto2.field(102, betterproto2.TYPE_MESSAGE, repeated=True)
     """
-    Exact-bytes hints for the event's JSON object (paths from its root).
+    Exact-bytes hints for the event's JSON object (paths from its root), as
+    in OmniMessage.
     """
+
+    raw_values: "list[RawValue]" = betterproto2.field(103, betterproto2.TYPE_MESSAGE, repeated=True)
 
 
 default_message_pool.register_message("omni.v1", "ServerEvent", ServerEvent)
@@ -1428,6 +1392,14 @@ default_message_pool.register_message("omni.v1", "TaskState", TaskState)
 class Text(betterproto2.Message):
     """
     ---- complete model payloads ----------------------------------------------
+
+    fidelity: opaque provider data, passed back byte for byte. The Struct is a
+    typed view for readers in every language; fidelity_json, when set, is the
+    exact text. They are kept in step by the codec: where they disagree, the
+    Struct wins (it is what other languages edit) and every part of the text
+    the Struct still agrees with keeps its bytes and key order. The view stops
+    at 16 levels of nesting (deeper values read as null there, and live only in
+    fidelity_json), so a message's protobuf nesting stays bounded.
     """
 
     role: "Role" = betterproto2.field(1, betterproto2.TYPE_ENUM, default_factory=lambda: Role(0))
@@ -1442,7 +1414,7 @@ class Text(betterproto2.Message):
         4, betterproto2.TYPE_MESSAGE, optional=True
     )
     """
-    Opaque provider data, passed back byte for byte (exact text in JsonShape).
+    See "fidelity" above.
     """
 
     sender: "Sender" = betterproto2.field(
@@ -1452,12 +1424,17 @@ class Text(betterproto2.Message):
     phase: "str | None" = betterproto2.field(6, betterproto2.TYPE_STRING, optional=True)
     """
     Legacy (v0.0.1): a segment label. Unset is written as null when the
-    source had "phase": null (JsonShape lists the key).
+    source had "phase": null (the key list names the key).
     """
 
     signature: "str | None" = betterproto2.field(7, betterproto2.TYPE_STRING, optional=True)
     """
     Legacy (v0.0.1): replaced by fidelity.
+    """
+
+    fidelity_json: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+    """
+    The exact text of fidelity, when the Struct alone would not give it back.
     """
 
 
@@ -1479,6 +1456,8 @@ class Thinking(betterproto2.Message):
     )
 
     signature: "str | None" = betterproto2.field(5, betterproto2.TYPE_STRING, optional=True)
+
+    fidelity_json: "str" = betterproto2.field(6, betterproto2.TYPE_STRING)
 
 
 default_message_pool.register_message("omni.v1", "Thinking", Thinking)
@@ -1540,6 +1519,8 @@ class ToolCall(betterproto2.Message):
 
     signature: "str | None" = betterproto2.field(7, betterproto2.TYPE_STRING, optional=True)
 
+    fidelity_json: "str" = betterproto2.field(8, betterproto2.TYPE_STRING)
+
 
 default_message_pool.register_message("omni.v1", "ToolCall", ToolCall)
 
@@ -1571,11 +1552,11 @@ class ToolDefinition(betterproto2.Message):
 
     description: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
 
-    parameters: "__google__protobuf__.Struct | None" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    parameters: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
     """
-    JSON Schema. Its exact text travels in JsonShape.
+    The JSON Schema object as compact JSON text, exactly as written; empty
+    when the tool has none. Parse it with your JSON library (or protojson /
+    JsonFormat into a Struct).
     """
 
 
@@ -1598,12 +1579,18 @@ class UnknownPayload(betterproto2.Message):
 
     type: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
     """
-    The payload's "type" string (empty if it had none).
+    The payload's "type" string; it must equal the "type" inside json.
     """
 
     json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
     """
-    The whole payload object as JSON text.
+    The whole payload object as compact JSON text (one line).
+    """
+
+    envelope_type: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The envelope "type" it travelled in ("model_msg", "event_msg", or one
+    this schema does not know either).
     """
 
 
@@ -1613,8 +1600,14 @@ default_message_pool.register_message("omni.v1", "UnknownPayload", UnknownPayloa
 @dataclass(eq=False, repr=False)
 class UnknownServerEvent(betterproto2.Message):
     type: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    The event's "type" string; it must equal the "type" inside json.
+    """
 
     json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    The whole event object as compact JSON text (one line).
+    """
 
 
 default_message_pool.register_message("omni.v1", "UnknownServerEvent", UnknownServerEvent)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from omni_grpc.transport.sse.dialect import DialectProjection, parse_tool_arguments
+from omni_grpc.vocabulary import AbortKind
 from omni_grpc_proto.omni.v1 import omni_pb2 as pb
 
 A = pb.ROLE_ASSISTANT
@@ -184,19 +187,51 @@ def test_auth_failures_are_reported_at_once() -> None:
     ]
 
 
-def test_an_abort_for_a_failure_is_an_error() -> None:
-    crash = pb.OmniMessage(abort=pb.Abort(reason="engine error: upstream refused"))
-    assert project([BEGIN, crash]) == [
-        ("error", {"code": "engine_error", "message": "engine error: upstream refused"}),
+def feed_all(
+    p: DialectProjection, msgs: list[tuple[pb.OmniMessage, AbortKind | None]]
+) -> list[tuple[str, dict[str, Any]]]:
+    out = [(e.event, e.data) for msg, kind in msgs for e in p.feed(msg, kind)]
+    return out + [(e.event, e.data) for e in p.finish()]
+
+
+@pytest.mark.parametrize("kind", [k for k in AbortKind if k.is_failure])
+def test_an_abort_of_a_failure_kind_is_an_error(kind: AbortKind) -> None:
+    crash = pb.OmniMessage(abort=pb.Abort(reason="upstream refused"))
+    assert feed_all(DialectProjection("run_1"), [(BEGIN, None), (crash, kind)]) == [
+        ("error", {"code": "engine_error", "message": "upstream refused"}),
         ("done", {"run_id": "run_1", "total_tokens": 0, "status": "failed"}),
     ]
+    # No reason given: the kind's own words.
+    bare = pb.OmniMessage(abort=pb.Abort())
+    assert feed_all(DialectProjection("run_1"), [(bare, kind)])[0] == (
+        "error",
+        {"code": "engine_error", "message": kind.default_reason},
+    )
     # After an auth failure the reference aborts with "llm request error": one error only.
     auth = [
-        BEGIN,
-        request_end(pb.STOP_REASON_AUTH, "401"),
-        pb.OmniMessage(abort=pb.Abort(reason="llm request error: 401")),
+        (BEGIN, None),
+        (request_end(pb.STOP_REASON_AUTH, "401"), None),
+        (pb.OmniMessage(abort=pb.Abort(reason="llm request error: 401")), kind),
     ]
-    assert [e for e, _ in project(auth)] == ["error", "done"]
+    assert [e for e, _ in feed_all(DialectProjection("run_1"), auth)] == ["error", "done"]
+
+
+@pytest.mark.parametrize("kind", [None, *(k for k in AbortKind if not k.is_failure)])
+def test_an_abort_someone_asked_for_is_no_error_whatever_its_reason(
+    kind: AbortKind | None,
+) -> None:
+    # The reason's words decide nothing: only the hub's kind does.
+    for reason in ("engine error: looks like a failure", "llm request error: 401", ""):
+        stop = pb.OmniMessage(abort=pb.Abort(reason=reason))
+        assert feed_all(DialectProjection("run_1"), [(BEGIN, None), (stop, kind)]) == [
+            ("done", {"run_id": "run_1", "total_tokens": 0, "status": "aborted"}),
+        ]
+
+
+def test_a_child_sessions_abort_is_not_the_runs() -> None:
+    child = pb.OmniMessage(abort=pb.Abort(reason="x"), origin=["child"])
+    events = feed_all(DialectProjection("run_1"), [(child, AbortKind.ENGINE_FAILURE)])
+    assert events == [("done", {"run_id": "run_1", "total_tokens": 0, "status": "completed"})]
 
 
 def test_user_abort_and_transport_failure_statuses() -> None:

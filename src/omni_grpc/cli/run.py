@@ -27,6 +27,7 @@ from omni_grpc.cli.pipes import EXIT_BROKEN_PIPE, stdout_gone
 from omni_grpc.cli.target import DEFAULT_PORT, with_default_port
 from omni_grpc.client import AgentClient, AgentError, StreamEvent
 from omni_grpc.convert import message_to_dict, server_event_to_dict
+from omni_grpc.vocabulary import ApprovalMode, Decision, StopReason, ThinkingLevel
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_RPC, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_CODES = f"""exit status:
@@ -57,14 +58,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--approve",
         # The words of serve --approval-mode and SSE approvalMode, plus short aliases.
-        choices=["allow-all", "deny-all", "read-only", "ask", "allow", "deny"],
+        choices=[*ApprovalMode, Decision.ALLOW, Decision.DENY],
         metavar="{allow-all,deny-all,read-only,ask}",
         help="approval mode for tool calls (default: the server's); "
         "allow and deny are short for allow-all and deny-all",
     )
-    parser.add_argument(
-        "--thinking", choices=["none", "low", "medium", "high", "xhigh", "max"], help="level"
-    )
+    parser.add_argument("--thinking", choices=list(ThinkingLevel), help="level")
     parser.add_argument("--json", action="store_true", help="print OmniMessages as JSONL")
     parser.add_argument(
         "--token",
@@ -152,7 +151,7 @@ class Renderer:
 
     def _on_approval_decision(self, p: dict[str, Any]) -> None:
         decision = p.get("decision", "")
-        style = "green" if decision == "allow" else "red"
+        style = "green" if decision == Decision.ALLOW else "red"
         self.console.print(Text(f"approval: {decision} [{p.get('tool_call_id', '')}]", style=style))
 
     def _on_token_usage(self, p: dict[str, Any]) -> None:
@@ -161,7 +160,7 @@ class Renderer:
         self.console.print(Text(line, style="dim"))
 
     def _on_request_end(self, p: dict[str, Any]) -> None:
-        if p.get("status") not in ("completed", "aborted"):
+        if p.get("status") not in (StopReason.COMPLETED, StopReason.ABORTED):
             detail = p.get("error_message") or p.get("status")
             self.console.print(Text(f"request failed: {detail}", style="red"))
 
@@ -184,7 +183,7 @@ async def ask_user(console: Console, event: StreamEvent) -> str:
         )
     )
     allowed = await asyncio.to_thread(Confirm.ask, "Allow this tool call?", console=console)
-    return "allow" if allowed else "deny"
+    return Decision.ALLOW if allowed else Decision.DENY
 
 
 def _tool_call_id(event: StreamEvent) -> str:
@@ -202,7 +201,8 @@ async def run_stream(args: argparse.Namespace, out: Console, err: Console) -> in
         tls_key=args.tls_key,
     )
     renderer = Renderer(out)
-    approval_mode = {"allow": "allow-all", "deny": "deny-all"}.get(args.approve, args.approve)
+    short = {Decision.ALLOW: ApprovalMode.ALLOW_ALL, Decision.DENY: ApprovalMode.DENY_ALL}
+    approval_mode = short.get(args.approve, args.approve)
     try:
         stream = client.run(
             args.prompt,
@@ -254,7 +254,7 @@ def describe_error(exc: AgentError) -> str:
 
 def run_command(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
-    if args.approve == "ask" and not sys.stdin.isatty():
+    if args.approve == ApprovalMode.ASK and not sys.stdin.isatty():
         say(err, "omni-grpc run: --approve ask needs a terminal to ask on")
         return EXIT_USAGE
     if (args.tls_cert is None) != (args.tls_key is None):

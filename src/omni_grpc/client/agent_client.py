@@ -12,31 +12,33 @@ from google.protobuf import struct_pb2
 
 from omni_grpc.client.errors import AgentError
 from omni_grpc.client.events import StreamEvent
+from omni_grpc.vocabulary import SESSION_HEADER as SESSION_HEADER
+from omni_grpc.vocabulary import ApprovalMode, Decision, ThinkingLevel
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc, omni_pb2
 
 _T = TypeVar("_T")
-SESSION_HEADER = "omni-session-id"
-APPROVAL_MODES = {
-    "allow": pb.APPROVAL_MODE_ALLOW_ALL,
-    "allow-all": pb.APPROVAL_MODE_ALLOW_ALL,
-    "deny": pb.APPROVAL_MODE_DENY_ALL,
-    "deny-all": pb.APPROVAL_MODE_DENY_ALL,
-    "read-only": pb.APPROVAL_MODE_READ_ONLY,
-    "ask": pb.APPROVAL_MODE_ASK,
+APPROVAL_MODES: dict[str, pb.ApprovalMode] = {
+    # The short forms are the CLI's --approve allow|deny.
+    Decision.ALLOW: pb.APPROVAL_MODE_ALLOW_ALL,
+    ApprovalMode.ALLOW_ALL: pb.APPROVAL_MODE_ALLOW_ALL,
+    Decision.DENY: pb.APPROVAL_MODE_DENY_ALL,
+    ApprovalMode.DENY_ALL: pb.APPROVAL_MODE_DENY_ALL,
+    ApprovalMode.READ_ONLY: pb.APPROVAL_MODE_READ_ONLY,
+    ApprovalMode.ASK: pb.APPROVAL_MODE_ASK,
 }
-THINKING_LEVELS = {
-    "none": pb.THINKING_LEVEL_NONE,
-    "low": pb.THINKING_LEVEL_LOW,
-    "medium": pb.THINKING_LEVEL_MEDIUM,
-    "high": pb.THINKING_LEVEL_HIGH,
-    "xhigh": pb.THINKING_LEVEL_XHIGH,
-    "max": pb.THINKING_LEVEL_MAX,
+THINKING_LEVELS: dict[str, pb.ThinkingLevel] = {
+    ThinkingLevel.NONE: pb.THINKING_LEVEL_NONE,
+    ThinkingLevel.LOW: pb.THINKING_LEVEL_LOW,
+    ThinkingLevel.MEDIUM: pb.THINKING_LEVEL_MEDIUM,
+    ThinkingLevel.HIGH: pb.THINKING_LEVEL_HIGH,
+    ThinkingLevel.XHIGH: pb.THINKING_LEVEL_XHIGH,
+    ThinkingLevel.MAX: pb.THINKING_LEVEL_MAX,
 }
-DECISIONS = {
-    "allow": omni_pb2.DECISION_ALLOW,
-    "deny": omni_pb2.DECISION_DENY,
-    "forbidden": omni_pb2.DECISION_FORBIDDEN,
+DECISIONS: dict[str, omni_pb2.Decision] = {
+    Decision.ALLOW: omni_pb2.DECISION_ALLOW,
+    Decision.DENY: omni_pb2.DECISION_DENY,
+    Decision.FORBIDDEN: omni_pb2.DECISION_FORBIDDEN,
 }
 
 

@@ -7,8 +7,6 @@ from typing import Any
 
 from omni_grpc.engines.base import AbortSignal, ApproveFn, Decision
 
-_DECISIONS = ("allow", "deny", "forbidden")
-
 
 async def ask(approve: ApproveFn, call: dict[str, Any], abort: AbortSignal) -> Decision | None:
     """The host's decision on ``call``; None when the run is aborted first.
@@ -30,5 +28,8 @@ async def ask(approve: ApproveFn, call: dict[str, Any], abort: AbortSignal) -> D
     try:
         answer = decision.result()
     except Exception:
-        return "deny"
-    return answer if answer in _DECISIONS else "deny"
+        return Decision.DENY
+    try:
+        return Decision(answer)
+    except ValueError:
+        return Decision.DENY

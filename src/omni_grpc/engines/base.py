@@ -24,11 +24,13 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+# Re-exported: an engine finds its words beside its contract.
+from omni_grpc.vocabulary import AbortKind as AbortKind
+from omni_grpc.vocabulary import Decision as Decision
 from omni_grpc_proto.omni.v1 import omni_pb2
 
-Decision = Literal["allow", "deny", "forbidden"]
 JsonObject = dict[str, Any]
 # What an engine may yield: a JSON-shaped dict, or the protobuf message.
 EngineMessage = Mapping[str, Any] | omni_pb2.OmniMessage
@@ -36,15 +38,17 @@ ApproveFn = Callable[[JsonObject], Awaitable[Decision]]
 
 
 class AbortSignal:
-    """An asyncio event that also carries the abort reason."""
+    """An asyncio event that also carries the abort reason and who asked for it."""
 
     def __init__(self) -> None:
         self._event = asyncio.Event()
         self.reason: str | None = None
+        self.kind: AbortKind | None = None
 
-    def set(self, reason: str | None = None) -> None:
+    def set(self, reason: str | None = None, kind: AbortKind = AbortKind.USER) -> None:
         if not self._event.is_set():
             self.reason = reason
+            self.kind = kind
             self._event.set()
 
     def is_set(self) -> bool:

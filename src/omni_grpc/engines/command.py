@@ -31,6 +31,7 @@ from omni_grpc.engines.asking import ask
 from omni_grpc.engines.base import AbortSignal, EngineMessage, RunOptions
 from omni_grpc.engines.segments import OpenFragments
 from omni_grpc.protocol import builders as b
+from omni_grpc.vocabulary import USER_ABORT_REASON
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 JsonObject = dict[str, Any]
@@ -235,7 +236,7 @@ class _Bridge:
     async def _abort(self) -> AsyncIterator[EngineMessage]:
         """Asks the child to stop, relays what it still says, then closes what it left open."""
         assert self.proc is not None
-        reason = self.options.abort.reason or "aborted by user"
+        reason = self.options.abort.reason or USER_ABORT_REASON
         with contextlib.suppress(_Failed):
             await self._send({"type": "abort", "reason": reason})
         loop = asyncio.get_running_loop()

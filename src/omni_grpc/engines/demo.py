@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from omni_grpc import protocol
 from omni_grpc.engines.base import Decision, JsonObject, RunOptions
+from omni_grpc.vocabulary import USER_ABORT_REASON
 
 TOOL_NAME = "list_workspace"
 _TOOL = protocol.tool_definition(
@@ -170,7 +171,7 @@ class _Turn:
         decision = await _ask(opts, call)
         # The decision is recorded even when an abort resolved it (as deny).
         yield protocol.approval_decision(decision, call_id)
-        if decision != "allow":
+        if decision != Decision.ALLOW:
             yield protocol.denied_tool_output(call, decision)
         if opts.abort.is_set():
             raise _Aborted
@@ -179,7 +180,7 @@ class _Turn:
 
         # The approved tool runs after the model's request ended, as in the reference.
         listing = None
-        if decision == "allow":
+        if decision == Decision.ALLOW:
             listing = _list_workspace(opts.workspace)
             async for msg in self._segment("partial_tool_call_output", [listing], call_id):
                 yield msg
@@ -228,7 +229,7 @@ class _Turn:
             self.fragment = None
         if self.request_open:
             out.append(self._end("aborted"))
-        out.append(protocol.abort_event(self.options.abort.reason or "aborted by user"))
+        out.append(protocol.abort_event(self.options.abort.reason or USER_ABORT_REASON))
         return out
 
 
@@ -236,7 +237,7 @@ async def _ask(options: RunOptions, call: JsonObject) -> Decision:
     try:
         return await options.approve(call)
     except Exception:  # a failing callback counts as deny (reference rule)
-        return "deny"
+        return Decision.DENY
 
 
 _PARTIALS: dict[str, Callable[..., JsonObject]] = {

@@ -32,6 +32,7 @@ from omni_grpc.engines.asking import ask
 from omni_grpc.engines.base import EngineMessage, RunOptions
 from omni_grpc.engines.segments import OpenFragments
 from omni_grpc.protocol import builders as b
+from omni_grpc.vocabulary import USER_ABORT_REASON
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import omni_pb2
 
@@ -155,7 +156,7 @@ class _ProxiedRun:
         if self.options.abort.is_set() and not self.abort_seen:
             for closing in self._closing("aborted"):
                 yield closing
-            yield b.abort_event(self.options.abort.reason or "aborted by user")
+            yield b.abort_event(self.options.abort.reason or USER_ABORT_REASON)
         elif not self.finished and not self.abort_seen:
             for closing in self._failure(None):
                 yield closing
@@ -210,7 +211,7 @@ class _ProxiedRun:
     async def _forward_abort(self) -> None:
         await self.options.abort.wait()
         assert self.stream is not None
-        reason = self.options.abort.reason or "aborted by user"
+        reason = self.options.abort.reason or USER_ABORT_REASON
         with contextlib.suppress(AgentError, asyncio.TimeoutError):
             session = await asyncio.wait_for(self.stream.session(), timeout=self.engine.grace)
             await asyncio.wait_for(self.engine.client().abort(session, reason), self.engine.grace)

@@ -34,6 +34,7 @@ from omni_grpc.protocol import builders as b
 from omni_grpc.protocol.guards import is_partial_kind, payload_kind
 from omni_grpc.protocol.timestamps import now_timestamp
 from omni_grpc.trace.formats import format_from_path, read_records
+from omni_grpc.vocabulary import USER_ABORT_REASON, Decision
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 JsonObject = dict[str, Any]
@@ -186,18 +187,18 @@ class _Player:
         try:
             decision = await self.run_options.approve(call)
         except Exception:
-            decision = "deny"
+            decision = Decision.DENY
         call_id = str(payload.get("tool_call_id", ""))
         self.skip_decisions.add(call_id)
         yield b.approval_decision(decision, call_id)
-        if decision != "allow":
+        if decision != Decision.ALLOW:
             self.skip_outputs.add(call_id)
             yield b.denied_tool_output(call, decision)
 
     async def _aborted(self) -> AsyncIterator[JsonObject]:
         if self.request_open:
             yield b.request_end("aborted")
-        yield b.abort_event(self.run_options.abort.reason or "aborted by user")
+        yield b.abort_event(self.run_options.abort.reason or USER_ABORT_REASON)
 
     async def _pause(self, recorded: _Recorded) -> bool:
         gap = 0.0

@@ -27,13 +27,15 @@ from typing import Any
 import httpx
 
 from omni_grpc.convert import message_to_dict
-from omni_grpc.engines.base import JsonObject, RunOptions
+from omni_grpc.engines.base import Decision, JsonObject, RunOptions
 from omni_grpc.transport.sse.consumer import (
     SSEStreamError,
     StreamItem,
     auth_headers,
     read_reference,
 )
+from omni_grpc.vocabulary import ApprovalMode, SessionState
+from omni_grpc_proto.omni.v1 import agent_service_pb2
 
 SCHEMES = ("sse+http://", "sse+https://")
 
@@ -59,11 +61,18 @@ def _input_parts(input: list[JsonObject]) -> list[JsonObject]:
     return parts
 
 
-def _state(item: StreamItem) -> str | None:
+_STATES = {
+    agent_service_pb2.SESSION_STATE_IDLE: SessionState.IDLE,
+    agent_service_pb2.SESSION_STATE_RUNNING: SessionState.RUNNING,
+    agent_service_pb2.SESSION_STATE_COMPACTING: SessionState.COMPACTING,
+}
+
+
+def _state(item: StreamItem) -> SessionState | None:
     if item.server_event_kind != "task_state":
         return None
     assert item.server_event is not None
-    return {1: "idle", 2: "running", 3: "compacting"}.get(item.server_event.task_state.state)
+    return _STATES.get(item.server_event.task_state.state)
 
 
 class SseUpstreamEngine:
@@ -110,7 +119,7 @@ class SseUpstreamEngine:
         parts = _input_parts(input)
         upstream = await self._upstream_session(options.session_id)
         base = f"/api/sessions/{upstream}"
-        task: JsonObject = {"input": parts, "approvalMode": "ask"}
+        task: JsonObject = {"input": parts, "approvalMode": ApprovalMode.ASK.value}
         if options.thinking_level:
             task["thinkingLevel"] = options.thinking_level
 
@@ -119,16 +128,16 @@ class SseUpstreamEngine:
         try:
             # The first event is the connect-time task_state: the stream is live.
             first = await anext(stream)
-            if _state(first) != "idle":
+            if _state(first) != SessionState.IDLE:
                 raise UpstreamError(f"upstream session {upstream} is busy")
             await self._post(f"{base}/tasks", task, (200, 202))
             relay_abort = asyncio.create_task(self._relay_abort(base, options))
             started = False
             async for item in stream:
                 state = _state(item)
-                if state == "running":
+                if state == SessionState.RUNNING:
                     started = True
-                elif state == "idle" and started:
+                elif state == SessionState.IDLE and started:
                     return
                 elif item.server_event_kind == "resync_required":
                     raise UpstreamError("the upstream stream lost events (resync_required)")
@@ -150,9 +159,11 @@ class SseUpstreamEngine:
         call: Any = item.server_event.approval_request.tool_call
         decision = await options.approve(message_to_dict(call))
         # The reference's approval route takes allow or deny only.
-        upstream_decision = "allow" if decision == "allow" else "deny"
+        upstream_decision = Decision.ALLOW if decision == Decision.ALLOW else Decision.DENY
         call_id = call.tool_call.tool_call_id
-        await self._post(f"{base}/approvals/{call_id}", {"decision": upstream_decision}, (204, 200))
+        await self._post(
+            f"{base}/approvals/{call_id}", {"decision": upstream_decision.value}, (204, 200)
+        )
 
     async def _relay_abort(self, base: str, options: RunOptions) -> None:
         await options.abort.wait()

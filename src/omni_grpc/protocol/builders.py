@@ -6,7 +6,9 @@ the codec) writes the bytes the reference writes. Omission rules follow the
 reference: ``stop_reason`` is always written (default ``"completed"``); ``fidelity``
 is left out when ``None`` or ``{}``; ``images`` when ``None`` or ``[]``; optional
 retry keys when ``None``. Every builder takes ``timestamp=`` for deterministic
-output; without it the current time is used.
+output; without it the current time is used. Words from ``omni_grpc.vocabulary``
+are accepted wherever a spelling goes and written as plain ``str`` (the codec's
+fast path checks ``type(value) is str``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from omni_grpc.protocol.timestamps import now_timestamp
+from omni_grpc.vocabulary import Decision, StopReason
 
 Json = dict[str, Any]
 
@@ -51,11 +54,11 @@ def text_message(
     role: str,
     text: str,
     *,
-    stop_reason: str = "completed",
+    stop_reason: str = StopReason.COMPLETED,
     fidelity: Mapping[str, Any] | None = None,
     timestamp: str | None = None,
 ) -> Json:
-    payload: Json = {"type": "text", "role": role, "text": text, "stop_reason": stop_reason}
+    payload: Json = {"type": "text", "role": role, "text": text, "stop_reason": str(stop_reason)}
     return _model(_with_fidelity(payload, fidelity), timestamp)
 
 
@@ -71,7 +74,7 @@ def user_text(text: str, sender: str | None = None, *, timestamp: str | None = N
 def assistant_text(
     text: str,
     *,
-    stop_reason: str = "completed",
+    stop_reason: str = StopReason.COMPLETED,
     fidelity: Mapping[str, Any] | None = None,
     timestamp: str | None = None,
 ) -> Json:
@@ -80,9 +83,11 @@ def assistant_text(
     )
 
 
-def image_url(url: str, *, stop_reason: str = "completed", timestamp: str | None = None) -> Json:
+def image_url(
+    url: str, *, stop_reason: str = StopReason.COMPLETED, timestamp: str | None = None
+) -> Json:
     payload: Json = {"type": "image_url", "role": "user", "image_url": url}
-    payload["stop_reason"] = stop_reason
+    payload["stop_reason"] = str(stop_reason)
     return _model(payload, timestamp)
 
 
@@ -91,7 +96,7 @@ def inline_data(
     data: str,
     mime_type: str,
     *,
-    stop_reason: str = "completed",
+    stop_reason: str = StopReason.COMPLETED,
     fidelity: Mapping[str, Any] | None = None,
     timestamp: str | None = None,
 ) -> Json:
@@ -100,7 +105,7 @@ def inline_data(
         "role": role,
         "data": data,
         "mime_type": mime_type,
-        "stop_reason": stop_reason,
+        "stop_reason": str(stop_reason),
     }
     return _model(_with_fidelity(payload, fidelity), timestamp)
 
@@ -109,7 +114,7 @@ def inline_thinking(
     data: str,
     mime_type: str,
     *,
-    stop_reason: str = "completed",
+    stop_reason: str = StopReason.COMPLETED,
     fidelity: Mapping[str, Any] | None = None,
     timestamp: str | None = None,
 ) -> Json:
@@ -118,7 +123,7 @@ def inline_thinking(
         "role": "assistant",
         "data": data,
         "mime_type": mime_type,
-        "stop_reason": stop_reason,
+        "stop_reason": str(stop_reason),
     }
     return _model(_with_fidelity(payload, fidelity), timestamp)
 
@@ -126,7 +131,7 @@ def inline_thinking(
 def thinking(
     text: str,
     *,
-    stop_reason: str = "completed",
+    stop_reason: str = StopReason.COMPLETED,
     fidelity: Mapping[str, Any] | None = None,
     timestamp: str | None = None,
 ) -> Json:
@@ -134,7 +139,7 @@ def thinking(
         "type": "thinking",
         "role": "assistant",
         "thinking": text,
-        "stop_reason": stop_reason,
+        "stop_reason": str(stop_reason),
     }
     return _model(_with_fidelity(payload, fidelity), timestamp)
 
@@ -144,7 +149,7 @@ def tool_call(
     arguments: str,
     tool_call_id: str,
     *,
-    stop_reason: str = "completed",
+    stop_reason: str = StopReason.COMPLETED,
     fidelity: Mapping[str, Any] | None = None,
     timestamp: str | None = None,
 ) -> Json:
@@ -154,7 +159,7 @@ def tool_call(
         "name": name,
         "arguments": arguments,
         "tool_call_id": tool_call_id,
-        "stop_reason": stop_reason,
+        "stop_reason": str(stop_reason),
     }
     return _model(_with_fidelity(payload, fidelity), timestamp)
 
@@ -164,14 +169,14 @@ def tool_call_output(
     tool_call_id: str,
     *,
     images: Sequence[str] | None = None,
-    stop_reason: str = "completed",
+    stop_reason: str = StopReason.COMPLETED,
     timestamp: str | None = None,
 ) -> Json:
     payload: Json = {"type": "tool_call_output", "role": "user", "output": output}
     if images:
         payload["images"] = list(images)
     payload["tool_call_id"] = tool_call_id
-    payload["stop_reason"] = stop_reason
+    payload["stop_reason"] = str(stop_reason)
     return _model(payload, timestamp)
 
 
@@ -183,14 +188,16 @@ def denied_tool_output(
     ``call`` is the ``tool_call`` message (or its payload); ``decision`` is
     ``"deny"`` (the user said no) or ``"forbidden"`` (the command policy vetoed it).
     """
-    texts = {"deny": DENIED_BY_USER, "forbidden": DENIED_BY_POLICY}
+    texts: dict[str, str] = {Decision.DENY: DENIED_BY_USER, Decision.FORBIDDEN: DENIED_BY_POLICY}
     if decision not in texts:
         raise ValueError(f"no denied output for decision {decision!r}: use deny or forbidden")
     payload = call.get("payload", call)
     call_id = payload.get("tool_call_id") if isinstance(payload, Mapping) else None
     if not isinstance(call_id, str):
         raise ValueError("the tool call has no string tool_call_id")
-    return tool_call_output(texts[decision], call_id, stop_reason="aborted", timestamp=timestamp)
+    return tool_call_output(
+        texts[decision], call_id, stop_reason=StopReason.ABORTED, timestamp=timestamp
+    )
 
 
 # ---- streaming partials -----------------------------------------------------
@@ -200,15 +207,15 @@ def partial_text(
     event_type: str,
     text: str = "",
     *,
-    stop_reason: str = "completed",
+    stop_reason: str = StopReason.COMPLETED,
     timestamp: str | None = None,
 ) -> Json:
     payload: Json = {
         "type": "partial_text",
         "role": "assistant",
-        "event_type": event_type,
+        "event_type": str(event_type),
         "text": text,
-        "stop_reason": stop_reason,
+        "stop_reason": str(stop_reason),
     }
     return _model(payload, timestamp)
 
@@ -217,15 +224,15 @@ def partial_thinking(
     event_type: str,
     text: str = "",
     *,
-    stop_reason: str = "completed",
+    stop_reason: str = StopReason.COMPLETED,
     timestamp: str | None = None,
 ) -> Json:
     payload: Json = {
         "type": "partial_thinking",
         "role": "assistant",
-        "event_type": event_type,
+        "event_type": str(event_type),
         "thinking": text,
-        "stop_reason": stop_reason,
+        "stop_reason": str(stop_reason),
     }
     return _model(payload, timestamp)
 
@@ -236,17 +243,17 @@ def partial_tool_call(
     arguments: str = "",
     tool_call_id: str = "",
     *,
-    stop_reason: str = "completed",
+    stop_reason: str = StopReason.COMPLETED,
     timestamp: str | None = None,
 ) -> Json:
     payload: Json = {
         "type": "partial_tool_call",
         "role": "assistant",
-        "event_type": event_type,
+        "event_type": str(event_type),
         "name": name,
         "arguments": arguments,
         "tool_call_id": tool_call_id,
-        "stop_reason": stop_reason,
+        "stop_reason": str(stop_reason),
     }
     return _model(payload, timestamp)
 
@@ -257,19 +264,19 @@ def partial_tool_call_output(
     tool_call_id: str = "",
     *,
     images: Sequence[str] | None = None,
-    stop_reason: str = "completed",
+    stop_reason: str = StopReason.COMPLETED,
     timestamp: str | None = None,
 ) -> Json:
     payload: Json = {
         "type": "partial_tool_call_output",
         "role": "user",
-        "event_type": event_type,
+        "event_type": str(event_type),
         "output": output,
     }
     if images:
         payload["images"] = list(images)
     payload["tool_call_id"] = tool_call_id
-    payload["stop_reason"] = stop_reason
+    payload["stop_reason"] = str(stop_reason)
     return _model(payload, timestamp)
 
 
@@ -277,7 +284,7 @@ def partial_tool_call_output(
 
 
 def approval_decision(decision: str, tool_call_id: str, *, timestamp: str | None = None) -> Json:
-    payload: Json = {"type": "approval_decision", "decision": decision}
+    payload: Json = {"type": "approval_decision", "decision": str(decision)}
     payload["tool_call_id"] = tool_call_id
     return _event(payload, timestamp)
 
@@ -299,7 +306,7 @@ def request_end(
     retry_in_ms: int | None = None,
     timestamp: str | None = None,
 ) -> Json:
-    payload: Json = {"type": "request_end", "status": status}
+    payload: Json = {"type": "request_end", "status": str(status)}
     if error_message is not None:
         payload["error_message"] = error_message
     if attempt is not None:
@@ -348,7 +355,12 @@ def compaction_end(
     timestamp: str | None = None,
 ) -> Json:
     # Note the order differs from request_end: attempt before error_message.
-    payload: Json = {"type": "compaction_end", "reason": reason, "mode": mode, "status": status}
+    payload: Json = {
+        "type": "compaction_end",
+        "reason": reason,
+        "mode": mode,
+        "status": str(status),
+    }
     if attempt is not None:
         payload["attempt"] = attempt
     if error_message is not None:
@@ -395,7 +407,7 @@ def mcp_server_result(
     tools: int | None = None,
     error: str | None = None,
 ) -> Json:
-    result: Json = {"server": server, "transport": transport, "status": status}
+    result: Json = {"server": server, "transport": transport, "status": str(status)}
     result["duration_ms"] = duration_ms
     if tools is not None:
         result["tools"] = tools
@@ -407,7 +419,7 @@ def mcp_server_result(
 def mcp_connect_end(
     status: str, results: Sequence[Mapping[str, Any]], *, timestamp: str | None = None
 ) -> Json:
-    payload: Json = {"type": "mcp_connect_end", "status": status}
+    payload: Json = {"type": "mcp_connect_end", "status": str(status)}
     payload["results"] = [dict(r) for r in results]
     return _event(payload, timestamp)
 

@@ -9,20 +9,13 @@ re-sent to every new subscriber and resolve to ``deny`` when the run aborts.
 from __future__ import annotations
 
 import asyncio
-import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from omni_grpc.engines.base import AbortSignal, ApproveFn, Decision, JsonObject
 from omni_grpc.runtime.errors import ApprovalNotPending
 from omni_grpc.runtime.events import EventBody
-
-
-class ApprovalMode(enum.StrEnum):
-    ALLOW_ALL = "allow-all"
-    DENY_ALL = "deny-all"
-    READ_ONLY = "read-only"
-    ASK = "ask"
+from omni_grpc.vocabulary import ApprovalMode as ApprovalMode
 
 
 @dataclass
@@ -58,7 +51,7 @@ class ApprovalBroker:
         """Resolves every open ask as ``deny`` (the run is aborting)."""
         for pending in self._pending.values():
             if not pending.future.done():
-                pending.future.set_result("deny")
+                pending.future.set_result(Decision.DENY)
 
     def make_approver(
         self,
@@ -69,15 +62,15 @@ class ApprovalBroker:
     ) -> ApproveFn:
         async def approve(tool_call: JsonObject) -> Decision:
             if abort.is_set():
-                return "deny"
+                return Decision.DENY
             payload = tool_call.get("payload", {})
             name = str(payload.get("name", ""))
             if mode is ApprovalMode.ALLOW_ALL:
-                return "allow"
+                return Decision.ALLOW
             if mode is ApprovalMode.DENY_ALL:
-                return "deny"
+                return Decision.DENY
             if mode is ApprovalMode.READ_ONLY:
-                return "allow" if is_read_only(name) else "deny"
+                return Decision.ALLOW if is_read_only(name) else Decision.DENY
             return await self._ask(tool_call, str(payload.get("tool_call_id", "")), publish_ask)
 
         return approve

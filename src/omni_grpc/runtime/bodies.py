@@ -7,18 +7,18 @@ from collections.abc import Sequence
 from omni_grpc.convert import serialize_message, serialize_server_event
 from omni_grpc.runtime.events import EventBody, HubEvent
 from omni_grpc.runtime.health import RunFailure
+from omni_grpc.vocabulary import AbortKind, SessionState
 from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
 
-TaskStateName = str  # "idle" | "running"
-
 _STATES = {
-    "idle": agent_service_pb2.SESSION_STATE_IDLE,
-    "running": agent_service_pb2.SESSION_STATE_RUNNING,
+    SessionState.IDLE: agent_service_pb2.SESSION_STATE_IDLE,
+    SessionState.RUNNING: agent_service_pb2.SESSION_STATE_RUNNING,
+    SessionState.COMPACTING: agent_service_pb2.SESSION_STATE_COMPACTING,
 }
 
 
-def message_body(msg: omni_pb2.OmniMessage) -> EventBody:
-    return EventBody(msg, None, serialize_message(msg))
+def message_body(msg: omni_pb2.OmniMessage, abort_kind: AbortKind | None = None) -> EventBody:
+    return EventBody(msg, None, serialize_message(msg), abort_kind=abort_kind)
 
 
 def server_event_body(event: agent_service_pb2.ServerEvent) -> EventBody:
@@ -26,7 +26,7 @@ def server_event_body(event: agent_service_pb2.ServerEvent) -> EventBody:
 
 
 def task_state_body(
-    state: TaskStateName, queued: int = 0, failure: RunFailure | None = None
+    state: SessionState, queued: int = 0, failure: RunFailure | None = None
 ) -> EventBody:
     # The reference always writes queued (0 without a queue).
     event = agent_service_pb2.ServerEvent(

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from omni_grpc.runtime.health import RunFailure
+from omni_grpc.vocabulary import AbortKind
 from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
 
 _EVENT_ID = re.compile(r"^(.*)-(\d+)$")
@@ -27,6 +28,10 @@ class EventBody:
     # trace could not be written): why, for the run's client. Not on the wire
     # of the reference stream, whose task_state has no such field.
     failure: RunFailure | None = None
+    # On an ``abort`` message: who or what ended the run. The message itself
+    # has only a free-text reason (the reference schema), so a log that stores
+    # events elsewhere must store this beside ``data``.
+    abort_kind: AbortKind | None = None
 
     @property
     def size(self) -> int:
@@ -59,6 +64,10 @@ class HubEvent:
     @property
     def failure(self) -> RunFailure | None:
         return self.body.failure
+
+    @property
+    def abort_kind(self) -> AbortKind | None:
+        return self.body.abort_kind
 
 
 def utf16_length(data: bytes) -> int:

@@ -50,12 +50,12 @@ from omni_grpc.runtime.store import SessionStore, utc_now
 from omni_grpc.trace import TraceWriter, read_jsonl
 from omni_grpc.trace.paths import new_session_id, parse_shard_name
 from omni_grpc.trace.resume import read_trace, recover_shard
+from omni_grpc.vocabulary import AbortKind, Decision, SessionState
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 log = logging.getLogger(__name__)
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
-DEFAULT_ABORT_REASON = "aborted by user"
 
 # Builds a session's event log; the default is the in-memory ring buffer.
 LogFactory = Callable[[str], EventLog]
@@ -87,7 +87,7 @@ class RunRequest:
 @dataclass
 class SessionInfo:
     session_id: str
-    state: str  # "idle" | "running"
+    state: SessionState
     created_at: str
     updated_at: str
     message_count: int
@@ -259,7 +259,7 @@ class Hub:
         source = meta.get("source")
         return SessionInfo(
             session_id=session.session_id,
-            state="running" if session.running else "idle",
+            state=SessionState.RUNNING if session.running else SessionState.IDLE,
             created_at=session.created_at,
             updated_at=session.updated_at,
             message_count=session.message_count,
@@ -345,7 +345,7 @@ class Hub:
         pending approvals to this subscriber only, then the live stream."""
         session = self._get(session_id)
         initial: list[EventBody] = [
-            bodies.task_state_body("running" if session.running else "idle")
+            bodies.task_state_body(SessionState.RUNNING if session.running else SessionState.IDLE)
         ]
         for pending in session.approvals.pending():
             if pending.request is not None:
@@ -353,16 +353,20 @@ class Hub:
         return await self._log(session).subscribe(after_event_id or None, initial)
 
     def approve(self, session_id: str, tool_call_id: str, decision: str) -> None:
-        if decision not in ("allow", "deny", "forbidden"):
-            raise InvalidRequest("decision", "must be allow, deny or forbidden")
-        self._get(session_id).approvals.resolve(tool_call_id, decision)  # type: ignore[arg-type]
+        try:
+            chosen = Decision(decision)
+        except ValueError:
+            raise InvalidRequest("decision", "must be allow, deny or forbidden") from None
+        self._get(session_id).approvals.resolve(tool_call_id, chosen)
 
-    def abort(self, session_id: str, reason: str | None = None) -> bool:
+    def abort(
+        self, session_id: str, reason: str | None = None, kind: AbortKind = AbortKind.USER
+    ) -> bool:
         """Signals the running task; False when the session is idle."""
         session = self._get(session_id)
         if not session.running or session.abort is None:
             return False
-        session.abort.set(reason or DEFAULT_ABORT_REASON)
+        session.abort.set(reason or kind.default_reason, kind)
         session.approvals.deny_all()
         return True
 
@@ -371,14 +375,14 @@ class Hub:
         if task is not None:
             await asyncio.shield(task)
 
-    async def shutdown(self, reason: str = "server shutting down") -> None:
+    async def shutdown(self, reason: str = AbortKind.SHUTDOWN.default_reason) -> None:
         """Aborts every running task, waits for each to record its abort, and ends
         every subscription."""
         self._closing = True
         tasks = []
         for session in self._sessions.values():
             if session.task is not None:
-                self.abort(session.session_id, reason)
+                self.abort(session.session_id, reason, AbortKind.SHUTDOWN)
                 tasks.append(session.task)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -403,7 +407,8 @@ class Hub:
         # Partials and child-session messages are never recorded; skipping them
         # here keeps the writer's full check off the hot path of every delta.
         arm = msg.WhichOneof("payload") or ""
-        body = bodies.message_body(msg)  # serialized once, for the trace and every transport
+        kind = _abort_kind(session.abort) if arm == "abort" else None
+        body = bodies.message_body(msg, kind)  # serialized once, for the trace and every transport
         recordable = not arm.startswith("partial_") and not msg.origin
         if recordable:
             self._record(session, msg, body.data)
@@ -443,7 +448,7 @@ class Hub:
                 session.meta_written = True
             for msg in inputs:
                 await self._emit(session, event_log, msg)
-            await event_log.publish(bodies.task_state_body("running"))
+            await event_log.publish(bodies.task_state_body(SessionState.RUNNING))
             await self._run_engine(session, event_log, inputs, request, abort)
         except TraceRejected as exc:
             failure = exc.failure
@@ -461,7 +466,7 @@ class Hub:
             session.idle_since = time.monotonic()
             session.approvals.deny_all()
             session.updated_at = utc_now()
-            await event_log.publish(bodies.task_state_body("idle", failure=failure))
+            await event_log.publish(bodies.task_state_body(SessionState.IDLE, failure=failure))
 
     def _session_meta(self, session: _Session) -> JsonObject:
         payload = self._meta_for(session.session_id, session.workspace)
@@ -631,6 +636,14 @@ class Hub:
 
 # Payloads a run's input may carry: complete user-side model messages.
 _INPUT_PAYLOADS = frozenset({"text", "image_url", "inline_data", "tool_call_output"})
+
+
+def _abort_kind(signal: AbortSignal | None) -> AbortKind:
+    """Who ended the run: whoever set the signal; an engine that aborts with no
+    signal set gave up on its own (the reference's ``llm request error``)."""
+    if signal is not None and signal.is_set() and signal.kind is not None:
+        return signal.kind
+    return AbortKind.ENGINE_FAILURE
 
 
 def _writer(session: _Session) -> TraceWriter:

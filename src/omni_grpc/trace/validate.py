@@ -22,6 +22,7 @@ from typing import Any, Literal
 from omni_grpc.convert import message_to_dict
 from omni_grpc.protocol.guards import KNOWN_KINDS, PARTIAL_KINDS
 from omni_grpc.trace.records import TraceRecord
+from omni_grpc.vocabulary import Decision, EventType, StopReason
 
 Severity = Literal["error", "warning"]
 Report = Callable[[Severity, str, str], None]
@@ -38,13 +39,13 @@ _CONTENT_KEY = {
     "partial_tool_call": "arguments",
     "partial_tool_call_output": "output",
 }
-_STOP_REASONS = frozenset({"completed", "failed", "aborted", "timeout", "malformed", "auth"})
+_STOP_REASONS = frozenset(StopReason)
 _ENUMS: dict[str, frozenset[str]] = {
     "stop_reason": _STOP_REASONS,
     "status": _STOP_REASONS,
     "role": frozenset({"user", "assistant"}),
-    "event_type": frozenset({"start", "delta", "stop"}),
-    "decision": frozenset({"allow", "deny", "forbidden"}),
+    "event_type": frozenset(EventType),
+    "decision": frozenset(Decision),
     "sender": frozenset({"user", "parent_agent", "harness", "server"}),
 }
 

@@ -37,6 +37,7 @@ from omni_grpc.engines.openai.transport import (
 )
 from omni_grpc.engines.tools import ToolContext, ToolResult, run_tool
 from omni_grpc.protocol import builders as b
+from omni_grpc.vocabulary import USER_ABORT_REASON, Decision
 
 JsonObject = dict[str, Any]
 
@@ -251,7 +252,7 @@ class _Run:
             return  # aborted while waiting; the caller ends the run
         call_id = payload["tool_call_id"]
         yield b.approval_decision(decision, call_id)
-        if decision != "allow":
+        if decision != Decision.ALLOW:
             denied = b.denied_tool_output(call, decision)
             self.items.append(dict(denied["payload"]))
             yield denied
@@ -322,7 +323,7 @@ class _Run:
         return headers
 
     def _abort_reason(self) -> str:
-        return self.options.abort.reason or "aborted by user"
+        return self.options.abort.reason or USER_ABORT_REASON
 
 
 class _Outcome:

@@ -6,20 +6,20 @@ from google.protobuf import json_format
 
 from omni_grpc import protocol
 from omni_grpc.convert import message_from_dict
-from omni_grpc.runtime.approvals import ApprovalMode
 from omni_grpc.runtime.errors import InvalidRequest
 from omni_grpc.runtime.hub import RunRequest
+from omni_grpc.vocabulary import ApprovalMode, Decision, ThinkingLevel
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import omni_pb2
 
-THINKING_LEVELS: dict[int, str | None] = {
+THINKING_LEVELS: dict[int, ThinkingLevel | None] = {
     pb.THINKING_LEVEL_UNSPECIFIED: None,
-    pb.THINKING_LEVEL_NONE: "none",
-    pb.THINKING_LEVEL_LOW: "low",
-    pb.THINKING_LEVEL_MEDIUM: "medium",
-    pb.THINKING_LEVEL_HIGH: "high",
-    pb.THINKING_LEVEL_XHIGH: "xhigh",
-    pb.THINKING_LEVEL_MAX: "max",
+    pb.THINKING_LEVEL_NONE: ThinkingLevel.NONE,
+    pb.THINKING_LEVEL_LOW: ThinkingLevel.LOW,
+    pb.THINKING_LEVEL_MEDIUM: ThinkingLevel.MEDIUM,
+    pb.THINKING_LEVEL_HIGH: ThinkingLevel.HIGH,
+    pb.THINKING_LEVEL_XHIGH: ThinkingLevel.XHIGH,
+    pb.THINKING_LEVEL_MAX: ThinkingLevel.MAX,
 }
 APPROVAL_MODES: dict[int, ApprovalMode | None] = {
     pb.APPROVAL_MODE_UNSPECIFIED: None,
@@ -28,10 +28,10 @@ APPROVAL_MODES: dict[int, ApprovalMode | None] = {
     pb.APPROVAL_MODE_READ_ONLY: ApprovalMode.READ_ONLY,
     pb.APPROVAL_MODE_ASK: ApprovalMode.ASK,
 }
-DECISIONS: dict[int, str] = {
-    omni_pb2.DECISION_ALLOW: "allow",
-    omni_pb2.DECISION_DENY: "deny",
-    omni_pb2.DECISION_FORBIDDEN: "forbidden",
+DECISIONS: dict[int, Decision] = {
+    omni_pb2.DECISION_ALLOW: Decision.ALLOW,
+    omni_pb2.DECISION_DENY: Decision.DENY,
+    omni_pb2.DECISION_FORBIDDEN: Decision.FORBIDDEN,
 }
 
 
@@ -61,7 +61,7 @@ def require(value: str, field: str) -> str:
     return value
 
 
-def decision(value: int) -> str:
+def decision(value: int) -> Decision:
     if value not in DECISIONS:
         raise InvalidRequest(
             "decision", "must be DECISION_ALLOW, DECISION_DENY or DECISION_FORBIDDEN"

@@ -13,14 +13,19 @@ from omni_grpc.runtime.events import HubEvent
 from omni_grpc.runtime.hub import Hub, SessionInfo
 from omni_grpc.transport.grpc import requests
 from omni_grpc.transport.grpc.status import abort_with
+from omni_grpc.vocabulary import SESSION_HEADER as SESSION_HEADER
+from omni_grpc.vocabulary import AbortKind, SessionState
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc
 
 log = logging.getLogger(__name__)
 
-SESSION_HEADER = "omni-session-id"
 CANCEL_REASON = "the Run call was cancelled"
-_STATES = {"idle": pb.SESSION_STATE_IDLE, "running": pb.SESSION_STATE_RUNNING}
+_STATES = {
+    SessionState.IDLE: pb.SESSION_STATE_IDLE,
+    SessionState.RUNNING: pb.SESSION_STATE_RUNNING,
+    SessionState.COMPACTING: pb.SESSION_STATE_COMPACTING,
+}
 _FAILURE_CODES = {
     "resource_exhausted": grpc.StatusCode.RESOURCE_EXHAUSTED,
     "unavailable": grpc.StatusCode.UNAVAILABLE,
@@ -83,7 +88,7 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
             sub.close()
             # Cancellation reaches the work unless the caller asked to detach.
             if not finished and not request.detach_on_cancel:
-                self.hub.abort(session_id, CANCEL_REASON)
+                self.hub.abort(session_id, CANCEL_REASON, AbortKind.CLIENT_GONE)
 
     async def Attach(
         self, request: pb.AttachRequest, context: grpc.aio.ServicerContext

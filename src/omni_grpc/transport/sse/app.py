@@ -53,10 +53,16 @@ from omni_grpc.transport.sse.response import EventStreamResponse
 from omni_grpc.transport.sse.sessions import session_json
 from omni_grpc.transport.sse.stream import event_frames, paced
 from omni_grpc.transport.sse.wire import DEFAULT_HEARTBEAT_SECONDS, PING
+from omni_grpc.vocabulary import (
+    AUTHORIZATION_HEADER,
+    LAST_EVENT_ID_HEADER,
+    LAST_EVENT_ID_PARAM,
+    SESSION_HEADER,
+    AbortKind,
+)
 
-SESSION_HEADER = "omni-session-id"
 # The abort reason recorded when a dialect client hangs up mid-run.
-DISCONNECT_REASON = "client disconnected"
+DISCONNECT_REASON = AbortKind.CLIENT_GONE.default_reason
 
 
 class SseRoutes:
@@ -100,7 +106,9 @@ class SseRoutes:
 
     async def stream(self, request: Request) -> Response:
         session_id = request.path_params["sid"]
-        last = request.headers.get("last-event-id") or request.query_params.get("lastEventId")
+        last = request.headers.get(LAST_EVENT_ID_HEADER) or request.query_params.get(
+            LAST_EVENT_ID_PARAM
+        )
         subscription = await self.hub.attach(session_id, last or None)
         return EventStreamResponse(event_frames(subscription, heartbeat=self.heartbeat))
 
@@ -164,7 +172,7 @@ class SseRoutes:
                 if event is None:
                     yield PING
                 elif event.message is not None:
-                    for out in projection.feed(event.message):
+                    for out in projection.feed(event.message, event.abort_kind):
                         yield out.encode()
                 elif is_task_end(event):
                     if event.failure is not None:
@@ -182,7 +190,7 @@ class SseRoutes:
             await events.aclose()
             if not projection.done and not detach:
                 # A dumb client that hangs up wants no more of the run.
-                self.hub.abort(session_id, DISCONNECT_REASON)
+                self.hub.abort(session_id, DISCONNECT_REASON, AbortKind.CLIENT_GONE)
 
     def _run_request(self, body: dict[str, Any], session_id: str | None) -> RunRequest:
         metadata = body.get("metadata", {})
@@ -233,7 +241,7 @@ def create_app(
                 CORSMiddleware,
                 allow_origins=list(cors_origins),
                 allow_methods=["GET", "POST"],
-                allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+                allow_headers=[AUTHORIZATION_HEADER, "Content-Type", LAST_EVENT_ID_HEADER],
                 expose_headers=[SESSION_HEADER],
             )
         )

@@ -15,6 +15,7 @@ from typing import Any, Literal
 import orjson
 
 from omni_grpc.transport.sse.wire import encode_frame
+from omni_grpc.vocabulary import AbortKind
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 EventName = Literal["thought", "tool_call", "tool_result", "message", "error", "done"]
@@ -27,12 +28,6 @@ _RETRIED = {
     omni_pb2.STOP_REASON_TIMEOUT: "timeout",
     omni_pb2.STOP_REASON_MALFORMED: "malformed",
 }
-
-
-# Abort reasons that mean a failure, not a stop someone asked for: the
-# reference's "llm request error: ..." and the hub's reasons for an engine that
-# crashed, produced an invalid message or ignored an abort.
-FAILURE_ABORT_PREFIXES = ("llm request error", "engine error", "engine produced", "engine ignored")
 
 
 @dataclass(frozen=True)
@@ -87,11 +82,17 @@ class DialectProjection:
     def done(self) -> bool:
         return self._done
 
-    def feed(self, msg: Any) -> list[DialectEvent]:
-        """The dialect events for one OmniMessage (``omni_pb2.OmniMessage``)."""
+    def feed(self, msg: Any, abort_kind: AbortKind | None = None) -> list[DialectEvent]:
+        """The dialect events for one OmniMessage (``omni_pb2.OmniMessage``).
+
+        ``abort_kind`` is the hub's word on who ended the run (``HubEvent.abort_kind``):
+        an ``abort`` of a failure kind becomes an ``error``; without a kind an
+        abort reads as a stop someone asked for."""
         if self._done:
             return []
         kind = msg.WhichOneof("payload")
+        if kind == "abort" and not msg.origin:
+            return self._on_abort(msg.abort, abort_kind)
         if kind == "token_usage":
             # Subagents spend tokens for this run too, so origin does not matter.
             self.total_tokens += int(msg.token_usage.request.total)
@@ -196,13 +197,14 @@ class DialectProjection:
         self._in_compaction = False
         return []
 
-    def _on_abort(self, p: Any) -> list[DialectEvent]:
+    def _on_abort(self, p: Any, abort_kind: AbortKind | None) -> list[DialectEvent]:
         self._aborted = True
+        if abort_kind is None or not abort_kind.is_failure:
+            return []  # someone asked for the stop
+        if self._error_sent or self._pending_failure is not None:
+            return []  # the failure is already being reported
         reason = p.reason if p.HasField("reason") else ""
-        failed = reason.startswith(FAILURE_ABORT_PREFIXES)
-        if failed and not self._error_sent and self._pending_failure is None:
-            return [self._error("engine_error", reason)]
-        return []
+        return [self._error("engine_error", reason or abort_kind.default_reason)]
 
     def _delta(self, text: str, *, new_segment: bool) -> DialectEvent:
         # Deltas are appended as they come, so two text segments of one run

@@ -9,12 +9,12 @@ from starlette.requests import Request
 
 from omni_grpc import protocol
 from omni_grpc.convert import message_from_dict
-from omni_grpc.runtime.approvals import ApprovalMode
 from omni_grpc.transport.sse.errors import ApiError
+from omni_grpc.vocabulary import ApprovalMode, Decision, ThinkingLevel
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
-THINKING_LEVELS = ("none", "low", "medium", "high", "xhigh", "max")
+THINKING_LEVELS = tuple(ThinkingLevel)
 
 
 async def read_json(request: Request, limit: int, *, required: bool = True) -> dict[str, Any]:
@@ -116,13 +116,13 @@ def approval_mode(body: dict[str, Any]) -> ApprovalMode | None:
     return None
 
 
-def decision(body: dict[str, Any]) -> str:
+def decision(body: dict[str, Any]) -> Decision:
     """A person's answer, as the reference route takes it: allow or deny.
     (``forbidden`` is a command policy's veto, never a person's.)"""
     value = body.get("decision")
-    if value not in ("allow", "deny"):
+    if value not in (Decision.ALLOW, Decision.DENY):
         raise _bad("decision", f"must be allow or deny, not {value!r}")
-    return str(value)
+    return Decision(value)
 
 
 QUEUE_REFUSED = (

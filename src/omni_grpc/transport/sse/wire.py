@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 
+# The event name the reference gives control events (messages carry none).
+from omni_grpc.vocabulary import SERVER_EVENT as SERVER_EVENT
+
 # hono splits the payload on any line ending, so one data line per line.
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
-
-# The event name the reference gives control events; messages carry none.
-SERVER_EVENT = "server_event"
 
 # A comment line: EventSource ignores it, proxies see traffic.
 PING = b": ping\n\n"

@@ -29,8 +29,8 @@ import orjson
 from omni_grpc.convert import ConversionError, message_to_dict, parse_message
 from omni_grpc.engines.asking import ask
 from omni_grpc.engines.base import AbortSignal, EngineMessage, RunOptions
-from omni_grpc.engines.segments import OpenFragments
 from omni_grpc.protocol import builders as b
+from omni_grpc.protocol.streaming import OpenFragments
 from omni_grpc.vocabulary import USER_ABORT_REASON
 from omni_grpc_proto.omni.v1 import omni_pb2
 
@@ -209,7 +209,7 @@ class _Bridge:
         if message.origin:
             return
         arm = message.WhichOneof("payload")
-        self.fragments.observe_message(message)
+        self.fragments.push_message(message)
         if arm == "request_begin":
             self.request_open = True
         elif arm == "request_end":
@@ -228,7 +228,7 @@ class _Bridge:
             raise _Failed(f"engine process {how}{self._stderr_note()}")
         if self.abort_seen:
             return
-        if self.fragments.open or self.request_open:
+        if self.fragments.unfinished or self.request_open:
             raise _Failed(
                 "engine process exited with its stream unfinished (an open fragment or request)"
             )

@@ -30,8 +30,8 @@ from omni_grpc.client import AgentClient, AgentError, RunStream
 from omni_grpc.convert import message_from_dict, message_to_dict
 from omni_grpc.engines.asking import ask
 from omni_grpc.engines.base import EngineMessage, RunOptions
-from omni_grpc.engines.segments import OpenFragments
 from omni_grpc.protocol import builders as b
+from omni_grpc.protocol.streaming import OpenFragments
 from omni_grpc.vocabulary import USER_ABORT_REASON
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import omni_pb2
@@ -224,9 +224,9 @@ class _ProxiedRun:
         if message.origin:
             return
         arm = message.WhichOneof("payload")
-        if arm is not None and arm.startswith("partial_"):
-            self.fragments.observe_message(message)
-        elif arm == "request_begin":
+        # Every message, so a stop's owed complete message is seen arriving.
+        self.fragments.push_message(message)
+        if arm == "request_begin":
             self.request_open = True
         elif arm == "request_end":
             self.request_open = False

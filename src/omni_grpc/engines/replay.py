@@ -29,24 +29,15 @@ from typing import Any
 
 from omni_grpc.convert import message_to_dict
 from omni_grpc.engines.base import EngineMessage, RunOptions
-from omni_grpc.engines.segments import Segment, SegmentKind, chunked
 from omni_grpc.protocol import builders as b
 from omni_grpc.protocol.guards import is_partial_kind, payload_kind
+from omni_grpc.protocol.streaming import Segment, SegmentKind, chunked
 from omni_grpc.protocol.timestamps import now_timestamp
 from omni_grpc.trace.formats import format_from_path, read_records
-from omni_grpc.vocabulary import USER_ABORT_REASON, Decision
+from omni_grpc.vocabulary import USER_ABORT_REASON, Decision, StopReason
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 JsonObject = dict[str, Any]
-
-_STREAMED: dict[str, SegmentKind] = {
-    "text": "text",
-    "thinking": "thinking",
-    "tool_call": "tool_call",
-    "tool_call_output": "tool_call_output",
-}
-_CONTENT = {"text": "text", "thinking": "thinking", "tool_call": "arguments",
-            "tool_call_output": "output"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -149,7 +140,7 @@ class _Player:
                 async for message in self._aborted():
                     yield message
                 return
-            if self.synthesize and kind in _STREAMED and not recorded.message.origin:
+            if self.synthesize and kind in tuple(SegmentKind) and not recorded.message.origin:
                 segment = _segment_of(recorded.payload)
                 async for message in self._stream(segment, recorded):
                     yield message
@@ -169,15 +160,17 @@ class _Player:
     async def _stream(self, segment: Segment, recorded: _Recorded) -> AsyncIterator[JsonObject]:
         """start, deltas, stop; on abort, the stop and complete message say ``aborted``."""
         yield segment.start()
-        content = str(recorded.payload.get(_CONTENT[segment.kind], ""))
+        content = str(recorded.payload.get(segment.kind.content_key, ""))
         images = recorded.payload.get("images") or None
         for piece in chunked(content, self.opts.chunk):
             if not await self._sleep(self.opts.delay_ms):
-                for message in segment.finish("aborted"):
+                for message in segment.finish(StopReason.ABORTED):
                     yield message
                 return
-            yield segment.delta(piece, images if segment.kind == "tool_call_output" else None)
-        yield segment.finish(str(recorded.payload.get("stop_reason", "completed")))[0]
+            yield segment.delta(
+                piece, images if segment.kind is SegmentKind.TOOL_CALL_OUTPUT else None
+            )
+        yield segment.finish(str(recorded.payload.get("stop_reason", StopReason.COMPLETED)))[0]
 
     async def _approve(self, recorded: _Recorded) -> AsyncIterator[JsonObject]:
         payload = recorded.payload
@@ -223,7 +216,7 @@ class _Player:
 
 def _segment_of(payload: Mapping[str, Any]) -> Segment:
     return Segment(
-        _STREAMED[str(payload["type"])],
+        SegmentKind(str(payload["type"])),
         name=str(payload.get("name", "")),
         tool_call_id=str(payload.get("tool_call_id", "")),
     )

@@ -1,5 +1,6 @@
-"""The OmniMessage protocol as plain JSON dicts: builders, guards and the
-``PartialAggregator``, mirroring the reference ``@prismshadow/penguin-core``."""
+"""The OmniMessage protocol as plain JSON dicts: builders, guards, the streaming
+state machine and the ``PartialAggregator``, mirroring the reference
+``@prismshadow/penguin-core``."""
 
 from omni_grpc.protocol.aggregator import PartialAggregator, aggregate_all
 from omni_grpc.protocol.builders import (
@@ -50,13 +51,22 @@ from omni_grpc.protocol.guards import (
     is_session_meta,
     payload_kind,
 )
+from omni_grpc.protocol.streaming import (
+    Fragment,
+    OpenFragments,
+    SegmentKind,
+    live_fragments,
+)
 from omni_grpc.protocol.timestamps import Clock, format_timestamp, now_timestamp
 
 __all__ = [
     "DENIED_BY_POLICY",
     "DENIED_BY_USER",
     "Clock",
+    "Fragment",
+    "OpenFragments",
     "PartialAggregator",
+    "SegmentKind",
     "abort_event",
     "add_token_counts",
     "aggregate_all",
@@ -79,6 +89,7 @@ __all__ = [
     "is_partial_payload",
     "is_recordable",
     "is_session_meta",
+    "live_fragments",
     "mcp_connect_begin",
     "mcp_connect_end",
     "mcp_server_result",

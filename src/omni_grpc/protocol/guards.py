@@ -10,14 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeAlias
 
+from omni_grpc.protocol.streaming import PARTIAL_KINDS as PARTIAL_KINDS
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 # A message as JSON (dict) or as protobuf.
 AnyMessage: TypeAlias = Mapping[str, Any] | omni_pb2.OmniMessage
 
-PARTIAL_KINDS = frozenset(
-    {"partial_text", "partial_thinking", "partial_tool_call", "partial_tool_call_output"}
-)
 COMPLETE_MODEL_KINDS = frozenset(
     {
         "text",

@@ -44,6 +44,7 @@ from omni_grpc.runtime.errors import (
 from omni_grpc.runtime.event_log import EventLog, Subscription
 from omni_grpc.runtime.events import EventBody
 from omni_grpc.runtime.health import STORAGE, HealthState, RunFailure, storage_failure
+from omni_grpc.runtime.live_tail import LiveTail
 from omni_grpc.runtime.memory_log import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT, MemoryEventLog
 from omni_grpc.runtime.run_guard import RunGuard
 from omni_grpc.runtime.store import SessionStore, utc_now
@@ -106,14 +107,6 @@ class SessionInfo:
     @property
     def has_trace(self) -> bool:
         return self.trace_path is not None
-
-
-@dataclass(frozen=True)
-class LiveTail:
-    # Buffered partials up to this event id are already in the fragments.
-    cursor: str
-    # Synthetic partial_* start messages carrying each open fragment's prefix.
-    fragments: list[omni_pb2.OmniMessage]
 
 
 @dataclass

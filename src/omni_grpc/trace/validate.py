@@ -21,25 +21,15 @@ from typing import Any, Literal
 
 from omni_grpc.convert import message_to_dict
 from omni_grpc.protocol.guards import KNOWN_KINDS, PARTIAL_KINDS
+from omni_grpc.protocol.streaming import Fragment, OpenFragments, SegmentKind
 from omni_grpc.trace.records import TraceRecord
 from omni_grpc.vocabulary import Decision, EventType, StopReason
 
 Severity = Literal["error", "warning"]
 Report = Callable[[Severity, str, str], None]
 
-_COMPLETE_OF = {
-    "partial_text": "text",
-    "partial_thinking": "thinking",
-    "partial_tool_call": "tool_call",
-    "partial_tool_call_output": "tool_call_output",
-}
-_CONTENT_KEY = {
-    "partial_text": "text",
-    "partial_thinking": "thinking",
-    "partial_tool_call": "arguments",
-    "partial_tool_call_output": "output",
-}
 _STOP_REASONS = frozenset(StopReason)
+_EVENT_TYPES = tuple(EventType)  # a tuple: an unhashable value must not raise
 _ENUMS: dict[str, frozenset[str]] = {
     "stop_reason": _STOP_REASONS,
     "status": _STOP_REASONS,
@@ -58,46 +48,26 @@ class Issue:
     message: str
 
 
-@dataclass
-class _Fragment:
-    kind: str
-    start_line: int
-    pieces: list[str] = field(default_factory=list)
-    name: str = ""
-    tool_call_id: str = ""
-    images: list[Any] = field(default_factory=list)
-    stop_reason: str = "completed"
+def _expected(fragment: Fragment) -> dict[str, Any]:
+    """The fields the complete message must have."""
+    kind = fragment.kind
+    out: dict[str, Any] = {kind.content_key: fragment.content, "stop_reason": fragment.stop_reason}
+    if kind is SegmentKind.TOOL_CALL:
+        out |= {"name": fragment.name, "tool_call_id": fragment.tool_call_id}
+    elif kind is SegmentKind.TOOL_CALL_OUTPUT:
+        out |= {"tool_call_id": fragment.tool_call_id, "images": fragment.images}
+    return out
 
-    def add(self, payload: Mapping[str, Any]) -> None:
-        content = payload.get(_CONTENT_KEY[self.kind])
-        if isinstance(content, str):
-            self.pieces.append(content)
-        if isinstance(payload.get("name"), str) and payload["name"]:
-            self.name = payload["name"]
-        if isinstance(payload.get("tool_call_id"), str):
-            self.tool_call_id = payload["tool_call_id"]
-        if isinstance(payload.get("images"), list) and payload["images"]:
-            self.images = payload["images"]
-        if isinstance(payload.get("stop_reason"), str):
-            self.stop_reason = payload["stop_reason"]
 
-    def expected(self) -> dict[str, Any]:
-        """The fields the complete message must have."""
-        joined = "".join(self.pieces)
-        out: dict[str, Any] = {_CONTENT_KEY[self.kind]: joined, "stop_reason": self.stop_reason}
-        if self.kind == "partial_tool_call":
-            out |= {"name": self.name, "tool_call_id": self.tool_call_id}
-        elif self.kind == "partial_tool_call_output":
-            out |= {"tool_call_id": self.tool_call_id, "images": self.images}
-        return out
+def _start_line(fragment: Fragment) -> int:
+    return fragment.opened_at or 0
 
 
 @dataclass
 class _Lane:
     """Per-origin-chain state."""
 
-    open: dict[str, _Fragment] = field(default_factory=dict)
-    awaiting: tuple[int, _Fragment] | None = None  # (stop line, fragment)
+    open: OpenFragments = field(default_factory=OpenFragments)
     request_line: int | None = None
     calls: dict[str, int] = field(default_factory=dict)  # call id -> line, no output yet
     seen_calls: dict[str, int] = field(default_factory=dict)  # call id -> line of its call
@@ -147,61 +117,35 @@ class TraceValidator:
                     report("warning", "unknown-value", f"unknown {key} {value!r} in {kind}")
 
         lane = self._lanes.setdefault(origin, _Lane())
+        # A stop owes its complete message, which must be this one.
+        owed = lane.open.settle()
         if kind in PARTIAL_KINDS:
+            if owed is not None:
+                _missing_complete(owed, kind, report)
             self._partial(lane, line, kind, payload, report)
         else:
-            self._complete_expected(lane, kind, payload, report)
+            if owed is not None:
+                _check_complete(owed, kind, payload, report)
             self._pairing(lane, line, kind, payload, report)
         return issues
 
     def _partial(
         self, lane: _Lane, line: int, kind: str, payload: Mapping[str, Any], report: Report
     ) -> None:
-        if lane.awaiting is not None:
-            _missing_complete(lane.awaiting, kind, report)
-            lane.awaiting = None
-        call_id = payload.get("tool_call_id")
-        key = f"{kind}::{call_id if isinstance(call_id, str) else ''}"
         event = payload.get("event_type")
-        fragment: _Fragment | None = lane.open.get(key)
-        if event == "start":
-            if fragment is not None:
-                report(
-                    "error",
-                    "restart",
-                    f"{kind} start while the fragment from line {fragment.start_line} is open",
-                )
-            fragment = lane.open[key] = _Fragment(kind, line)
-        elif event in ("delta", "stop") and fragment is None:
-            report("error", "no-start", f"{kind} {event} without a start")
-            fragment = lane.open[key] = _Fragment(kind, line)
-        if fragment is None or event not in ("start", "delta", "stop"):
+        if event not in _EVENT_TYPES:
+            # Reported, and kept out of the fragments: its content cannot be placed.
             report("error", "bad-event-type", f"{kind} has event_type {event!r}")
             return
-        fragment.add(payload)
-        if event == "stop":
-            del lane.open[key]
-            lane.awaiting = (line, fragment)
-
-    def _complete_expected(
-        self, lane: _Lane, kind: str, payload: Mapping[str, Any], report: Report
-    ) -> None:
-        if lane.awaiting is None:
-            return
-        stop_line, fragment = lane.awaiting
-        lane.awaiting = None
-        if kind != _COMPLETE_OF[fragment.kind]:
-            _missing_complete((stop_line, fragment), kind, report)
-            return
-        for key, want in fragment.expected().items():
-            got = payload.get(key, [] if key == "images" else "completed")
-            if got != want:
-                report(
-                    "error",
-                    "delta-mismatch",
-                    f"{kind} {key} differs from the {fragment.kind} fragments of lines "
-                    f"{fragment.start_line}-{stop_line}: {_short(got)} != {_short(want)}",
-                )
+        step = lane.open.push(payload, at=line)
+        assert step is not None
+        if step.replaced is not None:
+            opened = _start_line(step.replaced)
+            report(
+                "error", "restart", f"{kind} start while the fragment from line {opened} is open"
+            )
+        if step.implicit:
+            report("error", "no-start", f"{kind} {event} without a start")
 
     def _pairing(
         self, lane: _Lane, line: int, kind: str, payload: Mapping[str, Any], report: Report
@@ -249,23 +193,23 @@ class TraceValidator:
     def finish(self) -> list[Issue]:
         issues: list[Issue] = []
         for lane in self._lanes.values():
-            for fragment in lane.open.values():
+            for fragment in lane.open.fragments:
                 issues.append(
                     Issue(
-                        fragment.start_line,
+                        _start_line(fragment),
                         "error",
                         "unclosed",
-                        f"{fragment.kind} fragment never stopped",
+                        f"{fragment.kind.partial} fragment never stopped",
                     )
                 )
-            if lane.awaiting is not None:
-                stop_line, fragment = lane.awaiting
+            owed = lane.open.settle()
+            if owed is not None:
                 issues.append(
                     Issue(
-                        stop_line,
+                        owed.stopped_at or 0,
                         "error",
                         "missing-complete",
-                        f"the stream ends before the complete {_COMPLETE_OF[fragment.kind]}",
+                        f"the stream ends before the complete {owed.kind}",
                     )
                 )
             if lane.request_line is not None:
@@ -292,13 +236,30 @@ def validate_records(
     yield from validator.finish()
 
 
-def _missing_complete(awaiting: tuple[int, _Fragment], got: str, report: Report) -> None:
-    stop_line, fragment = awaiting
+def _check_complete(
+    fragment: Fragment, kind: str, payload: Mapping[str, Any], report: Report
+) -> None:
+    """``payload`` follows the stop of ``fragment``: it must be the joined fragments."""
+    if kind != fragment.kind:
+        _missing_complete(fragment, kind, report)
+        return
+    for key, want in _expected(fragment).items():
+        got = payload.get(key, [] if key == "images" else "completed")
+        if got != want:
+            report(
+                "error",
+                "delta-mismatch",
+                f"{kind} {key} differs from the {fragment.kind.partial} fragments of lines "
+                f"{_start_line(fragment)}-{fragment.stopped_at}: {_short(got)} != {_short(want)}",
+            )
+
+
+def _missing_complete(fragment: Fragment, got: str, report: Report) -> None:
     report(
         "error",
         "missing-complete",
-        f"the {fragment.kind} stop at line {stop_line} is not followed by its "
-        f"complete {_COMPLETE_OF[fragment.kind]} (got {got})",
+        f"the {fragment.kind.partial} stop at line {fragment.stopped_at} is not followed by "
+        f"its complete {fragment.kind} (got {got})",
     )
 
 

@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from omni_grpc.engines.segments import Segment
+from omni_grpc.protocol.streaming import Segment, SegmentKind
 
 JsonObject = dict[str, Any]
 
@@ -93,7 +93,11 @@ class TurnAssembler:
             raise MalformedStream("a tool call delta has no integer 'index'")
         out: list[JsonObject] = []
         segment = self._open
-        if segment is None or segment.kind != "tool_call" or index != self._open_index:
+        if (
+            segment is None
+            or segment.kind is not SegmentKind.TOOL_CALL
+            or index != self._open_index
+        ):
             out += self.close()
             call_id = call.get("id")
             if not isinstance(call_id, str) or not call_id:
@@ -104,7 +108,7 @@ class TurnAssembler:
                 call_id = f"{call_id}_{secrets.token_hex(4)}"
             self.used_call_ids.add(call_id)
             segment = Segment(
-                "tool_call", name=str(function.get("name") or ""), tool_call_id=call_id
+                SegmentKind.TOOL_CALL, name=str(function.get("name") or ""), tool_call_id=call_id
             )
             self._open, self._open_index = segment, index
             out.append(segment.start())
@@ -119,7 +123,7 @@ class TurnAssembler:
         if self._open is not None and self._open.kind == kind:
             return []
         out = self.close()
-        self._open = Segment("thinking" if kind == "thinking" else "text")
+        self._open = Segment(SegmentKind.THINKING if kind == "thinking" else SegmentKind.TEXT)
         out.append(self._open.start())
         return out
 
@@ -133,10 +137,10 @@ class TurnAssembler:
         if segment is None:
             return []
         fidelity = None
-        if segment.kind == "thinking" and self._reasoning_field:
+        if segment.kind is SegmentKind.THINKING and self._reasoning_field:
             fidelity = {"reasoning_field": self._reasoning_field}
         stop, complete = segment.finish(stop_reason, fidelity)
         self.messages.append(complete)
-        if segment.kind == "tool_call":
+        if segment.kind is SegmentKind.TOOL_CALL:
             self.tool_calls.append(complete)
         return [stop, complete]

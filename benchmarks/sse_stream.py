@@ -23,9 +23,9 @@ import grpc
 import httpx
 from httpx_sse import aconnect_sse
 
+from omni_grpc.client.sse import read_reference
 from omni_grpc.server import OmniServer, ServerConfig, build_server
 from omni_grpc.transport.grpc import GrpcConfig
-from omni_grpc.transport.sse.consumer import read_reference
 from omni_grpc.transport.sse.transport import SseConfig, SseTransport
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as svc
 from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc as svc_grpc

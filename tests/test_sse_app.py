@@ -13,12 +13,12 @@ from typing import Any
 import httpx
 import pytest
 
+from omni_grpc.client.sse import StreamItem, read_dialect, read_reference
 from omni_grpc.engines.demo import DemoEngine
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.hub import Hub
 from omni_grpc.runtime.memory_log import MemoryEventLog
 from omni_grpc.transport.sse.app import create_app
-from omni_grpc.transport.sse.consumer import StreamItem, read_dialect, read_reference
 from omni_grpc.transport.sse.server import HttpServer
 
 CONFORMANCE = Path(__file__).parent / "conformance"

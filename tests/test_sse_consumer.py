@@ -12,15 +12,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from omni_grpc.engines.demo import DemoEngine
-from omni_grpc.runtime.hub import Hub
-from omni_grpc.transport.sse.app import create_app
-from omni_grpc.transport.sse.consumer import (
+from omni_grpc.client.sse import (
     SSEStreamError,
     StreamItem,
     read_dialect,
     read_reference,
 )
+from omni_grpc.engines.demo import DemoEngine
+from omni_grpc.runtime.hub import Hub
+from omni_grpc.transport.sse.app import create_app
 from omni_grpc.transport.sse.server import HttpServer
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import grpc
 import httpx
 
+from omni_grpc.client.sse import StreamItem, read_reference
 from omni_grpc.convert import serialize_message, serialize_server_event
 from omni_grpc.server import OmniServer, ServerConfig, build_server
 from omni_grpc.transport.grpc import GrpcConfig
-from omni_grpc.transport.sse.consumer import StreamItem, read_reference
 from omni_grpc.transport.sse.transport import SseConfig, SseTransport
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as svc
 from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc as svc_grpc

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from test_sse_app import new_session, served
 
+from omni_grpc.client.sse import StreamItem, read_reference
 from omni_grpc.convert import message_from_dict
-from omni_grpc.transport.sse.consumer import StreamItem, read_reference
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 START, DELTA, STOP = omni_pb2.EVENT_TYPE_START, omni_pb2.EVENT_TYPE_DELTA, omni_pb2.EVENT_TYPE_STOP

@@ -26,14 +26,14 @@ from typing import Any
 
 import httpx
 
-from omni_grpc.convert import message_to_dict
-from omni_grpc.engines.base import Decision, JsonObject, RunOptions
-from omni_grpc.transport.sse.consumer import (
+from omni_grpc.client.sse import (
     SSEStreamError,
     StreamItem,
     auth_headers,
     read_reference,
 )
+from omni_grpc.convert import message_to_dict
+from omni_grpc.engines.base import Decision, JsonObject, RunOptions
 from omni_grpc.vocabulary import ApprovalMode, SessionState
 from omni_grpc_proto.omni.v1 import agent_service_pb2
 

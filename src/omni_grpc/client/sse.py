@@ -1,6 +1,10 @@
-"""Reads both SSE formats back: reference streams into OmniMessages and server
-events (reconnecting with ``Last-Event-ID``), and dialect runs into their six
-named events.
+"""The SSE client: reads both of the server's SSE formats back, reference
+streams into OmniMessages and server events (reconnecting with
+``Last-Event-ID``), and dialect runs into their six named events.
+
+It speaks only HTTP, so it serves any reference-compatible server, and an
+engine that relays one (``engines/sse_upstream.py``) imports it as it would the
+gRPC client beside it.
 
 Usage::
 
@@ -16,20 +20,22 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import httpx
 import orjson
 from httpx_sse import ServerSentEvent, aconnect_sse
 
 from omni_grpc.convert import parse_message, parse_server_event
-from omni_grpc.transport.sse.dialect import DialectEvent, EventName
-from omni_grpc.transport.sse.wire import SERVER_EVENT
+from omni_grpc.vocabulary import (
+    AUTHORIZATION_HEADER,
+    LAST_EVENT_ID_HEADER,
+    SERVER_EVENT,
+    DialectEventName,
+)
 from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
 
 log = logging.getLogger(__name__)
-
-_DIALECT_EVENTS = frozenset({"thought", "tool_call", "tool_result", "message", "error", "done"})
 
 
 class SSEStreamError(Exception):
@@ -39,6 +45,14 @@ class SSEStreamError(Exception):
         super().__init__(message)
         self.status = status
         self.code = code
+
+
+@dataclass(frozen=True)
+class DialectEvent:
+    """One dialect event as received: its name and its JSON object."""
+
+    event: DialectEventName
+    data: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -61,7 +75,7 @@ class StreamItem:
 
 
 def auth_headers(token: str | None) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"} if token else {}
+    return {AUTHORIZATION_HEADER: f"Bearer {token}"} if token else {}
 
 
 async def _raise_for_status(response: httpx.Response) -> None:
@@ -129,7 +143,7 @@ async def read_reference(
     while True:
         headers = auth_headers(token)
         if last_event_id:
-            headers["Last-Event-ID"] = last_event_id
+            headers[LAST_EVENT_ID_HEADER] = last_event_id
         try:
             async with aconnect_sse(client, "GET", url, headers=headers, timeout=None) as source:
                 await _raise_for_status(source.response)
@@ -174,15 +188,17 @@ async def read_dialect(
     ) as source:
         await _raise_for_status(source.response)
         async for sse in source.aiter_sse():
-            if sse.event not in _DIALECT_EVENTS:
-                raise SSEStreamError(f"unknown dialect event {sse.event!r}")
+            try:
+                name = DialectEventName(sse.event)
+            except ValueError:
+                raise SSEStreamError(f"unknown dialect event {sse.event!r}") from None
             try:
                 data = orjson.loads(sse.data)
             except orjson.JSONDecodeError as exc:
                 raise SSEStreamError(f"{sse.event} event: invalid JSON data: {exc}") from exc
             if not isinstance(data, dict):
                 raise SSEStreamError(f"{sse.event} event: data is not a JSON object")
-            yield DialectEvent(cast(EventName, sse.event), data)
-            if sse.event == "done":
+            yield DialectEvent(name, data)
+            if name is DialectEventName.DONE:
                 return
     raise SSEStreamError(f"{url}: the stream ended without a done event")

@@ -132,6 +132,7 @@ def test_every_kind_has_its_own_words() -> None:
     assert USER_ABORT_REASON == "aborted by user"  # the reference's wording
     assert {k for k in AbortKind if k.is_failure} == {
         AbortKind.ENGINE_FAILURE,
+        AbortKind.SERVER_FAILURE,
         AbortKind.REPLICA_LOST,
     }
 

@@ -18,13 +18,13 @@ import httpx
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from omni_grpc.client.sse import read_dialect
 from omni_grpc.convert import serialize_message
 from omni_grpc.engines.demo import DemoEngine
 from omni_grpc.runtime.hub import Hub
 from omni_grpc.trace.resume import read_trace
 from omni_grpc.trace.validate import TraceValidator
 from omni_grpc.transport.sse.app import create_app
-from omni_grpc.transport.sse.consumer import read_dialect
 from omni_grpc.transport.sse.server import HttpServer
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc

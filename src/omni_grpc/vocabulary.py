@@ -100,6 +100,8 @@ class AbortKind(enum.StrEnum):
     # The engine gave up on its own (``llm request error: ...``), crashed,
     # produced an invalid message or ignored the abort.
     ENGINE_FAILURE = "engine_failure"
+    # The server could not go on with the run: its trace or event log failed.
+    SERVER_FAILURE = "server_failure"
     # The replica running the session died; another one closed the run.
     REPLICA_LOST = "replica_lost"
 
@@ -114,12 +116,15 @@ class AbortKind(enum.StrEnum):
         return _DEFAULT_REASONS[self]
 
 
-_FAILURES: Final = frozenset({AbortKind.ENGINE_FAILURE, AbortKind.REPLICA_LOST})
+_FAILURES: Final = frozenset(
+    {AbortKind.ENGINE_FAILURE, AbortKind.SERVER_FAILURE, AbortKind.REPLICA_LOST}
+)
 _DEFAULT_REASONS: Final = {
     AbortKind.USER: "aborted by user",
     AbortKind.CLIENT_GONE: "client disconnected",
     AbortKind.SHUTDOWN: "server shutting down",
     AbortKind.ENGINE_FAILURE: "engine error",
+    AbortKind.SERVER_FAILURE: "server error",
     AbortKind.REPLICA_LOST: "the replica running the session was lost",
 }
 

@@ -526,7 +526,7 @@ class Hub:
                 # Nothing more can be recorded, so nothing more is published:
                 # the run's client is told through the closing task_state.
                 rejected.append(exc)
-                abort.set(exc.failure.message)
+                abort.set(exc.failure.message, AbortKind.SERVER_FAILURE)
             except ConversionError as exc:
                 failure.append(f"engine produced an invalid message: {exc}")
             except Exception as exc:

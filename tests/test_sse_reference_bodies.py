@@ -19,11 +19,11 @@ from typing import Any
 import httpx
 import pytest
 
+from omni_grpc.client.sse import StreamItem, read_reference
 from omni_grpc.engines.demo import DemoEngine
 from omni_grpc.runtime.approvals import ApprovalMode
 from omni_grpc.runtime.hub import Hub
 from omni_grpc.transport.sse.app import create_app
-from omni_grpc.transport.sse.consumer import StreamItem, read_reference
 from omni_grpc.transport.sse.server import HttpServer
 
 # SessionInfo in the reference's declaration order; `source` and `tracePath`

@@ -50,10 +50,14 @@ OUR_FIELDS = ["messageCount", "lastEventId"]
 
 @asynccontextmanager
 async def served(
-    data: Path, *, pacing: float = 0.0, approval: ApprovalMode = ApprovalMode.ALLOW_ALL
+    data: Path,
+    *,
+    pacing: float = 0.0,
+    approval: ApprovalMode = ApprovalMode.ALLOW_ALL,
+    max_body_bytes: int = 1 << 20,
 ) -> AsyncIterator[tuple[Hub, httpx.AsyncClient]]:
     hub = Hub(DemoEngine(pacing=pacing), data, default_approval=approval)
-    server = HttpServer(create_app(hub), port=0)
+    server = HttpServer(create_app(hub, max_body_bytes=max_body_bytes), port=0)
     await server.start()
     try:
         async with httpx.AsyncClient(base_url=server.url, timeout=10) as http:
@@ -312,7 +316,8 @@ async def test_every_route_answers_errors_in_the_reference_shape(tmp_path: Path)
             r = await http.request(method, path, json={"prompt": "x", "decision": "allow"})
             assert missing in assert_error(r, 404, "session_not_found"), path
 
-        for body, code in [(b"{", "invalid_json"), (b"[1]", "invalid_request")]:
+        big = b'{"prompt":"' + b"x" * (1 << 20) + b'"}'
+        for body, code in [(b"{", "invalid_json"), (b"[1]", "invalid_request"), (big, "")]:
             for path in [
                 "/api/sessions",
                 f"/api/sessions/{sid}/tasks",
@@ -323,7 +328,16 @@ async def test_every_route_answers_errors_in_the_reference_shape(tmp_path: Path)
                 r = await http.post(
                     path, content=body, headers={"content-type": "application/json"}
                 )
-                assert_error(r, 400, code)
+                if code:
+                    assert_error(r, 400, code)
+                else:
+                    assert_error(r, 413, "body_too_large")
+
+        r = await http.post(f"/api/sessions/{sid}/abort", json={"reason": 3})
+        assert "reason" in assert_error(r, 400, "invalid_request")
+        upload = {"type": "file", "fileName": "a.txt", "dataUrl": "data:text/plain;base64,YQ=="}
+        r = await http.post(f"/api/sessions/{sid}/tasks", json={"input": [upload]})
+        assert "not supported" in assert_error(r, 400, "invalid_request")
 
         # Approvals: allow or deny only; an unknown call is approval_not_found.
         for decision in ("forbidden", "maybe", None, 1):

@@ -70,6 +70,12 @@ def input_messages(body: dict[str, Any]) -> list[omni_pb2.OmniMessage]:
             messages.append(message_from_dict(protocol.image_url(url)))
         elif kind == "file":
             path = part.get("path")
+            if path is None and "dataUrl" in part:
+                # The reference's upload form; a bridge keeps no scratchpad for it.
+                raise _bad(
+                    f"{field}.dataUrl",
+                    "file uploads are not supported; name a file the server can read with path",
+                )
             if not isinstance(path, str) or not path:
                 raise _bad(f"{field}.path", "must be a non-empty string")
             # The reference hands files to the model as a marker line.

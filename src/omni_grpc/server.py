@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from opentelemetry.trace import TracerProvider
+
 from omni_grpc.engines.loader import load_engine
+from omni_grpc.observability.http import MetricsTransport
+from omni_grpc.observability.metrics import ServerMetrics
+from omni_grpc.observability.telemetry import Telemetry
 from omni_grpc.runtime.approvals import ApprovalMode
 from omni_grpc.runtime.hub import Hub
 from omni_grpc.runtime.memory_log import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT
@@ -49,6 +54,14 @@ class ServerConfig:
     buffer_bytes: int = DEFAULT_MAX_BYTES
     # Seconds an engine gets to yield its abort before the hub closes the run.
     abort_grace: float = 10.0
+    # Prometheus metrics (on /metrics of the HTTP app, and on metrics_port if set).
+    metrics: bool = True
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    # Serve /metrics without the bearer token.
+    public_metrics: bool = False
+    # Spans go here; None: the global provider, if an SDK one is installed.
+    tracer_provider: TracerProvider | None = None
 
 
 class TransportStartError(OSError):
@@ -67,8 +80,10 @@ class OmniServer:
         transports: list[Transport],
         shutdown_grace: float = 5.0,
         data_dir: Path | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.hub = hub
+        self.telemetry = telemetry
         # Where traces and workspaces go (absolute), for the startup banner.
         self.data_dir = data_dir
         self.transports = transports
@@ -104,6 +119,11 @@ class OmniServer:
 def build_server(config: ServerConfig) -> OmniServer:
     """Loads the engine and wires the hub and the configured transports."""
     engine = load_engine(config.engine, config.engine_options)
+    telemetry = Telemetry(
+        ServerMetrics() if config.metrics else None,
+        config.tracer_provider,
+        engine_name=str(getattr(engine, "name", None) or type(engine).__name__),
+    )
     # Absolute, so recorded paths (session_meta.workspace) do not depend on the
     # directory the server happened to start in.
     data_dir = config.data_dir.expanduser().resolve()
@@ -114,10 +134,24 @@ def build_server(config: ServerConfig) -> OmniServer:
         abort_grace=config.abort_grace,
         buffer_events=config.buffer_events,
         buffer_bytes=config.buffer_bytes,
+        observer=telemetry.hub_observer(),
     )
     transports: list[Transport] = []
     if config.grpc is not None:
-        transports.append(GrpcTransport(hub, config.grpc))
+        transports.append(GrpcTransport(hub, config.grpc, telemetry.grpc_interceptors()))
     if config.http is not None:
-        transports.append(SseTransport(hub, config.http))
-    return OmniServer(hub, transports, config.shutdown_grace, data_dir)
+        transports.append(SseTransport(hub, config.http, telemetry))
+    if telemetry.metrics is not None and config.metrics_port is not None:
+        token = config.grpc.auth_token if config.grpc is not None else None
+        if config.http is not None:
+            token = token or config.http.auth_token
+        transports.append(
+            MetricsTransport(
+                telemetry.metrics,
+                host=config.metrics_host,
+                port=config.metrics_port,
+                token=token,
+                public=config.public_metrics,
+            )
+        )
+    return OmniServer(hub, transports, config.shutdown_grace, data_dir, telemetry)

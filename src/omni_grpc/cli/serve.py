@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
-import logging
 import os
+import re
 import signal
 import socket
 import sys
 from pathlib import Path
 
 from omni_grpc.engines.loader import EngineLoadError, registered
+from omni_grpc.observability import logs, tracing
+from omni_grpc.observability.logs import LOG_FORMATS
 from omni_grpc.runtime.approvals import ApprovalMode
 from omni_grpc.server import OmniServer, ServerConfig, TransportStartError, build_server
 from omni_grpc.transport.grpc import GrpcConfig, GrpcTransport
@@ -91,6 +93,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--buffer-bytes", type=int, default=8 * 1024 * 1024, help="replay buffer (UTF-16 units)"
     )
     parser.add_argument("--log-level", default="warning")
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="json: one JSON object per line, with session, run and trace ids (default text)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        help="also serve GET /metrics on this port (0 picks one); for --no-http servers",
+    )
+    parser.add_argument(
+        "--public-metrics",
+        action="store_true",
+        help="serve /metrics without the auth token (for a scraper on a trusted network)",
+    )
+    parser.add_argument("--no-metrics", action="store_true", help="collect no Prometheus metrics")
     parser.set_defaults(handler=run_serve)
 
 
@@ -139,10 +158,15 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
             max_body_bytes=args.http_max_body,
             heartbeat=args.sse_heartbeat or None,
             log_level=args.log_level,
+            public_metrics=args.public_metrics,
         ),
         shutdown_grace=args.shutdown_grace,
         buffer_events=args.buffer_events,
         buffer_bytes=args.buffer_bytes,
+        metrics=not args.no_metrics,
+        metrics_port=args.metrics_port,
+        metrics_host=args.host,
+        public_metrics=args.public_metrics,
     )
 
 
@@ -207,12 +231,18 @@ def _probe_bind(host: str, port: int) -> int | None:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    if args.no_metrics and args.metrics_port is not None:
+        print("omni-grpc serve: --metrics-port and --no-metrics contradict", file=sys.stderr)
+        return EXIT_USAGE
     try:
-        server = build_server(config_from(args))
+        tracing.configure_from_env()
+        config = config_from(args)
+        server = build_server(config)
     except (EngineLoadError, ValueError, OSError) as exc:
         print(f"omni-grpc serve: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    # After build_server: uvicorn's Config installs its own handlers, which this replaces.
+    logs.configure(args.log_level, args.log_format, _secrets(config))
     try:
         asyncio.run(serve(server))
     except TransportStartError as exc:
@@ -221,4 +251,19 @@ def run_serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"omni-grpc serve: {exc}", file=sys.stderr)
         return 1
+    finally:
+        tracing.shutdown()  # flushes the spans still batched
     return 0
+
+
+def _secrets(config: ServerConfig) -> list[str | None]:
+    """Values the logs must never show: the auth token and secret-looking engine options."""
+    values: list[str | None] = [
+        config.grpc.auth_token if config.grpc else None,
+        os.environ.get("OPENAI_API_KEY"),
+    ]
+    values += [v for k, v in config.engine_options.items() if _SECRET_OPTION.search(k)]
+    return values
+
+
+_SECRET_OPTION = re.compile(r"(?i)key|token|secret|password")

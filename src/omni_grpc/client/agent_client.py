@@ -12,6 +12,7 @@ from google.protobuf import struct_pb2
 
 from omni_grpc.client.errors import AgentError
 from omni_grpc.client.events import StreamEvent
+from omni_grpc.observability.tracing import outgoing_metadata
 from omni_grpc.vocabulary import SESSION_HEADER as SESSION_HEADER
 from omni_grpc.vocabulary import ApprovalMode, Decision, ThinkingLevel
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
@@ -165,7 +166,9 @@ class AgentClient:
             struct = struct_pb2.Struct()
             struct.update(dict(metadata))
             request.metadata.CopyFrom(struct)
-        return RunStream(self._stub.Run(request, metadata=self._metadata, timeout=timeout))
+        return RunStream(
+            self._stub.Run(request, metadata=outgoing_metadata(self._metadata), timeout=timeout)
+        )
 
     async def attach(
         self, session_id: str, after_event_id: str | None = None, *, until_idle: bool = False
@@ -174,7 +177,7 @@ class AgentClient:
         tasks; ``until_idle`` ends it once the session is idle (after the replay)."""
         call = self._stub.Attach(
             pb.AttachRequest(session_id=session_id, after_event_id=after_event_id or ""),
-            metadata=self._metadata,
+            metadata=outgoing_metadata(self._metadata),
         )
         try:
             async for response in call:
@@ -203,7 +206,7 @@ class AgentClient:
 
     async def history(self, session_id: str) -> AsyncIterator[omni_pb2.OmniMessage]:
         call = self._stub.GetHistory(
-            pb.GetHistoryRequest(session_id=session_id), metadata=self._metadata
+            pb.GetHistoryRequest(session_id=session_id), metadata=outgoing_metadata(self._metadata)
         )
         try:
             async for response in call:
@@ -219,7 +222,7 @@ class AgentClient:
 
     async def _unary(self, method: Any, request: Any) -> Any:
         try:
-            return await method(request, metadata=self._metadata)
+            return await method(request, metadata=outgoing_metadata(self._metadata))
         except grpc.aio.AioRpcError as exc:
             raise AgentError.from_rpc_error(exc) from None
 

@@ -32,6 +32,7 @@ from omni_grpc.engines.base import (
     ReadOnlyTools,
     RunOptions,
 )
+from omni_grpc.observability.observer import HubObserver, RunObservation
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.approvals import ApprovalBroker, ApprovalMode
 from omni_grpc.runtime.errors import (
@@ -129,6 +130,8 @@ class _Session:
     # published, which the guard has seen (the live tail of GET /messages).
     live: RunGuard | None = None
     live_cursor: str | None = None
+    # What the observer hears of the running task.
+    observed: RunObservation | None = None
     # time.monotonic() when the session last stopped running (or was created).
     idle_since: float = field(default_factory=time.monotonic)
     # The last run stopped because its trace could not be written: the trace
@@ -156,8 +159,10 @@ class Hub:
         buffer_events: int = DEFAULT_MAX_COUNT,
         buffer_bytes: int = DEFAULT_MAX_BYTES,
         log_idle_ttl: float = 30 * 60,
+        observer: HubObserver | None = None,
     ) -> None:
         self.engine = engine
+        self.observer = observer or HubObserver()
         self.store = SessionStore(data_dir)
         self.default_approval = default_approval
         self.abort_grace = abort_grace
@@ -231,7 +236,7 @@ class Hub:
     def _log(self, session: _Session) -> EventLog:
         self._reclaim_idle_logs()
         if session.log is None:
-            session.log = self._log_factory(session.session_id)
+            session.log = self.observer.event_log(self._log_factory(session.session_id))
         return session.log
 
     def _reclaim_idle_logs(self) -> None:
@@ -390,6 +395,12 @@ class Hub:
 
     # ---- the task itself ---------------------------------------------------------
 
+    def _writer(self, session: _Session) -> TraceWriter:
+        """The session's trace writer, opened on first use."""
+        if session.writer is None:
+            session.writer = self.observer.trace_writer(session.trace_path)
+        return session.writer
+
     async def _emit(
         self,
         session: _Session,
@@ -406,6 +417,8 @@ class Hub:
         if recordable:
             self._record(session, msg, body.data)
         event = await event_log.publish(body)
+        if session.observed is not None:
+            session.observed.message(msg, arm, kind)
         # The guard and the cursor move together, with no await between, so a
         # live-tail snapshot never holds a chunk its cursor does not cover.
         if session.live is not None:
@@ -421,6 +434,7 @@ class Hub:
         abort: AbortSignal,
     ) -> None:
         failure: RunFailure | None = None
+        session.observed = observed = self.observer.run_started(session.session_id, abort, inputs)
         try:
             if session.unclosed:
                 recovery = await asyncio.to_thread(
@@ -459,6 +473,8 @@ class Hub:
             session.idle_since = time.monotonic()
             session.approvals.deny_all()
             session.updated_at = utc_now()
+            session.observed = None
+            observed.finished(failed=failure is not None)
             await event_log.publish(bodies.task_state_body(SessionState.IDLE, failure=failure))
 
     def _session_meta(self, session: _Session) -> JsonObject:
@@ -497,6 +513,7 @@ class Hub:
         async def publish_ask(tool_call: JsonObject) -> EventBody:
             body = bodies.approval_request_body(message_from_dict(tool_call))
             await event_log.publish(body)
+            observed.asked(tool_call)
             return body
 
         read_only: Callable[[str], bool] = (
@@ -504,9 +521,11 @@ class Hub:
             if isinstance(self.engine, ReadOnlyTools)
             else (lambda _n: False)
         )
+        observed = session.observed or RunObservation()
+        approve = session.approvals.make_approver(mode, abort, publish_ask, read_only)
         options = RunOptions(
             session_id=session.session_id,
-            approve=session.approvals.make_approver(mode, abort, publish_ask, read_only),
+            approve=observed.approver(approve),
             abort=abort,
             thinking_level=request.thinking_level,
             workspace=session.workspace,
@@ -571,7 +590,7 @@ class Hub:
     ) -> None:
         """Appends one record to the session's trace, or raises TraceRejected."""
         try:
-            written = _writer(session).write(msg, line)
+            written = self._writer(session).write(msg, line)
         except OSError as exc:
             raise TraceRejected(self._storage_failed(exc)) from exc
         if written:
@@ -637,13 +656,6 @@ def _abort_kind(signal: AbortSignal | None) -> AbortKind:
     if signal is not None and signal.is_set() and signal.kind is not None:
         return signal.kind
     return AbortKind.ENGINE_FAILURE
-
-
-def _writer(session: _Session) -> TraceWriter:
-    """The session's trace writer, opened on first use."""
-    if session.writer is None:
-        session.writer = TraceWriter(session.trace_path)
-    return session.writer
 
 
 def _check_input(messages: list[omni_pb2.OmniMessage]) -> None:

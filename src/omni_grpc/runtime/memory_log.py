@@ -111,6 +111,10 @@ class MemoryEventLog:
     def subscriber_count(self) -> int:
         return len(self._subscribers)
 
+    def buffer_stats(self) -> tuple[int, int]:
+        """(events, UTF-16 units) in the replay buffer now."""
+        return len(self._buffer), self._bytes
+
     def _take_seq(self, body: EventBody, *, buffered: bool) -> HubEvent:
         seq = self._next_seq
         self._next_seq += 1

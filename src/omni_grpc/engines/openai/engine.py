@@ -36,6 +36,7 @@ from omni_grpc.engines.openai.transport import (
     stream_completion,
 )
 from omni_grpc.engines.tools import ToolContext, ToolResult, run_tool
+from omni_grpc.observability import tracing
 from omni_grpc.protocol import builders as b
 from omni_grpc.vocabulary import USER_ABORT_REASON, Decision
 
@@ -320,7 +321,7 @@ class _Run:
         headers = {"content-type": "application/json", "accept": "text/event-stream"}
         if self.config.api_key:
             headers["authorization"] = f"Bearer {self.config.api_key}"
-        return headers
+        return tracing.inject(headers)  # traceparent: the model request's span
 
     def _abort_reason(self) -> str:
         return self.options.abort.reason or USER_ABORT_REASON

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,9 +52,16 @@ class GrpcConfig:
 class GrpcTransport:
     """Owns one grpc.aio server bound to the hub."""
 
-    def __init__(self, hub: Hub, config: GrpcConfig) -> None:
+    def __init__(
+        self,
+        hub: Hub,
+        config: GrpcConfig,
+        interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    ) -> None:
         self.hub = hub
         self.config = config
+        # Run before auth (telemetry sees refused calls too).
+        self.interceptors = list(interceptors)
         self.port = 0
         # Built now so bad TLS settings fail before anything starts.
         self._credentials = server_credentials(config)
@@ -64,7 +72,7 @@ class GrpcTransport:
 
     def _build(self) -> grpc.aio.Server:
         """A grpc.aio server belongs to the running loop, so it is made in start()."""
-        interceptors = (
+        interceptors = self.interceptors + (
             [BearerAuthInterceptor(self.config.auth_token)] if self.config.auth_token else []
         )
         server = grpc.aio.server(interceptors=interceptors, options=self.config.channel_options())

@@ -21,13 +21,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from omni_grpc.observability.http import METRICS_PATH, metrics_route
+from omni_grpc.observability.telemetry import Telemetry
 from omni_grpc.runtime.bodies import is_task_end
 from omni_grpc.runtime.errors import ApprovalNotPending, HubError, SessionBusy
 from omni_grpc.runtime.event_log import Subscription
 from omni_grpc.runtime.hub import Hub, RunRequest
 from omni_grpc.trace.window import positioned, window
 from omni_grpc.transport.sse import history, page
-from omni_grpc.transport.sse.auth import BearerAuth
+from omni_grpc.transport.sse.auth import PUBLIC_PATHS, BearerAuth
 from omni_grpc.transport.sse.dialect import DialectProjection
 from omni_grpc.transport.sse.errors import (
     ApiError,
@@ -213,12 +215,16 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     heartbeat: float | None = DEFAULT_HEARTBEAT_SECONDS,
     serve_page: bool = True,
+    telemetry: Telemetry | None = None,
+    public_metrics: bool = False,
 ) -> Starlette:
     """The SSE shim over ``hub``.
 
     ``token`` enables bearer auth (header or ``access_token`` parameter);
     ``cors_origins`` is the CORS allow-list (``["*"]`` allows any origin);
-    ``heartbeat`` is the ``: ping`` period in seconds (None disables it).
+    ``heartbeat`` is the ``: ping`` period in seconds (None disables it);
+    ``telemetry`` measures and traces every request and, with metrics, serves
+    ``GET /metrics`` (behind the token unless ``public_metrics``).
     """
     r = SseRoutes(hub, max_body_bytes=max_body_bytes, heartbeat=heartbeat)
     routes: list[BaseRoute] = [
@@ -234,7 +240,11 @@ def create_app(
     ]
     if serve_page:
         routes += page.routes()
+    if telemetry is not None and telemetry.metrics is not None:
+        routes.append(metrics_route(telemetry.metrics))
     middleware: list[Middleware] = []
+    if telemetry is not None:
+        middleware.append(telemetry.http_middleware(routes))
     if cors_origins:
         middleware.append(
             Middleware(
@@ -246,7 +256,8 @@ def create_app(
             )
         )
     if token:
-        middleware.append(Middleware(BearerAuth, token=token))
+        public = PUBLIC_PATHS | {METRICS_PATH} if public_metrics else PUBLIC_PATHS
+        middleware.append(Middleware(BearerAuth, token=token, public_paths=public))
     return Starlette(
         routes=routes,
         middleware=middleware,

@@ -31,16 +31,19 @@ def request_token(scope: Scope) -> str | None:
 
 
 class BearerAuth:
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(
+        self, app: ASGIApp, token: str, public_paths: frozenset[str] = PUBLIC_PATHS
+    ) -> None:
         self.app = app
         self._token = token.encode()
+        self._public = public_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] == "OPTIONS":
             await self.app(scope, receive, send)  # CORS preflights carry no credentials
             return
         path = scope.get("path", "")[len(scope.get("root_path", "")) :] or "/"
-        if path in PUBLIC_PATHS:
+        if path in self._public:
             await self.app(scope, receive, send)
             return
         given = request_token(scope)

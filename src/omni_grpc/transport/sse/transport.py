@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from omni_grpc.observability.telemetry import Telemetry
 from omni_grpc.runtime.hub import Hub
 from omni_grpc.transport.sse.app import create_app
 from omni_grpc.transport.sse.requests import DEFAULT_MAX_BODY_BYTES
@@ -23,17 +24,22 @@ class SseConfig:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     heartbeat: float | None = DEFAULT_HEARTBEAT_SECONDS
     log_level: str = "warning"
+    # GET /metrics without the token (when metrics are on).
+    public_metrics: bool = False
 
 
 class SseTransport:
-    def __init__(self, hub: Hub, config: SseConfig) -> None:
+    def __init__(self, hub: Hub, config: SseConfig, telemetry: Telemetry | None = None) -> None:
         self.config = config
+        self.metrics = telemetry is not None and telemetry.metrics is not None
         app = create_app(
             hub,
             token=config.auth_token,
             cors_origins=config.cors_origins,
             max_body_bytes=config.max_body_bytes,
             heartbeat=config.heartbeat,
+            telemetry=telemetry,
+            public_metrics=config.public_metrics,
         )
         self.server = HttpServer(
             app, host=config.host, port=config.port, log_level=config.log_level
@@ -51,4 +57,5 @@ class SseTransport:
         await self.server.stop()
 
     def describe(self) -> str:
-        return f"HTTP/SSE on {self.url}/ (page, /api/sessions, /v1/runs)"
+        routes = "page, /api/sessions, /v1/runs" + (", /metrics" if self.metrics else "")
+        return f"HTTP/SSE on {self.url}/ ({routes})"

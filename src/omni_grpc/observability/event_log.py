@@ -1,0 +1,111 @@
+"""An event log wrapper that counts what passes through it, for any backend.
+
+Counting happens on the ``EventLog`` protocol, not inside one implementation,
+so the in-memory ring and a shared backend are measured the same way. A
+replay hit or miss, and a cut-off, are read from what the subscriber is
+given: the protocol answers a missed replay, and a subscriber that fell
+behind, with ``resync_required``. (A resuming subscriber cut off before it
+read its first event counts as a miss: it resumed nothing.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from omni_grpc.observability.metrics import ServerMetrics
+from omni_grpc.runtime.event_log import EventLog, Subscription
+from omni_grpc.runtime.events import EventBody, HubEvent
+
+
+def _is_resync(event: HubEvent) -> bool:
+    ev = event.server_event
+    return ev is not None and ev.WhichOneof("kind") == "resync_required"
+
+
+class ObservedSubscription:
+    def __init__(self, inner: Subscription, metrics: ServerMetrics, resuming: bool) -> None:
+        self._inner = inner
+        self._delivered = metrics.events_delivered
+        self._metrics = metrics
+        # Until the first event: whether this subscriber asked to resume.
+        self._first = resuming
+
+    async def next(self) -> HubEvent | None:
+        event = await self._inner.next()
+        if event is None:
+            return None
+        self._delivered.inc()
+        first, self._first = self._first, False
+        if first or not event.buffered:  # resync_required is never buffered
+            self._classify(event, first)
+        return event
+
+    def _classify(self, event: HubEvent, first: bool) -> None:
+        if first:  # the subscriber gave an event id: its first event says hit or miss
+            self._metrics.replays.labels("miss" if _is_resync(event) else "hit").inc()
+        elif _is_resync(event):
+            self._metrics.subscriber_cutoffs.inc()
+
+    def __aiter__(self) -> AsyncIterator[HubEvent]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[HubEvent]:
+        while (event := await self.next()) is not None:
+            yield event
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class ObservedEventLog:
+    """Wraps ``inner``; each published event and each delivery is counted."""
+
+    def __init__(self, inner: EventLog, metrics: ServerMetrics) -> None:
+        self._inner = inner
+        self._metrics = metrics
+        self._published = metrics.events_published
+
+    @property
+    def inner(self) -> EventLog:
+        return self._inner
+
+    @property
+    def epoch(self) -> str:
+        return self._inner.epoch
+
+    @property
+    def last_event_id(self) -> str | None:
+        return self._inner.last_event_id
+
+    @property
+    def subscriber_count(self) -> int:
+        return self._inner.subscriber_count
+
+    def buffer_stats(self) -> tuple[int, int] | None:
+        stats = getattr(self._inner, "buffer_stats", None)
+        return stats() if callable(stats) else None
+
+    async def publish(self, body: EventBody) -> HubEvent:
+        event = await self._inner.publish(body)
+        self._published.inc()
+        return event
+
+    async def replay_after(self, event_id: str) -> list[HubEvent] | None:
+        return await self._inner.replay_after(event_id)
+
+    async def subscribe(
+        self, after_event_id: str | None = None, initial: Sequence[EventBody] = ()
+    ) -> Subscription:
+        inner = await self._inner.subscribe(after_event_id, initial)
+        return ObservedSubscription(inner, self._metrics, resuming=bool(after_event_id))
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+    def __getattr__(self, name: str) -> Any:
+        # Backend extras (stats, tuning) stay reachable through the wrapper.
+        return getattr(self._inner, name)

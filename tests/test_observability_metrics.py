@@ -202,7 +202,7 @@ async def test_open_sse_streams_and_subscribers_per_session(start: Start) -> Non
     server = await start()
     url = http_url(server)
     async with httpx.AsyncClient(base_url=url, timeout=10) as http:
-        sid = (await http.post("/api/sessions", json={})).json()["sessionId"]
+        sid = (await http.post("/api/sessions", json={})).json()["session"]["sessionId"]
         route = "/api/sessions/{sid}/stream"
         async with (
             http.stream("GET", f"/api/sessions/{sid}/stream") as one,

@@ -8,6 +8,7 @@ series moved between two scrapes, so they hold whatever ran before.
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -306,3 +307,23 @@ def test_no_http_serves_metrics_on_metrics_port_behind_the_token(
     assert response.status_code == 200
     names = {family.name for family in text_string_to_metric_families(response.text)}
     assert {"grpc_server_started", "omni_runs_started", "process_cpu_seconds"} <= names
+
+
+async def test_the_reference_table_lists_every_metric_the_server_exposes(start: Start) -> None:
+    server = await start()
+    async with client(server) as agent:
+        async for _ in agent.run("hi"):
+            pass
+    text = (await httpx.AsyncClient().get(http_url(server) + "/metrics")).text
+    exposed = {
+        family.name
+        for family in text_string_to_metric_families(text)
+        if not family.name.startswith(("process_", "python_"))
+        and not family.name.endswith(("_gcount", "_gsum", "_created"))
+    }
+    doc = (Path(__file__).parent.parent / "docs" / "monitoring.md").read_text()
+    documented = {
+        name.removesuffix("_total")
+        for name in re.findall(r"^\| `([a-z_]+)` \|", doc, flags=re.MULTILINE)
+    }
+    assert documented == exposed

@@ -327,3 +327,29 @@ async def test_the_reference_table_lists_every_metric_the_server_exposes(start: 
         for name in re.findall(r"^\| `([a-z_]+)` \|", doc, flags=re.MULTILINE)
     }
     assert documented == exposed
+
+
+async def test_a_cancelled_run_call_counts_as_client_gone_and_canceled(start: Start) -> None:
+    server = await start(engine_options={"pacing": "0.05"})
+    before = await scrape(server)
+    async with client(server) as agent:
+        stream = agent.run("take your time")
+        async for event in stream:
+            if event.kind == "partial_text":
+                stream.cancel()
+                break
+
+    async def settled() -> Samples:
+        while True:
+            now = await scrape(server)
+            done = moved(before, now, "omni_runs_finished_total", status="aborted")
+            handled = moved(before, now, "grpc_server_handled_total", **RUN, grpc_code="Canceled")
+            if done and handled:
+                return now
+            await asyncio.sleep(0.02)
+
+    after = await asyncio.wait_for(settled(), 10)
+    assert moved(before, after, "omni_aborts_total", kind="client_gone") == 1
+    assert moved(before, after, "omni_runs_finished_total", status="aborted") == 1
+    assert moved(before, after, "grpc_server_handled_total", **RUN, grpc_code="Canceled") == 1
+    assert moved(before, after, "grpc_server_handled_total", **RUN, grpc_code="OK") == 0

@@ -255,7 +255,7 @@ class _ObservedRun(RunObservation):
         metrics = self.m
 
         async def timed(tool_call: JsonObject) -> Decision:
-            decision: Decision = "deny"
+            decision: Decision = Decision.DENY
             try:
                 decision = await approve(tool_call)
                 return decision

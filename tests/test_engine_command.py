@@ -243,3 +243,49 @@ async def test_runs_in_parallel_use_separate_processes(tmp_path: Path) -> None:
 def test_bad_specs_are_refused(spec: str, options: dict[str, str], message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         create(spec, **options)
+
+
+# A child that names its one tool call call_1 in every run, and checks that the
+# approval it gets back uses that name.
+SAME_ID_CHILD = r"""
+import json, sys
+def send(kind, payload):
+    print(json.dumps({"timestamp": "2026-08-23T10:00:00.000Z", "type": kind, "payload": payload}),
+          flush=True)
+sys.stdin.readline()  # the run request
+send("event_msg", {"type": "request_begin"})
+send("model_msg", {"type": "tool_call", "role": "assistant", "name": "ls", "arguments": "{}",
+                   "tool_call_id": "call_1", "stop_reason": "completed"})
+answer = json.loads(sys.stdin.readline())
+if answer.get("tool_call_id") != "call_1":
+    sys.exit(3)
+send("event_msg", {"type": "approval_decision", "decision": answer["decision"],
+                   "tool_call_id": "call_1"})
+send("event_msg", {"type": "request_end", "status": "completed"})
+send("model_msg", {"type": "tool_call_output", "role": "user", "output": "x",
+                   "tool_call_id": "call_1", "stop_reason": "completed"})
+"""
+
+
+async def test_a_child_that_reuses_a_call_id_gets_it_renamed(tmp_path: Path) -> None:
+    from omni_grpc.convert import message_from_dict, serialize_message
+
+    child = tmp_path / "same_id.py"
+    child.write_text(SAME_ID_CHILD)
+    engine = create(f"command:{shlex.quote(sys.executable)} {shlex.quote(str(child))}")
+    trace = tmp_path / "trace.jsonl"
+    ids = []
+    for _ in range(2):
+        out = await collect(engine, [b.user_text("go")], workspace=tmp_path, trace_path=trace)
+        assert [p["status"] for p in payloads(out, "request_end")] == ["completed"]
+        (call_id,) = {p["tool_call_id"] for p in payloads(out, "tool_call")}
+        for kind in ("approval_decision", "tool_call_output"):
+            assert {p["tool_call_id"] for p in payloads(out, kind)} == {call_id}
+        ids.append(call_id)
+        with trace.open("ab") as fh:
+            fh.writelines(serialize_message(message_from_dict(m)) + b"\n" for m in out)
+    assert ids[0] == "call_1" and ids[1] != "call_1" and ids[1].startswith("call_1_")
+    # A new engine (a restart) learns the used ids from the trace.
+    again = create(f"command:{shlex.quote(sys.executable)} {shlex.quote(str(child))}")
+    out = await collect(again, [b.user_text("go")], workspace=tmp_path, trace_path=trace)
+    assert {p["tool_call_id"] for p in payloads(out, "tool_call")}.isdisjoint(ids)

@@ -153,3 +153,35 @@ def assert_input_then_script(lines: list[str]) -> None:
     first = json.loads(lines[0])
     assert first["payload"]["role"] == "user" and first["payload"]["text"] == PROMPT
     assert lines[1:] == SCRIPT
+
+
+async def test_gateway_keeps_call_ids_unique_when_the_upstream_repeats_them(
+    go_server: str, serve_process: Callable[..., Any]
+) -> None:
+    """The Go script names its call call_1 in every run. Through the gateway two
+    runs of one session record two distinct ids, each with its own approval and
+    output, so a resumed trace keeps both outputs."""
+    from omni_grpc.trace.resume import read_trace, resume_trace
+
+    gateway = serve_process("--engine", f"grpc://{go_server}")
+    async with AgentClient(gateway.grpc_address) as agent:
+        session = None
+        for _ in range(2):
+            async for event in agent.run(PROMPT, session_id=session):
+                session = event.session_id or session
+    assert session is not None
+    async with httpx.AsyncClient(base_url=f"http://{gateway.http_address}", timeout=10) as http:
+        info = (await http.get(f"/api/sessions/{session}")).json()["session"]
+    records, _ = read_trace(info["tracePath"])
+    by_kind: dict[str, list[str]] = {}
+    for record in records:
+        payload = record["payload"]
+        if "tool_call_id" in payload:
+            by_kind.setdefault(payload["type"], []).append(payload["tool_call_id"])
+    calls = by_kind["tool_call"]
+    assert len(calls) == 2 and calls[0] == "call_1" and calls[1].startswith("call_1_")
+    assert by_kind["approval_decision"] == calls and by_kind["tool_call_output"] == calls
+    outputs = [
+        m for m in resume_trace(records).history if m["payload"]["type"] == "tool_call_output"
+    ]
+    assert [m["payload"]["tool_call_id"] for m in outputs] == calls

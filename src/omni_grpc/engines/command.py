@@ -29,6 +29,7 @@ import orjson
 from omni_grpc.convert import ConversionError, message_to_dict, parse_message
 from omni_grpc.engines.asking import ask
 from omni_grpc.engines.base import AbortSignal, EngineMessage, RunOptions
+from omni_grpc.engines.call_ids import CallIdRegistry
 from omni_grpc.protocol import builders as b
 from omni_grpc.protocol.streaming import OpenFragments
 from omni_grpc.vocabulary import USER_ABORT_REASON
@@ -64,6 +65,7 @@ class CommandEngine:
         self.idle_timeout = idle_timeout
         self.cwd = cwd
         self._children: set[asyncio.subprocess.Process] = set()
+        self._call_ids = CallIdRegistry()
 
     async def run(
         self, input: list[JsonObject], options: RunOptions
@@ -83,6 +85,8 @@ class _Bridge:
     def __init__(self, engine: CommandEngine, options: RunOptions) -> None:
         self.engine = engine
         self.options = options
+        # The child's tool call ids may repeat across runs; the session's may not.
+        self.call_ids = engine._call_ids.for_run(options)
         self.fragments = OpenFragments()
         self.request_open = False
         self.abort_seen = False
@@ -144,7 +148,7 @@ class _Bridge:
             if not raw:
                 await self._check_exit()
                 return
-            message = self._parse(raw)
+            message = self.call_ids.incoming(self._parse(raw))
             self._observe(message)
             yield message
             if _needs_approval(message):
@@ -152,7 +156,8 @@ class _Bridge:
                 if decision is None:
                     continue  # aborted meanwhile: the next read turns into the abort path
                 answer = {"type": "approval", "decision": decision}
-                await self._send({**answer, "tool_call_id": message.tool_call.tool_call_id})
+                call_id = self.call_ids.theirs(message.tool_call.tool_call_id)
+                await self._send({**answer, "tool_call_id": call_id})
 
     async def _read_line(self, abort: AbortSignal) -> bytes | None:
         """The next stdout line (b"" at EOF), or None once aborted."""

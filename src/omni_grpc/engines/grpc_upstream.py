@@ -30,6 +30,7 @@ from omni_grpc.client import AgentClient, AgentError, RunStream
 from omni_grpc.convert import message_from_dict, message_to_dict
 from omni_grpc.engines.asking import ask
 from omni_grpc.engines.base import EngineMessage, RunOptions
+from omni_grpc.engines.call_ids import CallIdRegistry
 from omni_grpc.protocol import builders as b
 from omni_grpc.protocol.streaming import OpenFragments
 from omni_grpc.vocabulary import USER_ABORT_REASON
@@ -62,6 +63,7 @@ class GrpcUpstreamEngine:
         self.grace = grace
         self._client: AgentClient | None = None
         self._sessions: dict[str, str] = {}
+        self._call_ids = CallIdRegistry()
 
     def client(self) -> AgentClient:
         # A grpc.aio channel belongs to the running loop: make it on first use.
@@ -118,6 +120,8 @@ class _ProxiedRun:
     def __init__(self, engine: GrpcUpstreamEngine, options: RunOptions) -> None:
         self.engine = engine
         self.options = options
+        # The upstream's tool call ids may repeat across its tasks; the session's may not.
+        self.call_ids = engine._call_ids.for_run(options)
         self.fragments = OpenFragments()
         self.request_open = False
         self.abort_seen = False
@@ -178,6 +182,7 @@ class _ProxiedRun:
                         echo.pop(0)
                         continue
                     echo.clear()
+                    message = self.call_ids.incoming(message)
                     self._observe(message)
                     yield message
                 elif event.server_event is not None:
@@ -194,7 +199,7 @@ class _ProxiedRun:
         if event.WhichOneof("kind") != "approval_request":
             return  # task_state and friends describe the upstream; this hub makes its own
         request = event.approval_request
-        call = message_to_dict(request.tool_call)
+        call = message_to_dict(self.call_ids.incoming(request.tool_call))
         if request.origin and not call.get("origin"):
             call["origin"] = list(request.origin)
         decision = await ask(self.options.approve, call, self.options.abort)

@@ -20,7 +20,6 @@ the recorded gap between messages (scaled by ``speed``, capped by
 from __future__ import annotations
 
 import asyncio
-import secrets
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,6 +28,7 @@ from typing import Any
 
 from omni_grpc.convert import message_to_dict
 from omni_grpc.engines.base import EngineMessage, RunOptions
+from omni_grpc.engines.call_ids import CallIdRegistry
 from omni_grpc.protocol import builders as b
 from omni_grpc.protocol.guards import is_partial_kind, payload_kind
 from omni_grpc.protocol.streaming import Segment, SegmentKind, chunked
@@ -66,8 +66,7 @@ class ReplayEngine:
         self.options = options or ReplayOptions()
         self.meta, self.tasks, self.has_partials = _load(path)
         self._cursor: dict[str, int] = {}
-        # Per session: every tool_call_id its trace holds or this engine gave it.
-        self._used: dict[str, set[str]] = {}
+        self._call_ids = CallIdRegistry()
 
     def session_meta(self, session_id: str, workspace: Path) -> JsonObject:
         recorded = self.meta or {}
@@ -96,19 +95,8 @@ class ReplayEngine:
         restart) would otherwise repeat its ids, and a resumed trace pairs
         outputs by id. The first play keeps the recorded ids.
         """
-        used = self._used.get(options.session_id)
-        if used is None:
-            used = self._used[options.session_id] = _call_ids_in(options.trace_path)
-        renamed: dict[str, str] = {}
-        for recorded in task:
-            if recorded.payload.get("type") == "tool_call":
-                call_id = str(recorded.payload.get("tool_call_id", ""))
-                if call_id in used and call_id not in renamed:
-                    renamed[call_id] = f"{call_id}_{secrets.token_hex(4)}"
-                used.add(renamed.get(call_id, call_id))
-        if not renamed:
-            return task
-        return [_renamed(recorded, renamed) for recorded in task]
+        ids = self._call_ids.for_run(options)
+        return [_with_message(recorded, ids.incoming(recorded.message)) for recorded in task]
 
     def _next_task(self, session_id: str) -> list[_Recorded]:
         if self.options.turns == "all":
@@ -222,26 +210,10 @@ def _segment_of(payload: Mapping[str, Any]) -> Segment:
     )
 
 
-def _renamed(recorded: _Recorded, names: Mapping[str, str]) -> _Recorded:
-    arm = recorded.message.WhichOneof("payload")
-    body = getattr(recorded.message, arm) if arm else None
-    old = getattr(body, "tool_call_id", None)
-    if not isinstance(old, str) or old not in names:
+def _with_message(recorded: _Recorded, message: omni_pb2.OmniMessage) -> _Recorded:
+    if message is recorded.message:
         return recorded
-    message = omni_pb2.OmniMessage()
-    message.CopyFrom(recorded.message)
-    getattr(message, arm).tool_call_id = names[old]
     return _Recorded(message, message_to_dict(message)["payload"], recorded.timestamp)
-
-
-def _call_ids_in(trace: Path | None) -> set[str]:
-    if trace is None or not trace.is_file():
-        return set()
-    return {
-        record.message.tool_call.tool_call_id
-        for record in read_records(trace, "jsonl", tolerant=True)
-        if record.message.WhichOneof("payload") == "tool_call"
-    }
 
 
 def _restamped(message: omni_pb2.OmniMessage) -> omni_pb2.OmniMessage:

@@ -34,6 +34,7 @@ from omni_grpc.client.sse import (
 )
 from omni_grpc.convert import message_to_dict
 from omni_grpc.engines.base import Decision, JsonObject, RunOptions
+from omni_grpc.engines.call_ids import CallIdRegistry, RunCallIds
 from omni_grpc.vocabulary import ApprovalMode, SessionState
 from omni_grpc_proto.omni.v1 import agent_service_pb2
 
@@ -92,6 +93,7 @@ class SseUpstreamEngine:
         )
         # local session id -> upstream session id
         self._sessions: dict[str, str] = {}
+        self._call_ids = CallIdRegistry()
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -123,6 +125,8 @@ class SseUpstreamEngine:
         if options.thinking_level:
             task["thinkingLevel"] = options.thinking_level
 
+        # The upstream's tool call ids may repeat across its tasks; the session's may not.
+        ids = self._call_ids.for_run(options)
         stream = read_reference(self._http, f"{base}/stream", token=self.token)
         relay_abort: asyncio.Task[None] | None = None
         try:
@@ -142,9 +146,9 @@ class SseUpstreamEngine:
                 elif item.server_event_kind == "resync_required":
                     raise UpstreamError("the upstream stream lost events (resync_required)")
                 elif item.server_event_kind == "approval_request":
-                    await self._answer(base, item, options)
+                    await self._answer(base, item, options, ids)
                 elif item.message is not None and started:
-                    yield message_to_dict(item.message)
+                    yield message_to_dict(ids.incoming(item.message))
         except SSEStreamError as exc:
             raise UpstreamError(str(exc)) from exc
         finally:
@@ -154,10 +158,12 @@ class SseUpstreamEngine:
                     await relay_abort
             await stream.aclose()
 
-    async def _answer(self, base: str, item: StreamItem, options: RunOptions) -> None:
+    async def _answer(
+        self, base: str, item: StreamItem, options: RunOptions, ids: RunCallIds
+    ) -> None:
         assert item.server_event is not None
         call: Any = item.server_event.approval_request.tool_call
-        decision = await options.approve(message_to_dict(call))
+        decision = await options.approve(message_to_dict(ids.incoming(call)))
         # The reference's approval route takes allow or deny only.
         upstream_decision = Decision.ALLOW if decision == Decision.ALLOW else Decision.DENY
         call_id = call.tool_call.tool_call_id

@@ -13,6 +13,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
+from omni_grpc.engines.call_ids import fresh_id
 from omni_grpc.protocol.streaming import Segment, SegmentKind
 
 JsonObject = dict[str, Any]
@@ -105,7 +106,7 @@ class TurnAssembler:
                 call_id = f"call_{secrets.token_hex(8)}"
             elif call_id in self.used_call_ids:
                 # Some servers number calls per response (call_0 every turn).
-                call_id = f"{call_id}_{secrets.token_hex(4)}"
+                call_id = fresh_id(call_id)
             self.used_call_ids.add(call_id)
             segment = Segment(
                 SegmentKind.TOOL_CALL, name=str(function.get("name") or ""), tool_call_id=call_id

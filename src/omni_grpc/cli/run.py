@@ -142,10 +142,10 @@ class Renderer:
         self.console.print(Panel(Text(arguments), title=title, border_style="cyan"))
 
     def _on_tool_call_output(self, p: dict[str, Any]) -> None:
-        status = p.get("stop_reason", "completed")
-        style = "green" if status == "completed" else "red"
+        status = p.get("stop_reason", StopReason.COMPLETED)
+        style = "green" if status == StopReason.COMPLETED else "red"
         title = escape(f"output [{p.get('tool_call_id', '')}]") + (
-            "" if status == "completed" else f" {status}"
+            "" if status == StopReason.COMPLETED else f" {status}"
         )
         self.console.print(Panel(Text(p.get("output", "")), title=title, border_style=style))
 

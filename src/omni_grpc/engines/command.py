@@ -32,7 +32,7 @@ from omni_grpc.engines.base import AbortSignal, EngineMessage, RunOptions
 from omni_grpc.engines.call_ids import CallIdRegistry
 from omni_grpc.protocol import builders as b
 from omni_grpc.protocol.streaming import OpenFragments
-from omni_grpc.vocabulary import USER_ABORT_REASON
+from omni_grpc.vocabulary import USER_ABORT_REASON, StopReason
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 JsonObject = dict[str, Any]
@@ -257,18 +257,18 @@ class _Bridge:
                 yield message
         if self.abort_seen:
             return
-        for closing in self.fragments.close_all("aborted"):
+        for closing in self.fragments.close_all(StopReason.ABORTED):
             yield closing
         if self.request_open:
-            yield b.request_end("aborted")
+            yield b.request_end(StopReason.ABORTED)
         yield b.abort_event(reason)
 
     def _failure(self, reason: str) -> list[JsonObject]:
         log.warning("command engine %s: %s", shlex.join(self.engine.argv), reason)
-        out = self.fragments.close_all("failed")
+        out = self.fragments.close_all(StopReason.FAILED)
         if not self.request_open:
             out.append(b.request_begin())  # keeps request_begin/request_end paired
-        out.append(b.request_end("failed", error_message=reason))
+        out.append(b.request_end(StopReason.FAILED, error_message=reason))
         out.append(b.abort_event(reason))
         return out
 

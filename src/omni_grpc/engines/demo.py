@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from omni_grpc import protocol
 from omni_grpc.engines.base import Decision, JsonObject, RunOptions
-from omni_grpc.vocabulary import USER_ABORT_REASON
+from omni_grpc.vocabulary import USER_ABORT_REASON, StopReason
 
 TOOL_NAME = "list_workspace"
 _TOOL = protocol.tool_definition(
@@ -176,7 +176,7 @@ class _Turn:
         if opts.abort.is_set():
             raise _Aborted
         yield self.engine._count(opts.session_id, said, prompt)
-        yield self._end("completed")
+        yield self._end(StopReason.COMPLETED)
 
         # The approved tool runs after the model's request ended, as in the reference.
         listing = None
@@ -192,7 +192,7 @@ class _Turn:
         async for msg in self._segment("partial_text", _words(answer)):
             yield msg
         yield self.engine._count(opts.session_id, answer, prompt)
-        yield self._end("completed")
+        yield self._end(StopReason.COMPLETED)
         if opts.abort.is_set():  # an abort that came with the last message still ends it
             raise _Aborted
 
@@ -218,17 +218,17 @@ class _Turn:
         text = self.fragment[3]
         self.fragment = None
         yield _partial(kind, "stop", "", call_id, name)
-        yield _complete(kind, text, call_id, name, "completed")
+        yield _complete(kind, text, call_id, name, StopReason.COMPLETED)
 
     def close_aborted(self) -> list[JsonObject]:
         out: list[JsonObject] = []
         if self.fragment is not None:
             kind, call_id, name, text = self.fragment
-            out.append(_partial(kind, "stop", "", call_id, name, "aborted"))
-            out.append(_complete(kind, text, call_id, name, "aborted"))
+            out.append(_partial(kind, "stop", "", call_id, name, StopReason.ABORTED))
+            out.append(_complete(kind, text, call_id, name, StopReason.ABORTED))
             self.fragment = None
         if self.request_open:
-            out.append(self._end("aborted"))
+            out.append(self._end(StopReason.ABORTED))
         out.append(protocol.abort_event(self.options.abort.reason or USER_ABORT_REASON))
         return out
 
@@ -265,7 +265,12 @@ _COMPLETES: dict[str, Callable[..., JsonObject]] = {
 
 
 def _partial(
-    kind: str, event: str, text: str, call_id: str, name: str, stop_reason: str = "completed"
+    kind: str,
+    event: str,
+    text: str,
+    call_id: str,
+    name: str,
+    stop_reason: str = StopReason.COMPLETED,
 ) -> JsonObject:
     return _PARTIALS[kind](event, text, call_id, name, stop_reason)
 

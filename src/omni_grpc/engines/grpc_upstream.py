@@ -33,7 +33,7 @@ from omni_grpc.engines.base import EngineMessage, RunOptions
 from omni_grpc.engines.call_ids import CallIdRegistry
 from omni_grpc.protocol import builders as b
 from omni_grpc.protocol.streaming import OpenFragments
-from omni_grpc.vocabulary import USER_ABORT_REASON
+from omni_grpc.vocabulary import USER_ABORT_REASON, StopReason
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import omni_pb2
 
@@ -158,7 +158,7 @@ class _ProxiedRun:
             if not self.finished and self.stream is not None:
                 self.stream.cancel()
         if self.options.abort.is_set() and not self.abort_seen:
-            for closing in self._closing("aborted"):
+            for closing in self._closing(StopReason.ABORTED):
                 yield closing
             yield b.abort_event(self.options.abort.reason or USER_ABORT_REASON)
         elif not self.finished and not self.abort_seen:
@@ -252,9 +252,13 @@ class _ProxiedRun:
             else "the stream ended before the task finished"
         )
         reason = f"upstream AgentService {self.engine.target}: {detail}"
-        status = "auth" if error is not None and error.code in _AUTH_CODES else "failed"
+        status = (
+            StopReason.AUTH
+            if error is not None and error.code in _AUTH_CODES
+            else StopReason.FAILED
+        )
         log.warning("grpc upstream: %s", reason)
-        out = self.fragments.close_all("failed")
+        out = self.fragments.close_all(StopReason.FAILED)
         if not self.request_open:
             out.append(b.request_begin())  # keeps request_begin/request_end paired
         out.append(b.request_end(status, error_message=reason))

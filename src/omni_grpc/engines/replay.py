@@ -162,7 +162,10 @@ class _Player:
 
     async def _approve(self, recorded: _Recorded) -> AsyncIterator[JsonObject]:
         payload = recorded.payload
-        if payload.get("stop_reason", "completed") != "completed" or recorded.message.origin:
+        if (
+            payload.get("stop_reason", StopReason.COMPLETED) != StopReason.COMPLETED
+            or recorded.message.origin
+        ):
             return
         call = message_to_dict(recorded.message)
         try:
@@ -178,7 +181,7 @@ class _Player:
 
     async def _aborted(self) -> AsyncIterator[JsonObject]:
         if self.request_open:
-            yield b.request_end("aborted")
+            yield b.request_end(StopReason.ABORTED)
         yield b.abort_event(self.run_options.abort.reason or USER_ABORT_REASON)
 
     async def _pause(self, recorded: _Recorded) -> bool:

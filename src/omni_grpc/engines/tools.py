@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from omni_grpc._imports import import_object
+from omni_grpc.vocabulary import StopReason
 
 JsonObject = dict[str, Any]
 
@@ -42,7 +43,7 @@ class ToolResult:
     output: str
     images: list[str] = field(default_factory=list)
     # "completed" or "failed": the stop_reason of the tool_call_output.
-    status: str = "completed"
+    status: str = StopReason.COMPLETED
 
 
 ToolHandler = Callable[[JsonObject, ToolContext], Awaitable[ToolResult | str]]
@@ -65,16 +66,16 @@ class Tool:
 async def run_tool(tool: Tool | None, name: str, arguments: str, ctx: ToolContext) -> ToolResult:
     """Runs one call; every failure becomes a ``failed`` result, never an exception."""
     if tool is None:
-        return ToolResult(f"[tool error] unknown tool {name!r}", status="failed")
+        return ToolResult(f"[tool error] unknown tool {name!r}", status=StopReason.FAILED)
     try:
         args = _parse_arguments(arguments)
         result = await tool.handler(args, ctx)
     except asyncio.CancelledError:
         raise
     except ToolError as exc:
-        return ToolResult(f"[tool error] {exc}", status="failed")
+        return ToolResult(f"[tool error] {exc}", status=StopReason.FAILED)
     except Exception as exc:  # a user tool's bug must not end the run
-        return ToolResult(f"[tool error] {type(exc).__name__}: {exc}", status="failed")
+        return ToolResult(f"[tool error] {type(exc).__name__}: {exc}", status=StopReason.FAILED)
     return ToolResult(result) if isinstance(result, str) else result
 
 

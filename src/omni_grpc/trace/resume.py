@@ -38,6 +38,7 @@ from typing import Any
 from omni_grpc import protocol
 from omni_grpc.trace.jsonl import read_jsonl
 from omni_grpc.trace.records import SkippedLine
+from omni_grpc.vocabulary import StopReason
 
 Json = dict[str, Any]
 
@@ -90,7 +91,9 @@ def _output_id(msg: Mapping[str, Any]) -> str | None:
 
 
 def placeholder_output(tool_call_id: str) -> Json:
-    return protocol.tool_call_output(PROCESS_EXIT_PLACEHOLDER, tool_call_id, stop_reason="aborted")
+    return protocol.tool_call_output(
+        PROCESS_EXIT_PLACEHOLDER, tool_call_id, stop_reason=StopReason.ABORTED
+    )
 
 
 class _Replay:
@@ -137,7 +140,7 @@ class _Replay:
             new_id = payload.get("tool_call_id")
             if (
                 payload.get("type") == "tool_call"
-                and payload.get("stop_reason", "completed") == "completed"
+                and payload.get("stop_reason", StopReason.COMPLETED) == StopReason.COMPLETED
                 and isinstance(new_id, str)
                 and new_id
                 and new_id not in self.committed_calls
@@ -157,7 +160,7 @@ class _Replay:
             self.in_request = True
             self.snapshot, self.pending = self.pending, []
         elif kind == "request_end":
-            if self.in_request and _payload(msg).get("status") == "completed":
+            if self.in_request and _payload(msg).get("status") == StopReason.COMPLETED:
                 self.commit_turn()
             else:
                 self.drop_turn()
@@ -196,7 +199,7 @@ def resume_trace(messages: Sequence[Mapping[str, Any]]) -> ResumeResult:
             break
 
     last = _payload(records[-1]) if records else {}
-    if last.get("type") == "compaction_end" and last.get("status") == "completed":
+    if last.get("type") == "compaction_end" and last.get("status") == StopReason.COMPLETED:
         summary = _last_completed_text(records)
         # A summarize compaction whose summary came out empty did not really
         # close the context (older engines wrote such files): replay it instead.
@@ -223,7 +226,7 @@ def _last_completed_text(records: Iterable[Mapping[str, Any]]) -> str:
         if kind == "request_begin":
             in_request, current = True, ""
         elif kind == "request_end":
-            if payload.get("status") == "completed":
+            if payload.get("status") == StopReason.COMPLETED:
                 text = current
             in_request = False
         elif (
@@ -259,19 +262,19 @@ def closing_records(
         elif kind == "compaction_end":
             compaction = None
         elif kind == "tool_call" and isinstance(call_id, str):
-            if payload.get("stop_reason", "completed") == "completed":
+            if payload.get("stop_reason", StopReason.COMPLETED) == StopReason.COMPLETED:
                 unanswered[call_id] = None
         elif kind == "tool_call_output" and isinstance(call_id, str):
             unanswered.pop(call_id, None)
     closing: list[Json] = []
     if request_open:
-        closing.append(protocol.request_end("aborted", error_message=reason))
+        closing.append(protocol.request_end(StopReason.ABORTED, error_message=reason))
     if compaction is not None:
         closing.append(
             protocol.compaction_end(
                 str(compaction.get("reason", "")),
                 str(compaction.get("mode", "")),
-                "failed",
+                StopReason.FAILED,
                 error_message=reason,
             )
         )

@@ -177,7 +177,7 @@ class TraceValidator:
             else:
                 lane.seen_calls[call_id] = line
             # Only a completed call runs; others need no output.
-            if payload.get("stop_reason", "completed") == "completed":
+            if payload.get("stop_reason", StopReason.COMPLETED) == StopReason.COMPLETED:
                 lane.calls[call_id] = line
         elif kind == "tool_call_output" and isinstance(call_id, str):
             if call_id not in lane.seen_calls:
@@ -244,7 +244,7 @@ def _check_complete(
         _missing_complete(fragment, kind, report)
         return
     for key, want in _expected(fragment).items():
-        got = payload.get(key, [] if key == "images" else "completed")
+        got = payload.get(key, [] if key == "images" else StopReason.COMPLETED)
         if got != want:
             report(
                 "error",

@@ -38,7 +38,7 @@ from omni_grpc.engines.openai.transport import (
 from omni_grpc.engines.tools import ToolContext, ToolResult, run_tool
 from omni_grpc.observability import tracing
 from omni_grpc.protocol import builders as b
-from omni_grpc.vocabulary import USER_ABORT_REASON, Decision
+from omni_grpc.vocabulary import USER_ABORT_REASON, Decision, StopReason
 
 JsonObject = dict[str, Any]
 
@@ -135,7 +135,7 @@ class _Run:
             if outcome.abort_reason is not None or failure is None:
                 return
             last = attempt == self.config.max_attempts
-            if failure.status == "auth" or not failure.retryable or last:
+            if failure.status == StopReason.AUTH or not failure.retryable or last:
                 yield b.request_end(failure.status, error_message=failure.message, attempt=attempt)
                 outcome.abort_reason = f"llm request error: {failure.message}"
                 return
@@ -168,9 +168,9 @@ class _Run:
                 event = await _next_event(queue, self.options.abort)
                 if event is None:  # aborted
                     producer.cancel()
-                    for message in assembler.close("aborted"):
+                    for message in assembler.close(StopReason.ABORTED):
                         yield message
-                    yield b.request_end("aborted", attempt=attempt)
+                    yield b.request_end(StopReason.ABORTED, attempt=attempt)
                     outcome.abort_reason = self._abort_reason()
                     return
                 if isinstance(event, _ToolDone):
@@ -180,7 +180,7 @@ class _Run:
                     try:
                         produced = assembler.feed(event.data)
                     except MalformedStream as exc:
-                        event = StreamFailure("malformed", str(exc), retryable=True)
+                        event = StreamFailure(StopReason.MALFORMED, str(exc), retryable=True)
                     else:
                         for message in produced:
                             yield message
@@ -226,7 +226,7 @@ class _Run:
             request = _token_counts(assembler.usage)
             self.session_usage = b.add_token_counts(self.session_usage, request)
             yield b.token_usage(self.session_usage, request)
-        yield b.request_end("completed", attempt=attempt if attempt > 1 else None)
+        yield b.request_end(StopReason.COMPLETED, attempt=attempt if attempt > 1 else None)
         self.items += [dict(m["payload"]) for m in assembler.messages]
         outcome.calls = [c["payload"]["tool_call_id"] for c in assembler.tool_calls]
         while self.tools:
@@ -246,7 +246,7 @@ class _Run:
         started: list[str],
     ) -> AsyncIterator[JsonObject]:
         payload = call["payload"]
-        if payload["stop_reason"] != "completed" or self.options.abort.is_set():
+        if payload["stop_reason"] != StopReason.COMPLETED or self.options.abort.is_set():
             return
         decision = await ask(self.options.approve, call, self.options.abort)
         if decision is None:
@@ -267,7 +267,7 @@ class _Run:
     def _tool_output(self, done: _ToolDone) -> JsonObject:
         self.tools.pop(done.call_id, None)
         if done.task.cancelled():
-            result = ToolResult(RETRIED_INTERRUPT, status="aborted")
+            result = ToolResult(RETRIED_INTERRUPT, status=StopReason.ABORTED)
         else:
             result = done.task.result()
         message = b.tool_call_output(
@@ -283,7 +283,9 @@ class _Run:
             task = self.tools.pop(call_id, None)
             if task is not None and not task.done():
                 task.cancel()
-                out.append(b.tool_call_output(RETRIED_INTERRUPT, call_id, stop_reason="aborted"))
+                out.append(
+                    b.tool_call_output(RETRIED_INTERRUPT, call_id, stop_reason=StopReason.ABORTED)
+                )
         return out
 
     async def _cancel_tools(self) -> None:
@@ -342,7 +344,9 @@ class _ToolDone:
 
 
 def _truncated() -> StreamFailure:
-    return StreamFailure("malformed", "the stream ended before a finish_reason", retryable=True)
+    return StreamFailure(
+        StopReason.MALFORMED, "the stream ended before a finish_reason", retryable=True
+    )
 
 
 def _token_counts(usage: Mapping[str, Any]) -> JsonObject:

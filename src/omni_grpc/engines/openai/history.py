@@ -19,6 +19,7 @@ from typing import Any
 from omni_grpc.convert import message_to_dict
 from omni_grpc.protocol import builders as b
 from omni_grpc.trace import read_jsonl
+from omni_grpc.vocabulary import StopReason
 
 JsonObject = dict[str, Any]
 
@@ -68,7 +69,7 @@ def rebuild(envelopes: Iterable[Mapping[str, Any]]) -> History:
         elif kind in _ASSISTANT and role == "assistant":
             pending_output.append(payload)
         elif kind == "request_end":
-            if payload.get("status") == "completed":
+            if payload.get("status") == StopReason.COMPLETED:
                 committed += pending_input + pending_output
                 committed_calls.update(
                     str(p.get("tool_call_id")) for p in pending_output if p["type"] == "tool_call"
@@ -78,7 +79,7 @@ def rebuild(envelopes: Iterable[Mapping[str, Any]]) -> History:
                 pending_output = []
         elif kind == "abort":
             pending_output = []
-        elif kind == "compaction_end" and payload.get("status") == "completed":
+        elif kind == "compaction_end" and payload.get("status") == StopReason.COMPLETED:
             # A closed context: what follows (the summary) starts the new one.
             committed, committed_calls = [], set()
             pending_input, pending_output = [], []

@@ -15,6 +15,7 @@ from typing import Any
 
 from omni_grpc.engines.call_ids import fresh_id
 from omni_grpc.protocol.streaming import Segment, SegmentKind
+from omni_grpc.vocabulary import StopReason
 
 JsonObject = dict[str, Any]
 
@@ -132,7 +133,7 @@ class TurnAssembler:
         assert self._open is not None
         return self._open.delta(text)
 
-    def close(self, stop_reason: str = "completed") -> list[JsonObject]:
+    def close(self, stop_reason: str = StopReason.COMPLETED) -> list[JsonObject]:
         """Closes the open segment: its stop fragment and complete message."""
         segment, self._open, self._open_index = self._open, None, None
         if segment is None:

@@ -15,6 +15,8 @@ import httpx
 import orjson
 from httpx_sse import EventSource, SSEError
 
+from omni_grpc.vocabulary import StopReason
+
 JsonObject = dict[str, Any]
 
 
@@ -43,11 +45,11 @@ StreamEvent = StreamChunk | StreamEnd | StreamFailure
 def classify_status(code: int, detail: str) -> StreamFailure:
     message = f"{code} {detail}".strip()
     if code in (401, 403):
-        return StreamFailure("auth", message, retryable=False)
+        return StreamFailure(StopReason.AUTH, message, retryable=False)
     if code in (408, 409, 429) or code >= 500:
-        return StreamFailure("failed", message, retryable=True)
+        return StreamFailure(StopReason.FAILED, message, retryable=True)
     # Any other 4xx is a request the endpoint will refuse again.
-    return StreamFailure("failed", message, retryable=False)
+    return StreamFailure(StopReason.FAILED, message, retryable=False)
 
 
 def error_detail(body: bytes) -> str:
@@ -92,21 +94,23 @@ async def stream_completion(
                 except orjson.JSONDecodeError:
                     snippet = event.data[:120]
                     emit(
-                        StreamFailure("malformed", f"a stream event is not JSON: {snippet!r}", True)
+                        StreamFailure(
+                            StopReason.MALFORMED, f"a stream event is not JSON: {snippet!r}", True
+                        )
                     )
                     return
             emit(StreamEnd(done_marker=False))
     except httpx.TimeoutException as exc:
-        emit(StreamFailure("timeout", f"timeout: {_describe(exc)}", True))
+        emit(StreamFailure(StopReason.TIMEOUT, f"timeout: {_describe(exc)}", True))
     except httpx.ConnectError as exc:
         # Nothing was sent: the endpoint is down or unreachable, not "lost".
-        emit(StreamFailure("timeout", _connect_failure(url, exc), True))
+        emit(StreamFailure(StopReason.TIMEOUT, _connect_failure(url, exc), True))
     except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-        emit(StreamFailure("timeout", f"connection lost: {_describe(exc)}", True))
+        emit(StreamFailure(StopReason.TIMEOUT, f"connection lost: {_describe(exc)}", True))
     except SSEError as exc:
-        emit(StreamFailure("malformed", f"not an event stream: {exc}", True))
+        emit(StreamFailure(StopReason.MALFORMED, f"not an event stream: {exc}", True))
     except httpx.HTTPError as exc:
-        emit(StreamFailure("failed", f"request error: {_describe(exc)}", True))
+        emit(StreamFailure(StopReason.FAILED, f"request error: {_describe(exc)}", True))
 
 
 def _describe(exc: Exception) -> str:

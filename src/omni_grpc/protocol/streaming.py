@@ -44,7 +44,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from omni_grpc.protocol import builders as b
 from omni_grpc.vocabulary import EventType, StopReason
@@ -112,6 +112,7 @@ class Fragment:
 
     def __post_init__(self) -> None:
         self.kind = SegmentKind(self.kind)  # a producer may name it by its spelling
+        self._content_key = _CONTENT_KEY[self.kind]  # read on every delta
 
     @property
     def content(self) -> str:
@@ -121,7 +122,7 @@ class Fragment:
 
     def absorb(self, payload: Mapping[str, Any]) -> None:
         """Takes in one fragment payload (the reference's append rules)."""
-        chunk = payload.get(self.kind.content_key)
+        chunk = payload.get(self._content_key)
         if isinstance(chunk, str) and chunk:
             self.chunks.append(chunk)
         name = payload.get("name")
@@ -131,7 +132,7 @@ class Fragment:
         if isinstance(call_id, str):
             self.tool_call_id = call_id
         images = payload.get("images")
-        if isinstance(images, Sequence) and not isinstance(images, str) and images:
+        if images and isinstance(images, Sequence) and not isinstance(images, str):
             self.images = [str(i) for i in images]
         stop_reason = payload.get("stop_reason")
         if isinstance(stop_reason, str):
@@ -228,8 +229,7 @@ class Fragment:
 Segment = Fragment
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
+class Step(NamedTuple):
     """What one fragment message did to the open set."""
 
     # The fragment the message went to (no longer open after a stop).
@@ -274,13 +274,17 @@ class OpenFragments:
     ) -> Step | None:
         """Applies one payload of any kind (so a stop's debt is settled by
         whatever follows it); None when it is not a fragment."""
-        chain = tuple(origin)
-        self._owed.pop(chain, None)
-        kind = SegmentKind.of_partial(payload.get("type"))
+        chain: tuple[str, ...] = origin if type(origin) is tuple else tuple(origin)
+        if self._owed:
+            self._owed.pop(chain, None)
+        kind_name = payload.get("type")
+        if not isinstance(kind_name, str):
+            return None
+        kind = _BY_PARTIAL.get(kind_name)
         if kind is None:
             return None
         call_id = payload.get("tool_call_id")
-        key = (chain, kind.partial, call_id if isinstance(call_id, str) else "")
+        key = (chain, kind_name, call_id if isinstance(call_id, str) else "")
         raw_event = payload.get("event_type")
         event = raw_event if isinstance(raw_event, str) else ""
         replaced = self._open.pop(key, None) if event == EventType.START else None
@@ -302,18 +306,18 @@ class OpenFragments:
 
     def push_message(self, msg: Mapping[str, Any] | omni_pb2.OmniMessage) -> Step | None:
         """:meth:`push` for a whole message, JSON or protobuf, with its origin."""
-        if isinstance(msg, Mapping):
-            payload = msg.get("payload")
-            if not isinstance(payload, Mapping):
+        if isinstance(msg, omni_pb2.OmniMessage):
+            view = fragment_view(msg)
+            if view is None:
+                self._owed.pop(tuple(msg.origin), None)
                 return None
-            origin = msg.get("origin")
-            chain = [str(o) for o in origin] if isinstance(origin, list) else []
-            return self.push(payload, chain)
-        view = fragment_view(msg)
-        if view is None:
-            self._owed.pop(tuple(msg.origin), None)
+            return self.push(view, tuple(msg.origin))
+        payload = msg.get("payload")
+        if type(payload) is not dict and not isinstance(payload, Mapping):
             return None
-        return self.push(view, msg.origin)
+        origin = msg.get("origin")
+        chain = tuple(str(o) for o in origin) if isinstance(origin, list) and origin else ()
+        return self.push(payload, chain)
 
     def take_all(self) -> list[Fragment]:
         """Removes and returns every open fragment, in opening order."""

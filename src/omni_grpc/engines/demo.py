@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from omni_grpc import protocol
 from omni_grpc.engines.base import Decision, JsonObject, RunOptions
+from omni_grpc.protocol.streaming import Segment, SegmentKind
 from omni_grpc.vocabulary import USER_ABORT_REASON, StopReason
 
 TOOL_NAME = "list_workspace"
@@ -129,8 +130,8 @@ class _Turn:
         self.engine = engine
         self.options = options
         self.request_open = False
-        # The open fragment: (partial kind, tool_call_id, name, text so far).
-        self.fragment: tuple[str, str, str, str] | None = None
+        # The segment being streamed, closed as aborted if the run stops mid-way.
+        self.fragment: Segment | None = None
         self._ticks = 0
 
     async def _tick(self) -> None:
@@ -208,24 +209,22 @@ class _Turn:
         self, kind: str, chunks: Any, call_id: str = "", name: str = ""
     ) -> AsyncIterator[JsonObject]:
         """start, one delta per chunk, stop, then the complete message."""
-        self.fragment = (kind, call_id, name, "")
-        yield _partial(kind, "start", "", call_id, name)
+        segment_kind = SegmentKind.of_partial(kind)
+        assert segment_kind is not None, kind
+        segment = self.fragment = Segment(segment_kind, name=name, tool_call_id=call_id)
+        yield segment.start()
         for chunk in chunks:
             await self._tick()
-            self.fragment = (kind, call_id, name, self.fragment[3] + chunk)
-            yield _partial(kind, "delta", chunk, call_id, name)
+            yield segment.delta(chunk)
         await self._tick()
-        text = self.fragment[3]
         self.fragment = None
-        yield _partial(kind, "stop", "", call_id, name)
-        yield _complete(kind, text, call_id, name, StopReason.COMPLETED)
+        for msg in segment.finish(StopReason.COMPLETED):
+            yield msg
 
     def close_aborted(self) -> list[JsonObject]:
         out: list[JsonObject] = []
         if self.fragment is not None:
-            kind, call_id, name, text = self.fragment
-            out.append(_partial(kind, "stop", "", call_id, name, StopReason.ABORTED))
-            out.append(_complete(kind, text, call_id, name, StopReason.ABORTED))
+            out.extend(self.fragment.finish(StopReason.ABORTED))
             self.fragment = None
         if self.request_open:
             out.append(self._end(StopReason.ABORTED))
@@ -238,45 +237,6 @@ async def _ask(options: RunOptions, call: JsonObject) -> Decision:
         return await options.approve(call)
     except Exception:  # a failing callback counts as deny (reference rule)
         return Decision.DENY
-
-
-_PARTIALS: dict[str, Callable[..., JsonObject]] = {
-    "partial_text": lambda ev, text, cid, name, sr: protocol.partial_text(ev, text, stop_reason=sr),
-    "partial_thinking": lambda ev, text, cid, name, sr: protocol.partial_thinking(
-        ev, text, stop_reason=sr
-    ),
-    "partial_tool_call": lambda ev, text, cid, name, sr: protocol.partial_tool_call(
-        ev, name, text, cid, stop_reason=sr
-    ),
-    "partial_tool_call_output": lambda ev, text, cid, name, sr: protocol.partial_tool_call_output(
-        ev, text, cid, stop_reason=sr
-    ),
-}
-_COMPLETES: dict[str, Callable[..., JsonObject]] = {
-    "partial_text": lambda text, cid, name, sr: protocol.assistant_text(text, stop_reason=sr),
-    "partial_thinking": lambda text, cid, name, sr: protocol.thinking(text, stop_reason=sr),
-    "partial_tool_call": lambda text, cid, name, sr: protocol.tool_call(
-        name, text, cid, stop_reason=sr
-    ),
-    "partial_tool_call_output": lambda text, cid, name, sr: protocol.tool_call_output(
-        text, cid, stop_reason=sr
-    ),
-}
-
-
-def _partial(
-    kind: str,
-    event: str,
-    text: str,
-    call_id: str,
-    name: str,
-    stop_reason: str = StopReason.COMPLETED,
-) -> JsonObject:
-    return _PARTIALS[kind](event, text, call_id, name, stop_reason)
-
-
-def _complete(kind: str, text: str, call_id: str, name: str, stop_reason: str) -> JsonObject:
-    return _COMPLETES[kind](text, call_id, name, stop_reason)
 
 
 def _prompt_of(input: list[JsonObject]) -> str:

@@ -350,3 +350,31 @@ def test_segments_and_chunks() -> None:
     assert SegmentKind.of_partial("partial_thinking") is SegmentKind.THINKING
     assert SegmentKind.of_partial(["not", "hashable"]) is None
     assert Fragment("text").kind is SegmentKind.TEXT  # type: ignore[arg-type]
+
+
+COMPLETES = [k.value for k in SegmentKind]
+
+
+def carries_nothing(msg: Json) -> bool:
+    """A delta without content: losing it changes no reader's result."""
+    p = msg["payload"]
+    return p.get("event_type") == "delta" and not p[CONTENT[p["type"]]]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=SLOW_OK)
+@given(disciplined_stream(), st.data())
+def test_the_validator_reports_any_lost_piece_of_a_segment(
+    msgs: list[Json], data: st.DataObject
+) -> None:
+    """Losing a start, a stop, a complete message or a delta with content breaks
+    the discipline, and the validator says so."""
+    pieces = [
+        i
+        for i, m in enumerate(msgs)
+        if m["payload"]["type"] in COMPLETES
+        or (m["payload"]["type"] in PARTIALS and not carries_nothing(m))
+    ]
+    if not pieces:
+        return
+    lost = data.draw(st.sampled_from(pieces))
+    assert fragment_issues(msgs[:lost] + msgs[lost + 1 :]) != []

@@ -59,7 +59,7 @@ def hub_error_status(exc: HubError) -> tuple[int, str]:
     if isinstance(exc, SessionBusy):
         return 409, "task_in_progress"
     if isinstance(exc, ApprovalNotPending):
-        return 404, "approval_not_pending"
+        return 404, "approval_not_found"
     if isinstance(exc, StorageUnavailable):
         return 503, "storage_unavailable"
     if isinstance(exc, HubClosed):

@@ -72,6 +72,15 @@ class EventType(enum.StrEnum):
     STOP = "stop"
 
 
+class RunOutcome(enum.StrEnum):
+    """How a run ended: the dialect's ``done.status``, the metrics' run label."""
+
+    COMPLETED = "completed"
+    # Someone asked for the stop (see AbortKind.is_failure).
+    ABORTED = "aborted"
+    FAILED = "failed"
+
+
 class SessionState(enum.StrEnum):
     """A session's ``task_state`` (and ``SessionInfo.state``)."""
 

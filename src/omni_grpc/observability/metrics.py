@@ -28,6 +28,8 @@ from prometheus_client import (
 from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from omni_grpc.vocabulary import Decision, RunOutcome, StopReason
+
 GRPC_LABELS = ("grpc_type", "grpc_service", "grpc_method")
 
 # Seconds: from sub-millisecond hub work to model requests and approvals that
@@ -36,10 +38,10 @@ LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 1
 WAIT_BUCKETS = (0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 SUBSCRIBER_BUCKETS = (0, 1, 2, 4, 8, 16, 32, 64, 128)
 
-RUN_STATUSES = frozenset({"completed", "aborted", "failed"})
+RUN_STATUSES: frozenset[str] = frozenset(RunOutcome)
 # request_end stop reasons (the protocol's StopReason names).
-REQUEST_OUTCOMES = frozenset({"completed", "aborted", "failed", "timeout", "malformed", "auth"})
-DECISIONS = frozenset({"allow", "deny", "forbidden"})
+REQUEST_OUTCOMES: frozenset[str] = frozenset(StopReason)
+DECISIONS: frozenset[str] = frozenset(Decision)
 OTHER = "other"
 
 

@@ -32,7 +32,7 @@ from omni_grpc.observability.metrics import (
 )
 from omni_grpc.runtime.event_log import EventLog
 from omni_grpc.trace import TraceWriter
-from omni_grpc.vocabulary import AbortKind
+from omni_grpc.vocabulary import AbortKind, RunOutcome, StopReason
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 # Enum numbers -> the protocol's JSON names ("completed", "allow", ...).
@@ -216,7 +216,7 @@ class _ObservedRun(RunObservation):
         span.set_attribute("omni.outcome", outcome)
         if attempt is not None:
             span.set_attribute("omni.attempt", attempt)
-        if outcome != "completed":
+        if outcome != StopReason.COMPLETED:
             span.set_status(trace.StatusCode.ERROR, outcome)
         span.end()
 
@@ -237,7 +237,7 @@ class _ObservedRun(RunObservation):
         if span is not None:
             stop = _STOP_REASONS.get(output.stop_reason, OTHER)
             span.set_attribute("omni.outcome", stop)
-            if stop != "completed":
+            if stop != StopReason.COMPLETED:
                 span.set_status(trace.StatusCode.ERROR, stop)
             span.end()
 
@@ -285,9 +285,11 @@ class _ObservedRun(RunObservation):
         if failed and kind is None:
             kind = AbortKind.SERVER_FAILURE  # the hub stopped it before an abort got out
         if kind is None:
-            status = "completed"
+            status = RunOutcome.COMPLETED
+        elif failed or kind.is_failure:
+            status = RunOutcome.FAILED
         else:
-            status = "failed" if failed or kind.is_failure else "aborted"
+            status = RunOutcome.ABORTED
         if self.m is not None:
             self.m.runs_in_progress.dec()
             self.m.runs_finished.labels(bounded(status, RUN_STATUSES)).inc()
@@ -299,16 +301,18 @@ class _ObservedRun(RunObservation):
                 self.m.approvals_waiting.dec()
             self._asks.clear()
         if self.spans is not None:
-            self._end_request_span("aborted" if status == "aborted" else "failed")
+            self._end_request_span(
+                (StopReason.ABORTED if status is RunOutcome.ABORTED else StopReason.FAILED).value
+            )
             for span in self._tools.values():
                 span.set_status(trace.StatusCode.ERROR, "the run ended first")
                 span.end()
             self._tools.clear()
             run = self.spans.span
-            run.set_attribute("omni.status", status)
+            run.set_attribute("omni.status", status.value)
             if kind is not None:
                 run.set_attribute("omni.abort_kind", kind.value)
-            if status == "failed":
+            if status is RunOutcome.FAILED:
                 run.set_status(trace.StatusCode.ERROR, "the run ended with an abort")
             run.end()
             tracing.leave_run(self._trace_tokens)

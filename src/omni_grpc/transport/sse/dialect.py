@@ -15,11 +15,10 @@ from typing import Any, Literal
 import orjson
 
 from omni_grpc.transport.sse.wire import encode_frame
-from omni_grpc.vocabulary import AbortKind
+from omni_grpc.vocabulary import AbortKind, RunOutcome
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 EventName = Literal["thought", "tool_call", "tool_result", "message", "error", "done"]
-RunStatus = Literal["completed", "aborted", "failed"]
 
 # request_end statuses the engine retries: unrecoverable only if nothing
 # follows them but the end of the run.
@@ -122,16 +121,16 @@ class DialectProjection:
         if self._pending_failure is not None and not self._error_sent:
             failure = self._pending_failure
             events.append(self._error(failure.code, failure.message))
-        status: RunStatus = "completed"
+        status = RunOutcome.COMPLETED
         if self._error_sent:
-            status = "failed"
+            status = RunOutcome.FAILED
         elif self._aborted:
-            status = "aborted"
+            status = RunOutcome.ABORTED
         self._done = True
         events.append(
             DialectEvent(
                 "done",
-                {"run_id": self.run_id, "total_tokens": self.total_tokens, "status": status},
+                {"run_id": self.run_id, "total_tokens": self.total_tokens, "status": status.value},
             )
         )
         return events

@@ -35,7 +35,7 @@ class ObservedSubscription:
         event = await self._inner.next()
         if event is None:
             return None
-        self._delivered.inc()
+        self._delivered.value += 1
         first, self._first = self._first, False
         if first or not event.buffered:  # resync_required is never buffered
             self._classify(event, first)
@@ -91,7 +91,7 @@ class ObservedEventLog:
 
     async def publish(self, body: EventBody) -> HubEvent:
         event = await self._inner.publish(body)
-        self._published.inc()
+        self._published.value += 1
         return event
 
     async def replay_after(self, event_id: str) -> list[HubEvent] | None:

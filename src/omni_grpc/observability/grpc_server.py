@@ -55,8 +55,7 @@ class _Method:
     def __init__(self, metrics: ServerMetrics, labels: tuple[str, str, str]) -> None:
         self.labels = labels
         self.started: Counter = metrics.grpc_started.labels(*labels)
-        self.received: Counter = metrics.grpc_msg_received.labels(*labels)
-        self.sent: Counter = metrics.grpc_msg_sent.labels(*labels)
+        self.messages = metrics.grpc_message_tally(labels)
         self.seconds: Histogram = metrics.grpc_handling_seconds.labels(*labels)
         self._handled = metrics.grpc_handled
         self._codes: dict[str, Counter] = {}
@@ -96,11 +95,11 @@ class _Call:
 
     def received(self) -> None:
         if self.method is not None:
-            self.method.received.inc()
+            self.method.messages.received += 1
 
     def sent(self) -> None:
         if self.method is not None:
-            self.method.sent.inc()
+            self.method.messages.sent += 1
 
     def end(self, code: grpc.StatusCode, error: BaseException | None = None) -> None:
         if self.method is not None:

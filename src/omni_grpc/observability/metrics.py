@@ -25,7 +25,12 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
 )
-from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeHistogramMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from omni_grpc.vocabulary import Decision, RunOutcome, StopReason
@@ -87,18 +92,8 @@ class ServerMetrics:
             GRPC_LABELS,
             registry=r,
         )
-        self.grpc_msg_received = Counter(
-            "grpc_server_msg_received",
-            "RPC stream messages received on the server.",
-            GRPC_LABELS,
-            registry=r,
-        )
-        self.grpc_msg_sent = Counter(
-            "grpc_server_msg_sent",
-            "gRPC stream messages sent by the server.",
-            GRPC_LABELS,
-            registry=r,
-        )
+        # Messages are tallied per method (see Tally) and read at scrape time.
+        self.grpc_messages: dict[tuple[str, str, str], MessageTally] = {}
 
         # ---- HTTP -------------------------------------------------------------------
         self.http_requests = Counter(
@@ -167,14 +162,8 @@ class ServerMetrics:
         )
 
         # ---- events and subscribers -------------------------------------------------
-        self.events_published = Counter(
-            "omni_events_published", "Events published to session event logs.", registry=r
-        )
-        self.events_delivered = Counter(
-            "omni_events_delivered",
-            "Events handed to subscribers (one per subscriber per event).",
-            registry=r,
-        )
+        self.events_published = Tally()
+        self.events_delivered = Tally()
         self.subscriber_cutoffs = Counter(
             "omni_subscriber_cutoffs",
             "Subscribers that fell behind the replay buffer and were told resync_required.",
@@ -220,10 +209,68 @@ class ServerMetrics:
 
         self._logs: weakref.WeakSet[LogStats] = weakref.WeakSet()
         r.register(_EventLogCollector(self._logs))
+        r.register(_TallyCollector(self))
+
+    def grpc_message_tally(self, labels: tuple[str, str, str]) -> MessageTally:
+        tally = self.grpc_messages.get(labels)
+        if tally is None:
+            tally = self.grpc_messages[labels] = MessageTally()
+        return tally
 
     def track_log(self, log: LogStats) -> None:
         """Includes ``log`` in the event-log gauges while it is alive."""
         self._logs.add(log)
+
+
+class Tally:
+    """A counter for the per-event path: a plain integer the event loop adds to,
+    read by the scrape. ``Counter.inc`` takes a lock and costs about a
+    microsecond, which several times per event is a few percent of a stream's
+    rate; the tallied series are only ever incremented on the event loop
+    thread, and reading an int is atomic."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+
+class MessageTally:
+    """Messages of one gRPC method, both ways."""
+
+    __slots__ = ("received", "sent")
+
+    def __init__(self) -> None:
+        self.received = 0
+        self.sent = 0
+
+
+class _TallyCollector(Collector):
+    def __init__(self, metrics: ServerMetrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        m = self._metrics
+        received = CounterMetricFamily(
+            "grpc_server_msg_received",
+            "RPC stream messages received on the server.",
+            labels=GRPC_LABELS,
+        )
+        sent = CounterMetricFamily(
+            "grpc_server_msg_sent", "gRPC stream messages sent by the server.", labels=GRPC_LABELS
+        )
+        for labels, tally in list(m.grpc_messages.items()):
+            received.add_metric(labels, tally.received)
+            sent.add_metric(labels, tally.sent)
+        published = CounterMetricFamily(
+            "omni_events_published", "Events published to session event logs."
+        )
+        published.add_metric([], m.events_published.value)
+        delivered = CounterMetricFamily(
+            "omni_events_delivered", "Events handed to subscribers (one per subscriber per event)."
+        )
+        delivered.add_metric([], m.events_delivered.value)
+        yield from (received, sent, published, delivered)
 
 
 class _EventLogCollector(Collector):

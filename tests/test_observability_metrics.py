@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from fakes.openai_server import FakeOpenAI, error_reply, text_reply
 from prometheus_client.parser import text_string_to_metric_families
 
 from omni_grpc.client import AgentClient, AgentError
@@ -353,3 +354,23 @@ async def test_a_cancelled_run_call_counts_as_client_gone_and_canceled(start: St
     assert moved(before, after, "omni_runs_finished_total", status="aborted") == 1
     assert moved(before, after, "grpc_server_handled_total", **RUN, grpc_code="Canceled") == 1
     assert moved(before, after, "grpc_server_handled_total", **RUN, grpc_code="OK") == 0
+
+
+async def test_engine_requests_and_retries_of_the_openai_engine(start: Start) -> None:
+    with FakeOpenAI() as fake:
+        fake.script(error_reply(503, "busy"), text_reply("ok"))
+        options = {"base_url": fake.base_url, "model": "m", "retry_base_ms": "1"}
+        server = await start(engine="openai", engine_options=options)
+        before = await scrape(server)
+        async with client(server) as agent:
+            async for _ in agent.run("hi"):
+                pass
+        after = await scrape(server)
+    openai = {"engine": "openai"}
+    assert moved(before, after, "omni_engine_request_retries_total", **openai,
+                 reason="failed") == 1  # fmt: skip
+    assert moved(before, after, "omni_engine_request_duration_seconds_count", **openai,
+                 outcome="failed") == 1  # fmt: skip
+    assert moved(before, after, "omni_engine_request_duration_seconds_count", **openai,
+                 outcome="completed") == 1  # fmt: skip
+    assert moved(before, after, "omni_runs_finished_total", status="completed") == 1

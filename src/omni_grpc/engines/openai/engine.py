@@ -46,6 +46,8 @@ RETRIED_INTERRUPT = "[interrupted: the model request was retried]"
 
 
 class OpenAIEngine:
+    name = "openai"
+
     def __init__(self, config: OpenAIConfig, *, client: httpx.AsyncClient | None = None) -> None:
         self.config = config
         self._client = client

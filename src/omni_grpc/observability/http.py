@@ -69,7 +69,8 @@ class TelemetryMiddleware:
         streaming = False
         span: trace.Span | None = None
         token = None
-        if self.tracer is not None:
+        # Scrapes are counted, not traced: one span every few seconds per scraper.
+        if self.tracer is not None and route != METRICS_PATH:
             span = self.tracer.start_span(
                 f"{method} {route}",
                 context=tracing.extract_pairs(scope.get("headers")),

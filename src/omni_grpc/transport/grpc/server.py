@@ -13,6 +13,7 @@ from grpc_reflection.v1alpha import reflection
 
 from omni_grpc.runtime.hub import Hub
 from omni_grpc.transport.grpc.auth import BearerAuthInterceptor
+from omni_grpc.transport.grpc.decoding import DecodeGuardInterceptor
 from omni_grpc.transport.grpc.service import AgentService
 from omni_grpc_proto.omni.v1 import agent_service_pb2, agent_service_pb2_grpc
 
@@ -72,9 +73,12 @@ class GrpcTransport:
 
     def _build(self) -> grpc.aio.Server:
         """A grpc.aio server belongs to the running loop, so it is made in start()."""
-        interceptors = self.interceptors + (
-            [BearerAuthInterceptor(self.config.auth_token)] if self.config.auth_token else []
-        )
+        # Telemetry, then auth, then the decode guard: auth sees the guarded
+        # handler, so a refused call never parses garbage.
+        interceptors: list[grpc.aio.ServerInterceptor] = list(self.interceptors)
+        if self.config.auth_token:
+            interceptors.append(BearerAuthInterceptor(self.config.auth_token))
+        interceptors.append(DecodeGuardInterceptor())
         server = grpc.aio.server(interceptors=interceptors, options=self.config.channel_options())
         agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentService(self.hub), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)

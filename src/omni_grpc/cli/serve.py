@@ -12,6 +12,7 @@ import socket
 import sys
 from pathlib import Path
 
+from omni_grpc.cli import checks
 from omni_grpc.engines.loader import EngineLoadError, registered
 from omni_grpc.observability import logs, tracing
 from omni_grpc.observability.logs import LOG_FORMATS
@@ -32,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "included). Engines: " + engines + "; or module:factory.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
-    parser.add_argument("--grpc-port", type=int, default=50051, help="0 picks a free port")
+    parser.add_argument("--grpc-port", type=checks.port, default=50051, help="0 picks a free port")
     parser.add_argument("--engine", default="demo", help="engine spec (default %(default)s)")
     parser.add_argument(
         "--engine-opt",
@@ -63,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="for runs that do not choose one (default %(default)s)",
     )
     parser.add_argument(
-        "--pacing", type=float, default=None, help="demo engine: seconds between deltas"
+        "--pacing", type=checks.seconds, default=None, help="demo engine: seconds between deltas"
     )
     parser.add_argument(
         "--auth-token",
@@ -71,28 +72,49 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="require this bearer token on every RPC but health (default $OMNI_AUTH_TOKEN)",
     )
     parser.add_argument(
-        "--http-port", type=int, default=8080, help="HTTP/SSE port, 0 picks a free port"
+        "--http-port", type=checks.port, default=8080, help="HTTP/SSE port, 0 picks a free port"
     )
     parser.add_argument("--no-http", action="store_true", help="serve gRPC only")
     parser.add_argument(
         "--cors-origin", action="append", default=[], help="allowed CORS origin, repeatable"
     )
-    parser.add_argument("--http-max-body", type=int, default=10 * 1024 * 1024, help="bytes")
-    parser.add_argument("--sse-heartbeat", type=float, default=20.0, help="seconds, 0 disables")
-    parser.add_argument("--tls-cert", type=Path, help="PEM certificate chain (enables TLS)")
-    parser.add_argument("--tls-key", type=Path, help="PEM private key")
-    parser.add_argument("--tls-client-ca", type=Path, help="require client certs from this CA")
-    parser.add_argument("--max-message-bytes", type=int, default=16 * 1024 * 1024)
-    parser.add_argument("--keepalive-time-ms", type=int, default=30_000)
-    parser.add_argument("--keepalive-timeout-ms", type=int, default=10_000)
-    parser.add_argument("--shutdown-grace", type=float, default=5.0, help="seconds")
     parser.add_argument(
-        "--buffer-events", type=int, default=10_000, help="replay buffer per session (events)"
+        "--http-max-body", type=checks.at_least(1), default=10 * 1024 * 1024, help="bytes"
     )
     parser.add_argument(
-        "--buffer-bytes", type=int, default=8 * 1024 * 1024, help="replay buffer (UTF-16 units)"
+        "--sse-heartbeat", type=checks.seconds, default=20.0, help="seconds, 0 disables"
     )
-    parser.add_argument("--log-level", default="warning")
+    parser.add_argument(
+        "--tls-cert", type=checks.readable_file, help="PEM certificate chain (enables TLS)"
+    )
+    parser.add_argument("--tls-key", type=checks.readable_file, help="PEM private key")
+    parser.add_argument(
+        "--tls-client-ca", type=checks.readable_file, help="require client certs from this CA"
+    )
+    # grpcio keeps these in a C int.
+    int32 = checks.at_least(1, 2**31 - 1)
+    parser.add_argument("--max-message-bytes", type=int32, default=16 * 1024 * 1024)
+    parser.add_argument("--keepalive-time-ms", type=int32, default=30_000)
+    parser.add_argument("--keepalive-timeout-ms", type=int32, default=10_000)
+    parser.add_argument("--shutdown-grace", type=checks.seconds, default=5.0, help="seconds")
+    parser.add_argument(
+        "--buffer-events",
+        type=checks.at_least(1),
+        default=10_000,
+        help="replay buffer per session (events)",
+    )
+    parser.add_argument(
+        "--buffer-bytes",
+        type=checks.at_least(1),
+        default=8 * 1024 * 1024,
+        help="replay buffer (UTF-16 units)",
+    )
+    parser.add_argument(
+        "--log-level",
+        type=str.lower,
+        choices=("debug", "info", "warning", "error", "critical"),
+        default="warning",
+    )
     parser.add_argument(
         "--log-format",
         choices=LOG_FORMATS,
@@ -101,7 +123,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--metrics-port",
-        type=int,
+        type=checks.port,
         help="also serve GET /metrics on this port (0 picks one); for --no-http servers",
     )
     parser.add_argument(
@@ -233,6 +255,13 @@ def _probe_bind(host: str, port: int) -> int | None:
 def run_serve(args: argparse.Namespace) -> int:
     if args.no_metrics and args.metrics_port is not None:
         print("omni-grpc serve: --metrics-port and --no-metrics contradict", file=sys.stderr)
+        return EXIT_USAGE
+    problem = checks.data_dir_problem(args.data_dir.expanduser())
+    if problem is not None:
+        print(
+            f"omni-grpc serve: error: argument --data-dir: {args.data_dir}: {problem}",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     try:
         tracing.configure_from_env()

@@ -45,8 +45,12 @@ class HttpServer:
 
     async def start(self) -> None:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say
+        # they are TCP, and accepted sockets inherit the listener's protocol.
+        # Without it Nagle holds each keep-alive response for about 40 ms.
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             sock.bind((self.host, self.port))
         except OSError:
@@ -59,6 +63,16 @@ class HttpServer:
                 self._task.result()  # re-raises what stopped it
                 raise RuntimeError("the HTTP server stopped during startup")
             await asyncio.sleep(0.01)
+
+    def connection_sockets(self) -> list[socket.socket]:
+        """The sockets of the open client connections (for checks and tests)."""
+        sockets = []
+        for connection in self._server.server_state.connections:
+            transport = getattr(connection, "transport", None)
+            sock = transport.get_extra_info("socket") if transport is not None else None
+            if sock is not None:
+                sockets.append(sock)
+        return sockets
 
     async def stop(self) -> None:
         if self._task is None:

@@ -26,6 +26,7 @@ from omni_grpc.observability.telemetry import Telemetry
 from omni_grpc.runtime.bodies import is_task_end
 from omni_grpc.runtime.errors import ApprovalNotPending, HubError, SessionBusy
 from omni_grpc.runtime.event_log import Subscription
+from omni_grpc.runtime.events import HubEvent
 from omni_grpc.runtime.hub import Hub, RunRequest
 from omni_grpc.trace.window import positioned, window
 from omni_grpc.transport.sse import history, page
@@ -65,6 +66,17 @@ from omni_grpc.vocabulary import (
 
 # The abort reason recorded when a dialect client hangs up mid-run.
 DISCONNECT_REASON = AbortKind.CLIENT_GONE.default_reason
+# ... and when it reads too slowly to be sent the whole run.
+LAGGED_REASON = "client fell behind the event buffer"
+LAGGED_MESSAGE = (
+    "the client read too slowly and part of the run is no longer buffered; "
+    "a /v1/runs stream cannot resume (GET /api/sessions/{id}/messages has the run)"
+)
+
+
+def _is_resync(event: HubEvent) -> bool:
+    ev = event.server_event
+    return ev is not None and ev.WhichOneof("kind") == "resync_required"
 
 
 class SseRoutes:
@@ -176,6 +188,15 @@ class SseRoutes:
                 elif event.message is not None:
                     for out in projection.feed(event.message, event.abort_kind):
                         yield out.encode()
+                elif _is_resync(event):
+                    # The reader fell behind the buffer and events are gone:
+                    # the dialect has no ids to resume with, so the run cannot
+                    # be told whole. Say so rather than finish it as completed.
+                    for out in projection.fail("resync_required", LAGGED_MESSAGE):
+                        yield out.encode()
+                    if not detach:
+                        self.hub.abort(session_id, LAGGED_REASON, AbortKind.CLIENT_GONE)
+                    break
                 elif is_task_end(event):
                     if event.failure is not None:
                         failure = event.failure

@@ -44,6 +44,8 @@ class ServerConfig:
     engine_options: dict[str, str] = field(default_factory=dict)
     data_dir: Path = Path(".omni-grpc")
     approval_mode: ApprovalMode = ApprovalMode.ALLOW_ALL
+    # The modes clients may ask for (None: approval_mode and narrower ones).
+    client_modes: tuple[ApprovalMode, ...] | None = None
     grpc: GrpcConfig | None = field(default_factory=GrpcConfig)
     # The HTTP/SSE shim beside gRPC (None: gRPC only).
     http: SseConfig | None = None
@@ -131,6 +133,7 @@ def build_server(config: ServerConfig) -> OmniServer:
         engine,
         data_dir,
         default_approval=config.approval_mode,
+        client_modes=config.client_modes,
         abort_grace=config.abort_grace,
         buffer_events=config.buffer_events,
         buffer_bytes=config.buffer_bytes,

@@ -9,6 +9,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from omni_grpc.runtime.approvals import ApprovalMode, parse_modes
+
 
 def port(text: str) -> int:
     value = _int(text)
@@ -45,6 +47,14 @@ def readable_file(text: str) -> Path:
     if not os.access(path, os.R_OK):
         raise argparse.ArgumentTypeError(f"{text}: not readable")
     return path
+
+
+def approval_modes(text: str) -> tuple[ApprovalMode, ...]:
+    try:
+        modes = parse_modes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return modes
 
 
 def data_dir_problem(path: Path) -> str | None:

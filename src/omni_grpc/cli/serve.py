@@ -64,6 +64,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="for runs that do not choose one (default %(default)s)",
     )
     parser.add_argument(
+        "--allow-client-modes",
+        type=checks.approval_modes,
+        metavar="MODE,...",
+        help="approval modes a client may ask for; wider ones are refused "
+        "(PERMISSION_DENIED / 403). Default: --approval-mode and the narrower ones "
+        "(allow-all: every mode; ask or read-only: itself and deny-all)",
+    )
+    parser.add_argument(
         "--pacing", type=checks.seconds, default=None, help="demo engine: seconds between deltas"
     )
     parser.add_argument(
@@ -77,6 +85,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--no-http", action="store_true", help="serve gRPC only")
     parser.add_argument(
         "--cors-origin", action="append", default=[], help="allowed CORS origin, repeatable"
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host name the HTTP side answers to, repeatable; '*' for any "
+        "(default: localhost, 127.0.0.1, ::1 and the --host address)",
     )
     parser.add_argument(
         "--http-max-body", type=checks.at_least(1), default=10 * 1024 * 1024, help="bytes"
@@ -169,6 +185,7 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
         engine_options=options,
         data_dir=args.data_dir,
         approval_mode=ApprovalMode(args.approval_mode),
+        client_modes=args.allow_client_modes,
         grpc=grpc_config,
         http=None
         if args.no_http
@@ -177,6 +194,7 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
             port=args.http_port,
             auth_token=args.auth_token or None,
             cors_origins=tuple(args.cors_origin),
+            allowed_hosts=tuple(args.allowed_host),
             max_body_bytes=args.http_max_body,
             heartbeat=args.sse_heartbeat or None,
             log_level=args.log_level,

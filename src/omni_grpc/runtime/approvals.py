@@ -18,6 +18,41 @@ from omni_grpc.runtime.events import EventBody
 from omni_grpc.vocabulary import ApprovalMode as ApprovalMode
 
 
+# The modes a client may pick when the operator names none: the operator's own
+# and those that run no tool it would not. ``ask`` and ``read-only`` are not
+# comparable (one lets a person allow any tool, the other runs read-only tools
+# unasked), so neither includes the other; ``deny-all`` is within every mode.
+_NARROWER: dict[ApprovalMode, tuple[ApprovalMode, ...]] = {
+    ApprovalMode.ALLOW_ALL: (
+        ApprovalMode.ALLOW_ALL,
+        ApprovalMode.ASK,
+        ApprovalMode.READ_ONLY,
+        ApprovalMode.DENY_ALL,
+    ),
+    ApprovalMode.ASK: (ApprovalMode.ASK, ApprovalMode.DENY_ALL),
+    ApprovalMode.READ_ONLY: (ApprovalMode.READ_ONLY, ApprovalMode.DENY_ALL),
+    ApprovalMode.DENY_ALL: (ApprovalMode.DENY_ALL,),
+}
+
+
+def default_client_modes(operator_mode: ApprovalMode) -> tuple[ApprovalMode, ...]:
+    return _NARROWER[operator_mode]
+
+
+def parse_modes(text: str) -> tuple[ApprovalMode, ...]:
+    """``ask,deny-all`` as modes, in the order given; ValueError names a bad one."""
+    modes: list[ApprovalMode] = []
+    for word in (w.strip() for w in text.split(",")):
+        try:
+            mode = ApprovalMode(word)
+        except ValueError:
+            known = ", ".join(m.value for m in ApprovalMode)
+            raise ValueError(f"{word!r} is not an approval mode ({known})") from None
+        if mode not in modes:
+            modes.append(mode)
+    return tuple(modes)
+
+
 @dataclass
 class PendingApproval:
     tool_call_id: str

@@ -46,6 +46,17 @@ class HubClosed(HubError):
         super().__init__("the server is shutting down")
 
 
+class ModeNotAllowed(HubError):
+    """The run asks for an approval mode the operator does not let clients pick."""
+
+    def __init__(self, mode: str, allowed: tuple[str, ...]) -> None:
+        super().__init__(
+            f"approval_mode {mode} is not allowed on this server (allowed: {', '.join(allowed)})"
+        )
+        self.mode = mode
+        self.allowed = allowed
+
+
 class StorageUnavailable(HubError):
     """The trace storage is failing (full or read-only): no run can be recorded."""
 

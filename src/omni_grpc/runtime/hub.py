@@ -34,10 +34,11 @@ from omni_grpc.engines.base import (
 )
 from omni_grpc.observability.observer import HubObserver, RunObservation
 from omni_grpc.runtime import bodies
-from omni_grpc.runtime.approvals import ApprovalBroker, ApprovalMode
+from omni_grpc.runtime.approvals import ApprovalBroker, ApprovalMode, default_client_modes
 from omni_grpc.runtime.errors import (
     HubClosed,
     InvalidRequest,
+    ModeNotAllowed,
     SessionBusy,
     SessionNotFound,
     StorageUnavailable,
@@ -154,6 +155,7 @@ class Hub:
         data_dir: Path,
         *,
         default_approval: ApprovalMode = ApprovalMode.ALLOW_ALL,
+        client_modes: tuple[ApprovalMode, ...] | None = None,
         log_factory: LogFactory | None = None,
         abort_grace: float = 10.0,
         buffer_events: int = DEFAULT_MAX_COUNT,
@@ -165,6 +167,8 @@ class Hub:
         self.observer = observer or HubObserver()
         self.store = SessionStore(data_dir)
         self.default_approval = default_approval
+        # The approval modes a run may ask for (a policy: wider ones are refused).
+        self.client_modes = client_modes or default_client_modes(default_approval)
         self.abort_grace = abort_grace
         self._log_factory = log_factory or (
             lambda _sid: MemoryEventLog(
@@ -317,6 +321,9 @@ class Hub:
         if self._closing:
             raise HubClosed()
         _check_input(request.input)
+        mode = request.approval_mode
+        if mode is not None and mode not in self.client_modes:
+            raise ModeNotAllowed(mode.value, tuple(m.value for m in self.client_modes))
         self._check_storage()
         if request.session_id:
             if not SESSION_ID.match(request.session_id):

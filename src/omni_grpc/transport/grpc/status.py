@@ -20,6 +20,7 @@ from omni_grpc.runtime.errors import (
     HubClosed,
     HubError,
     InvalidRequest,
+    ModeNotAllowed,
     SessionBusy,
     SessionNotFound,
     StorageUnavailable,
@@ -64,6 +65,15 @@ def status_for(error: HubError) -> status_pb2.Status:
         detail = error_details_pb2.PreconditionFailure(violations=[violation])
         return status_pb2.Status(
             code=code_pb2.FAILED_PRECONDITION, message=str(error), details=[_packed(detail)]
+        )
+    if isinstance(error, ModeNotAllowed):
+        detail = error_details_pb2.ErrorInfo(
+            reason="APPROVAL_MODE_NOT_ALLOWED",
+            domain=ERROR_DOMAIN,
+            metadata={"approval_mode": error.mode, "allowed": ",".join(error.allowed)},
+        )
+        return status_pb2.Status(
+            code=code_pb2.PERMISSION_DENIED, message=str(error), details=[_packed(detail)]
         )
     if isinstance(error, HubClosed):
         return status_pb2.Status(code=code_pb2.UNAVAILABLE, message=str(error))

@@ -39,6 +39,7 @@ from omni_grpc.transport.sse.errors import (
     on_hub_error,
     on_unexpected,
 )
+from omni_grpc.transport.sse.guard import LOOPBACK_NAMES, RequestGuard
 from omni_grpc.transport.sse.requests import (
     DEFAULT_MAX_BODY_BYTES,
     QUEUE_REFUSED,
@@ -238,6 +239,7 @@ def create_app(
     serve_page: bool = True,
     telemetry: Telemetry | None = None,
     public_metrics: bool = False,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> Starlette:
     """The SSE shim over ``hub``.
 
@@ -245,7 +247,9 @@ def create_app(
     ``cors_origins`` is the CORS allow-list (``["*"]`` allows any origin);
     ``heartbeat`` is the ``: ping`` period in seconds (None disables it);
     ``telemetry`` measures and traces every request and, with metrics, serves
-    ``GET /metrics`` (behind the token unless ``public_metrics``).
+    ``GET /metrics`` (behind the token unless ``public_metrics``);
+    ``allowed_hosts`` the ``Host`` names answered (default: the loopback
+    names; ``["*"]`` any, for an app mounted behind its own host checks).
     """
     r = SseRoutes(hub, max_body_bytes=max_body_bytes, heartbeat=heartbeat)
     routes: list[BaseRoute] = [
@@ -260,12 +264,20 @@ def create_app(
         Route("/v1/runs", r.create_run, methods=["POST"]),
     ]
     if serve_page:
-        routes += page.routes()
+        routes += page.routes([m.value for m in hub.client_modes], hub.default_approval.value)
     if telemetry is not None and telemetry.metrics is not None:
         routes.append(metrics_route(telemetry.metrics))
     middleware: list[Middleware] = []
     if telemetry is not None:
         middleware.append(telemetry.http_middleware(routes))
+    # Telemetry sees refused requests too; the guard comes before CORS and auth.
+    middleware.append(
+        Middleware(
+            RequestGuard,
+            allowed_hosts=LOOPBACK_NAMES if allowed_hosts is None else allowed_hosts,
+            allowed_origins=cors_origins,
+        )
+    )
     if cors_origins:
         middleware.append(
             Middleware(

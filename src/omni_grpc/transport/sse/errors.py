@@ -20,6 +20,7 @@ from omni_grpc.runtime.errors import (
     HubClosed,
     HubError,
     InvalidRequest,
+    ModeNotAllowed,
     SessionBusy,
     SessionNotFound,
     StorageUnavailable,
@@ -60,6 +61,8 @@ def hub_error_status(exc: HubError) -> tuple[int, str]:
         return 409, "task_in_progress"
     if isinstance(exc, ApprovalNotPending):
         return 404, "approval_not_found"
+    if isinstance(exc, ModeNotAllowed):
+        return 403, "approval_mode_not_allowed"
     if isinstance(exc, StorageUnavailable):
         return 503, "storage_unavailable"
     if isinstance(exc, HubClosed):

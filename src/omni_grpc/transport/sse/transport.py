@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from omni_grpc.observability.telemetry import Telemetry
 from omni_grpc.runtime.hub import Hub
 from omni_grpc.transport.sse.app import create_app
+from omni_grpc.transport.sse.guard import default_hosts
 from omni_grpc.transport.sse.requests import DEFAULT_MAX_BODY_BYTES
 from omni_grpc.transport.sse.server import HttpServer
 from omni_grpc.transport.sse.wire import DEFAULT_HEARTBEAT_SECONDS
@@ -26,6 +27,8 @@ class SseConfig:
     log_level: str = "warning"
     # GET /metrics without the token (when metrics are on).
     public_metrics: bool = False
+    # Host names answered; empty: the loopback names and the bound address.
+    allowed_hosts: Sequence[str] = field(default_factory=tuple)
 
 
 class SseTransport:
@@ -40,6 +43,7 @@ class SseTransport:
             heartbeat=config.heartbeat,
             telemetry=telemetry,
             public_metrics=config.public_metrics,
+            allowed_hosts=config.allowed_hosts or default_hosts(config.host),
         )
         self.server = HttpServer(
             app, host=config.host, port=config.port, log_level=config.log_level

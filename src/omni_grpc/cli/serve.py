@@ -77,7 +77,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--auth-token",
         default=os.environ.get("OMNI_AUTH_TOKEN"),
-        help="require this bearer token on every RPC but health (default $OMNI_AUTH_TOKEN)",
+        help="require this bearer token on every RPC but health (default $OMNI_AUTH_TOKEN); "
+        "visible to other users in ps, so prefer --auth-token-file or the variable",
+    )
+    parser.add_argument(
+        "--auth-token-file",
+        type=checks.readable_file,
+        metavar="PATH",
+        help="read the bearer token from this file (trailing newline ignored)",
     )
     parser.add_argument(
         "--http-port", type=checks.port, default=8080, help="HTTP/SSE port, 0 picks a free port"
@@ -161,8 +168,24 @@ def engine_options(pairs: list[str]) -> dict[str, str]:
     return options
 
 
+def auth_token(args: argparse.Namespace) -> str | None:
+    """The token from --auth-token-file, --auth-token or $OMNI_AUTH_TOKEN."""
+    if args.auth_token_file is None:
+        return str(args.auth_token) if args.auth_token else None
+    if args.auth_token and args.auth_token != os.environ.get("OMNI_AUTH_TOKEN"):
+        raise ValueError("argument --auth-token-file: not together with --auth-token")
+    token: str = args.auth_token_file.read_text(encoding="utf-8").strip()
+    if not token or any(ch.isspace() for ch in token):
+        raise ValueError(
+            f"argument --auth-token-file: {args.auth_token_file} must hold one token "
+            "(no spaces, not empty)"
+        )
+    return token
+
+
 def config_from(args: argparse.Namespace) -> ServerConfig:
     options = engine_options(args.engine_opt)
+    token = auth_token(args)
     # Shortcuts for the engine most people point at a model server.
     for flag, key in ((args.base_url, "base_url"), (args.model, "model")):
         if flag is not None:
@@ -172,7 +195,7 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
     grpc_config = GrpcConfig(
         host=args.host,
         port=args.grpc_port,
-        auth_token=args.auth_token or None,
+        auth_token=token,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         tls_client_ca=args.tls_client_ca,
@@ -192,7 +215,7 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
         else SseConfig(
             host=args.host,
             port=args.http_port,
-            auth_token=args.auth_token or None,
+            auth_token=token,
             cors_origins=tuple(args.cors_origin),
             allowed_hosts=tuple(args.allowed_host),
             max_body_bytes=args.http_max_body,

@@ -17,7 +17,6 @@ from omni_grpc.runtime.errors import ApprovalNotPending
 from omni_grpc.runtime.events import EventBody
 from omni_grpc.vocabulary import ApprovalMode as ApprovalMode
 
-
 # The modes a client may pick when the operator names none: the operator's own
 # and those that run no tool it would not. ``ask`` and ``read-only`` are not
 # comparable (one lets a person allow any tool, the other runs read-only tools

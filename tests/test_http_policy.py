@@ -65,9 +65,9 @@ async def test_a_wider_mode_is_refused_over_http_naming_it(
     async with http_server(tmp_path, approval=operator, client_modes=allowed) as (hub, http):
         r = await http.post("/v1/runs", json={"prompt": "hi", "approval_mode": asked})
         assert r.status_code == 403, r.text
-        assert r.json()["code"] == "approval_mode_not_allowed"
-        assert asked in r.json()["message"]
-        sid = (await http.post("/api/sessions", json={})).json()["sessionId"]
+        assert r.json()["error"]["code"] == "approval_mode_not_allowed"
+        assert asked in r.json()["error"]["message"]
+        sid = (await http.post("/api/sessions", json={})).json()["session"]["sessionId"]
         r = await http.post(
             f"/api/sessions/{sid}/tasks",
             json={"input": [{"type": "text", "text": "hi"}], "approvalMode": asked},
@@ -123,7 +123,7 @@ async def test_foreign_host_is_refused_everywhere(tmp_path: Path) -> None:
     async with http_server(tmp_path) as (hub, http):
         for path in ("/", "/api/sessions", "/app.js"):
             r = await http.get(path, headers={"host": "evil.example"})
-            assert r.status_code == 403 and r.json()["code"] == "forbidden_host", path
+            assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden_host", path
         # DNS rebinding: the attacker's name, the victim's browser, a simple POST.
         r = await http.post(
             "/v1/runs",
@@ -145,14 +145,14 @@ async def test_cross_site_posts_are_refused_and_start_nothing(tmp_path: Path) ->
         own = str(http.base_url).rstrip("/")
         cross = {"origin": "https://evil.example"}
         r = await http.post("/v1/runs", json={"prompt": "x"}, headers=cross)
-        assert r.status_code == 403 and r.json()["code"] == "forbidden_origin"
+        assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden_origin"
         r = await http.post("/api/sessions", json={}, headers={"origin": "null"})
         assert r.status_code == 403
         # A simple (no-preflight) POST without an Origin: refused for its type.
         r = await http.post(
             "/v1/runs", content=b'{"prompt":"x"}', headers={"content-type": "text/plain"}
         )
-        assert r.status_code == 415 and r.json()["code"] == "unsupported_media_type"
+        assert r.status_code == 415 and r.json()["error"]["code"] == "unsupported_media_type"
         r = await http.post(
             "/v1/runs",
             content=b"prompt=x",

@@ -2,7 +2,7 @@
 
 * ``server_factory(**overrides)`` starts an in-process ``OmniServer`` (engine,
   hub, gRPC on 127.0.0.1:0) in the test's event loop and stops it afterwards.
-  Overrides: ``engine``, ``engine_options``, ``approval_mode``, ``data_dir``,
+  Overrides: ``engine``, ``engine_options``, ``approval_mode``, ``client_modes``, ``data_dir``,
   ``buffer_events``,
   and any ``GrpcConfig`` field (``auth_token``, ``tls_cert``...).
 * ``omni_server`` is one default server; ``grpc_target`` its ``host:port``.
@@ -39,6 +39,7 @@ async def server_factory(tmp_path: Path) -> AsyncIterator[ServerFactory]:
         engine: str = "demo",
         engine_options: dict[str, str] | None = None,
         approval_mode: ApprovalMode = ApprovalMode.ALLOW_ALL,
+        client_modes: tuple[ApprovalMode, ...] | None = None,
         data_dir: Path | None = None,
         buffer_events: int = 10_000,
         **grpc_overrides: Any,
@@ -49,6 +50,7 @@ async def server_factory(tmp_path: Path) -> AsyncIterator[ServerFactory]:
             engine_options=engine_options or {},
             data_dir=data_dir or tmp_path / f"data{len(servers)}",
             approval_mode=approval_mode,
+            client_modes=client_modes,
             grpc=grpc_config,
             shutdown_grace=1.0,
             buffer_events=buffer_events,

@@ -139,7 +139,11 @@ async def test_cancelling_run_aborts_unless_detached(
 
 
 async def test_deny_and_ask_approval_paths(server_factory: ServerFactory) -> None:
-    server = await server_factory(approval_mode=ApprovalMode.DENY_ALL)
+    # The operator lets clients pick ask, which is wider than its deny-all.
+    server = await server_factory(
+        approval_mode=ApprovalMode.DENY_ALL,
+        client_modes=(ApprovalMode.DENY_ALL, ApprovalMode.ASK),
+    )
     assert server.grpc is not None
     async with AgentClient(server.grpc.address) as client:
         denied = await collect(client.run("server default denies"))

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from fakes.harness import Approver, collect, kinds, payloads
 
 from omni_grpc.convert import message_from_dict, message_to_dict, parse_message
+from omni_grpc.engines import replay
 from omni_grpc.engines.base import AbortSignal
 from omni_grpc.engines.replay import create
 from omni_grpc.protocol import builders as b
@@ -130,27 +131,39 @@ async def test_abort_mid_segment_closes_it_and_ends_the_run(tmp_path: Path) -> N
     assert out[-1]["payload"] == {"type": "abort", "reason": "stop now"}
 
 
-async def test_pacing_is_configurable(tmp_path: Path) -> None:
-    fast = create(f"replay:{BASIC_TRACE}", delay_ms="0")
-    started = time.monotonic()
-    out = await collect(fast, [], workspace=tmp_path)
-    fast_s = time.monotonic() - started
+async def test_pacing_is_configurable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The pauses the engine asks for, recorded instead of slept: what pacing
+    # means is the waits, and counting them does not depend on the clock.
+    asked: list[float] = []
+
+    async def recorded_sleep(_player: object, ms: float) -> bool:
+        asked.append(ms)
+        return True
+
+    monkeypatch.setattr(replay._Player, "_sleep", recorded_sleep)
+
+    out = await collect(create(f"replay:{BASIC_TRACE}", delay_ms="0"), [], workspace=tmp_path)
+    assert asked and set(asked) == {0}
     # A pause comes before each recorded message and each synthesized delta (the
     # live approval_decision replaces a recorded one, unpaused).
     unpaused = (":start", ":stop", "approval_decision")
     pauses = len(out) - sum(k.endswith(unpaused) for k in kinds(out))
 
-    paced = create(f"replay:{BASIC_TRACE}", delay_ms="10")
-    started = time.monotonic()
-    await collect(paced, [], workspace=tmp_path)
-    assert time.monotonic() - started >= pauses * 0.010 > fast_s
+    asked.clear()
+    await collect(create(f"replay:{BASIC_TRACE}", delay_ms="10"), [], workspace=tmp_path)
+    assert asked == [10.0] * pauses
 
-    # Recorded timing: the trace spans 4.1 s; at speed 20 that is about 0.2 s.
+    # Recorded timing: the gaps between the trace's messages, scaled by speed.
+    asked.clear()
     recorded = create(f"replay:{BASIC_TRACE}", delay_ms="0", timing="recorded", speed="20")
-    started = time.monotonic()
     await collect(recorded, [], workspace=tmp_path)
-    # Scaled: at least the scaled span, and well under the unscaled 4.1 s.
-    assert 0.15 < time.monotonic() - started < 4.1
+    messages = [parse_message(line) for line in BASIC_TRACE.read_bytes().splitlines()]
+    # Replayed: everything after the session_meta and the user's input.
+    played = [m for m in messages[1:] if m.WhichOneof("payload") != "text" or m.text.role != 1]
+    stamps = [datetime.fromisoformat(m.timestamp.replace("Z", "+00:00")) for m in played]
+    span_ms = (stamps[-1] - stamps[0]).total_seconds() * 1000
+    assert sum(asked) == pytest.approx(span_ms / 20)
+    assert 0 < sum(asked) < span_ms
 
 
 def test_session_meta_keeps_the_recorded_model(tmp_path: Path) -> None:

@@ -307,7 +307,8 @@ async def test_idle_unwatched_logs_are_reclaimed_and_old_ids_then_resync(tmp_pat
     watcher.close()
     same.close()
     sub.close()
-    await asyncio.sleep(0.01)
+    # Idle for longer than the TTL: said by the session's idle time, not waited for.
+    hub._get(session_id).idle_since -= 1.0
     fresh = await hub.attach(session_id, events[-3].event_id)
     first = await fresh.next()
     assert first is not None and label(first) == "@resync_required"

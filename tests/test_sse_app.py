@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from waiting import until
 
 from omni_grpc.client.sse import StreamItem, read_dialect, read_reference
 from omni_grpc.engines.demo import DemoEngine
@@ -195,7 +196,7 @@ async def test_ask_mode_approvals_over_http(tmp_path: Path) -> None:
                     asked.set()
 
         watcher = asyncio.create_task(watch())
-        await asyncio.sleep(0.2)
+        await until(lambda: items, "the stream's initial task_state")
         r = await s.http.post(
             f"/api/sessions/{sid}/tasks", json={"prompt": "go", "approvalMode": "ask"}
         )
@@ -245,11 +246,18 @@ async def test_abort_stops_the_task_and_answers_202_then_204(tmp_path: Path) -> 
                 items.append(item)
 
         watcher = asyncio.create_task(watch())
-        await asyncio.sleep(0.2)
+        await until(lambda: items, "the stream's initial task_state")
         assert (
             await s.http.post(f"/api/sessions/{sid}/tasks", json={"prompt": "slow"})
         ).status_code == 202
-        await asyncio.sleep(0.3)
+        # Abort mid-run: once the engine has begun streaming its first request.
+        await until(
+            lambda: any(
+                i.message is not None and i.message.WhichOneof("payload") == "partial_thinking"
+                for i in items
+            ),
+            "the first streamed delta",
+        )
         r = await s.http.post(f"/api/sessions/{sid}/abort", json={"reason": "enough"})
         assert r.status_code == 202
         await asyncio.wait_for(watcher, 10)
@@ -305,8 +313,7 @@ async def test_a_dialect_client_that_hangs_up_aborts_its_run(tmp_path: Path) -> 
         await asyncio.wait_for(s.hub.wait_idle(sid), 5)
         last = [m async for m in s.hub.history(sid)][-1]
         assert last.WhichOneof("payload") == "abort" and last.abort.reason == "client disconnected"
-        await asyncio.sleep(0.1)
-        assert s.logs[0].subscriber_count == 0
+        await until(lambda: s.logs[0].subscriber_count == 0, "the subscription to be released")
 
 
 async def test_a_dialect_client_can_detach(tmp_path: Path) -> None:
@@ -325,11 +332,8 @@ async def test_closed_streams_release_their_subscriptions(tmp_path: Path) -> Non
         sid = await new_session(s)
         for _ in range(3):
             await read_raw(s.http, f"/api/sessions/{sid}/stream", 1)
-        for _ in range(50):  # the server notices the disconnects asynchronously
-            if s.logs[0].subscriber_count == 0:
-                break
-            await asyncio.sleep(0.02)
-        assert s.logs[0].subscriber_count == 0
+        # The server notices the disconnects asynchronously.
+        await until(lambda: s.logs[0].subscriber_count == 0, "every subscription to be released")
 
 
 async def test_heartbeat_is_configurable(tmp_path: Path) -> None:

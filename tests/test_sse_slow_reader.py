@@ -8,6 +8,7 @@ import socket
 from pathlib import Path
 
 import orjson
+from waiting import until
 
 from omni_grpc.engines.demo import DemoEngine
 from omni_grpc.runtime import bodies
@@ -38,15 +39,6 @@ def dialect_events(stream: bytes) -> list[tuple[str, dict[str, object]]]:
         if b"event" in fields:
             events.append((fields[b"event"].decode(), orjson.loads(fields[b"data"])))
     return events
-
-
-async def until(condition: object, what: str) -> None:
-    try:
-        async with asyncio.timeout(10):
-            while not condition():  # type: ignore[operator]
-                await asyncio.sleep(0.005)
-    except TimeoutError:
-        raise AssertionError(f"no {what}") from None
 
 
 async def test_a_reader_that_falls_behind_gets_error_and_a_failed_done(tmp_path: Path) -> None:

@@ -1,0 +1,19 @@
+"""Waiting on a condition instead of sleeping for a guessed time.
+
+The timeout is only a failure guard: a passing test never waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+
+async def until(condition: Callable[[], object], what: str, timeout: float = 30.0) -> None:
+    """Returns as soon as ``condition()`` is true; fails naming ``what``."""
+    try:
+        async with asyncio.timeout(timeout):
+            while not condition():
+                await asyncio.sleep(0.005)  # yield to the side being waited for
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}") from None

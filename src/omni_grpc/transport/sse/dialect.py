@@ -10,15 +10,16 @@ with exactly one ``done``. The mapping and what it drops are in docs/sse.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
 from omni_grpc.transport.sse.wire import encode_frame
-from omni_grpc.vocabulary import AbortKind, RunOutcome
+from omni_grpc.vocabulary import AbortKind, DialectEventName, RunOutcome
 from omni_grpc_proto.omni.v1 import omni_pb2
 
-EventName = Literal["thought", "tool_call", "tool_result", "message", "error", "done"]
+# The six names, spelled once in the vocabulary (the SSE client reads them too).
+EventName = DialectEventName
 
 # request_end statuses the engine retries: unrecoverable only if nothing
 # follows them but the end of the run.
@@ -129,7 +130,7 @@ class DialectProjection:
         self._done = True
         events.append(
             DialectEvent(
-                "done",
+                EventName.DONE,
                 {"run_id": self.run_id, "total_tokens": self.total_tokens, "status": status.value},
             )
         )
@@ -141,7 +142,7 @@ class DialectProjection:
         # Encrypted reasoning has empty text (its content is in fidelity only).
         if p.thinking == "":
             return []
-        return [DialectEvent("thought", {"text": p.thinking})]
+        return [DialectEvent(EventName.THOUGHT, {"text": p.thinking})]
 
     def _on_partial_text(self, p: Any) -> list[DialectEvent]:
         if p.role != omni_pb2.ROLE_ASSISTANT or self._in_compaction or p.text == "":
@@ -166,10 +167,12 @@ class DialectProjection:
         data: dict[str, Any] = {"tool": p.name, "call_id": p.tool_call_id, "args": args}
         if raw is not None:
             data["raw_args"] = raw
-        return [DialectEvent("tool_call", data)]
+        return [DialectEvent(EventName.TOOL_CALL, data)]
 
     def _on_tool_call_output(self, p: Any) -> list[DialectEvent]:
-        return [DialectEvent("tool_result", {"call_id": p.tool_call_id, "result": p.output})]
+        return [
+            DialectEvent(EventName.TOOL_RESULT, {"call_id": p.tool_call_id, "result": p.output})
+        ]
 
     def _on_request_begin(self, _p: Any) -> list[DialectEvent]:
         self._pending_failure = None  # a retry is under way
@@ -212,8 +215,8 @@ class DialectProjection:
         if new_segment and self._text_sent:
             text = "\n\n" + text
         self._text_sent = True
-        return DialectEvent("message", {"delta": text})
+        return DialectEvent(EventName.MESSAGE, {"delta": text})
 
     def _error(self, code: str, message: str) -> DialectEvent:
         self._error_sent = True
-        return DialectEvent("error", {"code": code, "message": message})
+        return DialectEvent(EventName.ERROR, {"code": code, "message": message})

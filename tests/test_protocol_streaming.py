@@ -17,6 +17,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from omni_grpc.convert import message_from_dict
 from omni_grpc.protocol import builders as b
 from omni_grpc.protocol.aggregator import PartialAggregator, aggregate_all
 from omni_grpc.protocol.streaming import (
@@ -378,3 +379,25 @@ def test_the_validator_reports_any_lost_piece_of_a_segment(
         return
     lost = data.draw(st.sampled_from(pieces))
     assert fragment_issues(msgs[:lost] + msgs[lost + 1 :]) != []
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=SLOW_OK)
+@given(disciplined_stream(), st.data(), stop_reasons)
+def test_protobuf_and_json_streams_fold_alike(
+    msgs: list[Json], data: st.DataObject, closing_reason: StopReason
+) -> None:
+    """The hub's log holds protobuf messages, engines yield JSON: both paths
+    through the state machine give the same tail and the same closing."""
+    cut = msgs[: data.draw(st.integers(0, len(msgs)))]
+    as_json, as_proto = OpenFragments(), OpenFragments()
+    for msg in cut:
+        as_json.push_message(msg)
+        as_proto.push_message(message_from_dict(msg))
+    assert [untimed(m) for m in as_proto.snapshots()] == [untimed(m) for m in as_json.snapshots()]
+    assert as_proto.unfinished == as_json.unfinished
+    assert [untimed(m) for m in as_proto.close_all(closing_reason)] == [
+        untimed(m) for m in as_json.close_all(closing_reason)
+    ]
+    assert [untimed(m) for m in live_fragments(message_from_dict(m) for m in cut)] == [
+        untimed(m) for m in live_fragments(cut)
+    ]

@@ -93,6 +93,7 @@ _EVENT_TYPES = {
     omni_pb2.EVENT_TYPE_DELTA: EventType.DELTA.value,
     omni_pb2.EVENT_TYPE_STOP: EventType.STOP.value,
 }
+_STOP_REASONS = {omni_pb2.StopReason.Value(f"STOP_REASON_{r.name}"): r.value for r in StopReason}
 
 
 @dataclass(eq=False)
@@ -373,6 +374,9 @@ def fragment_view(msg: omni_pb2.OmniMessage) -> Json | None:
     }
     if kind is SegmentKind.TOOL_CALL_OUTPUT:
         view["images"] = list(part.images)
+    stop_reason = _STOP_REASONS.get(part.stop_reason)
+    if stop_reason is not None:
+        view["stop_reason"] = stop_reason
     return view
 
 

@@ -321,6 +321,21 @@ def test_a_second_start_finalizes_the_open_fragment_for_every_reader() -> None:
     assert codes == ["restart", "unclosed"]
 
 
+def test_what_counts_as_unfinished() -> None:
+    guard = RunGuard()
+    assert not guard.unfinished
+    guard.observe(b.with_origin(b.partial_text("start", "x", timestamp=T0), "child"))
+    assert not guard.unfinished  # a child's stream is its engine's business
+    guard.observe(b.request_begin(timestamp=T0))
+    assert guard.unfinished
+    guard.observe(b.request_end("completed", timestamp=T0))
+    assert not guard.unfinished
+    guard.observe(b.partial_text("stop", timestamp=T0))
+    assert guard.unfinished  # the stop owes its complete message
+    guard.observe(b.assistant_text("", timestamp=T0))
+    assert not guard.unfinished
+
+
 def test_the_live_tail_keys_by_origin_and_keeps_it() -> None:
     main = b.partial_text("start", "parent", timestamp=T0)
     child = b.with_origin(b.partial_text("start", "child", timestamp=T0), "sub1")

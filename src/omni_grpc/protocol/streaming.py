@@ -266,6 +266,11 @@ class OpenFragments:
         """A fragment is open, or a stop still owes its complete message."""
         return bool(self._open or self._owed)
 
+    def unfinished_in(self, origin: Sequence[str]) -> bool:
+        """:attr:`unfinished`, for one origin chain."""
+        chain = tuple(origin)
+        return chain in self._owed or any(key[0] == chain for key in self._open)
+
     @property
     def fragments(self) -> list[Fragment]:
         return list(self._open.values())

@@ -580,6 +580,8 @@ class Hub:
                 pumping.cancel()
         if rejected:
             raise rejected[0]
+        if not failure and guard.unfinished and not guard.abort_seen:
+            failure.append("engine ended with its stream unfinished")
         if failure or (abort.is_set() and not guard.abort_seen):
             reason = (
                 abort.reason if abort.is_set() and abort.reason else (failure or ["aborted"])[0]

@@ -43,6 +43,13 @@ class RunGuard:
         elif kind == "abort":
             self.abort_seen = True
 
+    @property
+    def unfinished(self) -> bool:
+        """The run's own chain left a fragment open, a stop without its complete
+        message, or a request without its end: an engine that returns like this
+        did not finish its stream either."""
+        return self.open.unfinished_in(_MAIN) or self.request_open
+
     def fragments(self) -> list[JsonObject]:
         """Each open fragment as a synthetic ``start`` carrying what has streamed
         so far, in opening order (the reference live tail's ``fragments``)."""

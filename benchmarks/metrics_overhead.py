@@ -4,9 +4,10 @@ Two ``omni-grpc serve`` processes (demo engine, zero pacing, a long answer):
 one as shipped (metrics on, a scrape between rounds, as Prometheus would),
 one with ``--no-metrics``. Rounds alternate on/off; the report gives the
 medians and the on/off ratio of events/s (the aim is >= 0.95) and of server
-CPU per event.
+CPU per event. ``--control`` turns metrics on in both, so the "ratio" shows
+how far two identical servers drift apart on this machine.
 
-    .venv/bin/python benchmarks/metrics_overhead.py [--repeat 300] [--rounds 12]
+    .venv/bin/python benchmarks/metrics_overhead.py [--repeat 300] [--rounds 12] [--control]
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def scrape(url: str) -> int:
         return len(response.read())
 
 
-async def bench(repeat: int, rounds: int) -> None:
+async def bench(repeat: int, rounds: int, control: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         common = ["--grpc-port", "0", "--no-http", "--engine-opt", f"repeat={repeat}"]
         on_proc, on_target = start(
@@ -40,7 +41,7 @@ async def bench(repeat: int, rounds: int) -> None:
         )
         off_proc, off_target = start(
             [sys.executable, "-m", "omni_grpc", "serve", *common, "--data-dir", f"{tmp}/off",
-             "--no-metrics"],
+             *(["--metrics-port", "0"] if control else ["--no-metrics"])],
             "gRPC on",
         )  # fmt: skip
         try:
@@ -86,8 +87,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--repeat", type=int, default=300, help="demo answer repetitions")
     parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="metrics on in both servers: the ratio then shows the machine's noise",
+    )
     args = parser.parse_args()
-    asyncio.run(bench(args.repeat, args.rounds))
+    asyncio.run(bench(args.repeat, args.rounds, args.control))
 
 
 if __name__ == "__main__":

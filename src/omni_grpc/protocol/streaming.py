@@ -361,23 +361,28 @@ def chunked(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
+# The string fields each fragment arm has, besides event_type and stop_reason.
+_VIEW_FIELDS = {
+    SegmentKind.TEXT: ("text",),
+    SegmentKind.THINKING: ("thinking",),
+    SegmentKind.TOOL_CALL: ("name", "arguments", "tool_call_id"),
+    SegmentKind.TOOL_CALL_OUTPUT: ("output", "tool_call_id"),
+}
+
+
 def fragment_view(msg: omni_pb2.OmniMessage) -> Json | None:
     """The fields of a protobuf fragment the state machine reads, as JSON; None
     when ``msg`` is not a fragment. Cheaper than a full conversion on the
     per-delta path."""
     arm = msg.WhichOneof("payload")
-    kind = SegmentKind.of_partial(arm)
+    kind = _BY_PARTIAL.get(arm) if arm is not None else None
     if kind is None:
         return None
-    part = getattr(msg, str(arm))
-    view: Json = {
-        "type": arm,
-        "event_type": _EVENT_TYPES.get(part.event_type, ""),
-        "tool_call_id": getattr(part, "tool_call_id", ""),
-        "name": getattr(part, "name", ""),
-        kind.content_key: getattr(part, kind.content_key),
-    }
-    if kind is SegmentKind.TOOL_CALL_OUTPUT:
+    part = getattr(msg, arm)
+    view: Json = {"type": arm, "event_type": _EVENT_TYPES.get(part.event_type, "")}
+    for name in _VIEW_FIELDS[kind]:
+        view[name] = getattr(part, name)
+    if kind is SegmentKind.TOOL_CALL_OUTPUT and part.images:
         view["images"] = list(part.images)
     stop_reason = _STOP_REASONS.get(part.stop_reason)
     if stop_reason is not None:

@@ -90,10 +90,20 @@ def _convert(
         )
 
     records = read_records(source, in_fmt, tolerant=args.tolerant, on_skip=on_skip)
+    current = 0  # the record being written, to name it when writing fails
+
+    def messages(records: Iterator[TraceRecord]) -> Iterator[Any]:
+        nonlocal current
+        for record in records:
+            current = record.line
+            yield record.message
+
     try:
         with _output(args.output) as sink, _progress(args, source) as advance:
-            write_records((r.message for r in advance(records)), sink, out_fmt)
+            write_records(messages(advance(records)), sink, out_fmt)
     except ConversionError as exc:
+        if exc.line is None and current:
+            exc = exc.at_line(current) if in_fmt == "jsonl" else _in_record(exc, current)
         print(f"{PROG}: error: {args.input}: {exc}", file=sys.stderr)
         return 1
     except UsageError as exc:
@@ -105,6 +115,12 @@ def _convert(
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _in_record(exc: ConversionError, record: int) -> ConversionError:
+    """A .binpb record that cannot be written as JSON (its fields contradict
+    each other), named like the reader names a bad frame."""
+    return ConversionError(f"record {record}: {exc}")
 
 
 def _format(path: str, explicit: TraceFormat | None, flag: str) -> TraceFormat:

@@ -76,7 +76,12 @@ def run(args: argparse.Namespace) -> int:
     unreadable: str | None = None
     try:
         for record in read_records(args.file, fmt, tolerant=True, on_skip=on_skip):
-            issues.extend(validator.check(record.line, message_to_dict(record.message)))
+            try:
+                obj = message_to_dict(record.message)
+            except ConversionError as exc:  # a record whose fields contradict each other
+                on_skip(SkippedLine(record.line, str(exc), last=False))
+                continue
+            issues.extend(validator.check(record.line, obj))
     except ConversionError as exc:
         unreadable = str(exc)
     issues.extend(validator.finish())
@@ -90,19 +95,28 @@ def run(args: argparse.Namespace) -> int:
         if issue.severity == "error" or not args.quiet:
             _print(out, args.file, issue)
     if unreadable is not None:
-        print(f"{args.file}: error: {unreadable}", file=out)
+        _write(out, f"{args.file}: error: {unreadable}")
     kind = "trace" if validator.trace else "stream"
     count = validator.count + malformed  # every non-blank line read, malformed ones too
-    print(
+    _write(
+        out,
         f"{args.file}: {count} {unit if count == 1 else unit + 's'} "
         f"checked as a {kind}: {errors} error(s), {warnings} warning(s)",
-        file=out,
     )
     return 1 if errors else 0
 
 
 def _print(out: TextIO, path: str, issue: Issue) -> None:
-    print(f"{path}:{issue.line}: {issue.severity}: {issue.message} [{issue.code}]", file=out)
+    _write(out, f"{path}:{issue.line}: {issue.severity}: {issue.message} [{issue.code}]")
+
+
+def _write(out: TextIO, text: str) -> None:
+    """One line of report. Messages quote the file's own strings, which may
+    hold lone surrogates (legal in JSON) or bytes a terminal's encoding lacks;
+    those are written as escapes rather than crash the report."""
+    encoding = getattr(out, "encoding", None) or "utf-8"
+    safe = text.encode(encoding, "backslashreplace").decode(encoding, "replace")
+    print(safe, file=out)
 
 
 def _usage(message: str) -> int:

@@ -48,29 +48,40 @@ _INT64_MAX = 2**63 - 1
 _DOUBLE_MAX_INT = int(sys.float_info.max)
 _DOUBLE_MAX_DIGITS = len(str(_DOUBLE_MAX_INT))
 # The stdlib parser recurses once per level; MAX_DEPTH levels need headroom.
+# Raised once, here, and never lowered: other code may rely on a higher one.
 _RECURSION_NEEDED = MAX_DEPTH * 2 + 200
+if sys.getrecursionlimit() < _RECURSION_NEEDED:
+    sys.setrecursionlimit(_RECURSION_NEEDED)
 
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+class _OutOfRange(ValueError):
+    def __init__(self, text: str) -> None:
+        super().__init__(
+            f"the number {_clip(text)} is outside the range of a double "
+            "(JavaScript reads it as Infinity)"
+        )
+
+
 def _parse_float(text: str) -> float:
     value = float(text)
     if math.isinf(value):
-        raise ValueError(f"the number {_clip(text)} is outside the range of a double")
+        raise _OutOfRange(text)
     return value
 
 
 def _parse_int(text: str) -> int:
     digits = len(text) - (text[0] == "-")
     if digits > _DOUBLE_MAX_DIGITS or abs(value := int(text)) > _DOUBLE_MAX_INT:
-        raise ValueError(f"the number {_clip(text)} is outside the range of a double")
+        raise _OutOfRange(text)
     return value
 
 
 def _clip(text: str) -> str:
-    return text if len(text) <= 24 else f"{text[:12]}...({len(text)} digits)"
+    return text if len(text) <= 24 else f"{text[:12]}...({len(text.lstrip('-'))} digits)"
 
 
 def loads(data: bytes | str) -> Any:
@@ -99,8 +110,6 @@ def loads_checked(data: bytes | str) -> tuple[Any, bool]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConversionError(f"not valid JSON: not UTF-8 at byte {exc.start}") from None
-    if sys.getrecursionlimit() < _RECURSION_NEEDED:
-        sys.setrecursionlimit(_RECURSION_NEEDED)
     try:
         value = json.loads(
             text, parse_constant=_reject_constant, parse_float=_parse_float, parse_int=_parse_int
@@ -110,6 +119,8 @@ def loads_checked(data: bytes | str) -> tuple[Any, bool]:
         raise ConversionError(f"not valid JSON: {exc.msg} (column {exc.colno})") from None
     except RecursionError:
         raise _too_deep(text) from None
+    except _OutOfRange as exc:
+        raise ConversionError(str(exc), path=_out_of_range_path(text)) from None
     except ValueError as exc:
         raise ConversionError(f"not valid JSON: {exc}") from None
     if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and depth_of(value) > MAX_DEPTH:
@@ -124,13 +135,27 @@ def _too_deep(text: str) -> ConversionError:
 
 
 def deep_path(text: str, limit: int) -> str:
-    """The JSON Pointer of the first value nested deeper than ``limit`` in
-    ``text`` (for error messages only: a plain character scan)."""
-    stack: list[Any] = []  # per open container: [key or index]
+    """The JSON Pointer of the first value nested deeper than ``limit``."""
+    return _path_scan(text, limit=limit)
+
+
+def path_at(text: str, offset: int) -> str:
+    """The JSON Pointer of the value that starts at character ``offset``."""
+    return _path_scan(text, offset=offset)
+
+
+def _path_scan(text: str, *, limit: int | None = None, offset: int | None = None) -> str:
+    """A plain character scan, for error messages only (the parsers that
+    refuse a text do not say where in its structure they stopped)."""
+    stack: list[Any] = []  # per open container: [bracket, key or index]
     i, n = 0, len(text)
     pending_key: str | None = None
     while i < n:
         c = text[i]
+        if offset is not None and i >= offset:
+            if stack and stack[-1][0] == "{":
+                stack[-1][1] = pending_key
+            break
         if c == '"':
             j = i + 1
             while j < n and text[j] != '"':
@@ -145,7 +170,7 @@ def deep_path(text: str, limit: int) -> str:
         if c in "[{":
             if stack and stack[-1][0] == "{":
                 stack[-1][1] = pending_key
-            if len(stack) >= limit:
+            if limit is not None and len(stack) >= limit:
                 break
             stack.append([c, 0 if c == "[" else None])
             pending_key = None
@@ -160,6 +185,25 @@ def deep_path(text: str, limit: int) -> str:
         i += 1
     steps = [str(step).replace("~", "~0").replace("/", "~1") for _, step in stack]
     return "".join(f"/{step}" for step in steps)
+
+
+_STRING_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+
+
+def _out_of_range_path(text: str) -> str:
+    """Where the first number JavaScript would read as Infinity sits."""
+    blanked = _STRING_LITERAL.sub(lambda m: '"' + " " * (len(m.group()) - 2) + '"', text)
+    for match in _NUMBER.finditer(blanked):
+        token = match.group()
+        try:
+            if "." in token or "e" in token or "E" in token:
+                _parse_float(token)
+            else:
+                _parse_int(token)
+        except ValueError:
+            return path_at(text, match.start())
+    return ""
 
 
 def depth_of(value: Any) -> int:

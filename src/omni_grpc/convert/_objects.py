@@ -58,6 +58,8 @@ def encode_object(spec: ObjectSpec, msg: Message, path: str, view: ShapeView | N
     assert view is not None
     by_key = spec.by_key
     awkward = False
+    if spec.type_text is not None and "type" not in order:
+        out["type"] = spec.type_text  # the discriminator is always written
     for key in order:
         known = by_key.get(key)
         if known is None:

@@ -115,6 +115,12 @@ class TraceValidator:
                 value = payload.get(key)
                 if isinstance(value, str) and value not in allowed:
                     report("warning", "unknown-value", f"unknown {key} {value!r} in {kind}")
+                elif type(value) is int:  # how the codec writes a newer schema's enum number
+                    report(
+                        "warning",
+                        "unknown-value",
+                        f"{key} {value} in {kind} is an enum number this schema has no name for",
+                    )
 
         lane = self._lanes.setdefault(origin, _Lane())
         # A stop owes its complete message, which must be this one.

@@ -6,8 +6,9 @@ from google.protobuf import json_format
 
 from omni_grpc import protocol
 from omni_grpc.convert import message_from_dict
+from omni_grpc.protocol.run_input import InputProblem, check_run_input, tool_calls_made
 from omni_grpc.runtime.errors import InvalidRequest
-from omni_grpc.runtime.hub import RunRequest
+from omni_grpc.runtime.hub import Hub, RunRequest
 from omni_grpc.vocabulary import ApprovalMode, Decision, ThinkingLevel
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import omni_pb2
@@ -53,6 +54,20 @@ def run_request(request: pb.RunRequest) -> RunRequest:
         approval_mode=APPROVAL_MODES[request.approval_mode],
         metadata=metadata,
     )
+
+
+async def checked_run_request(hub: Hub, request: pb.RunRequest) -> RunRequest:
+    """``run_request``, refusing input the codec or the protocol rejects
+    (protocol/run_input.py) before anything is recorded or published."""
+    run = run_request(request)
+    calls: set[str] = set()
+    if request.session_id and any(m.HasField("tool_call_output") for m in run.input):
+        calls = tool_calls_made([m async for m in hub.history(request.session_id)])
+    try:
+        check_run_input(run.input, calls)
+    except InputProblem as exc:
+        raise InvalidRequest(exc.field, exc.reason) from None
+    return run
 
 
 def require(value: str, field: str) -> str:

@@ -67,7 +67,9 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
         self, request: pb.RunRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.RunResponse]:
         try:
-            session_id, sub = await self.hub.run(requests.run_request(request))
+            session_id, sub = await self.hub.run(
+                await requests.checked_run_request(self.hub, request)
+            )
         except HubError as exc:
             await abort_with(context, exc)
         finished = False

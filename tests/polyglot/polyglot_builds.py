@@ -96,6 +96,7 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> None:
 class GoBuild:
     client: Path
     server: Path
+    edit: Path
 
 
 @functools.cache
@@ -115,11 +116,11 @@ def build_go() -> GoBuild:
 
     def build(out: Path) -> None:
         _run([str(src / "vendor.sh")], src)
-        for name in ("omni-client", "omni-server"):
+        for name in ("omni-client", "omni-server", "omni-edit"):
             _run(["go", "build", "-o", str(out / name), f"./cmd/{name}"], src, env)
 
     out = _cached_build("go", key, build)
-    return GoBuild(client=out / "omni-client", server=out / "omni-server")
+    return GoBuild(client=out / "omni-client", server=out / "omni-server", edit=out / "omni-edit")
 
 
 @functools.cache

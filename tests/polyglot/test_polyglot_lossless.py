@@ -17,6 +17,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from google.protobuf.message import Message
 
 from omni_grpc.convert import ConversionError, parse_message, serialize_message
 from omni_grpc.convert._jsontext import loads
@@ -90,3 +91,41 @@ def test_each_language_reads_the_typed_fields(
     )
     assert done.returncode == 0, done.stderr
     assert parse_trace_lines(done.stdout) == expected_trace_lines(lines)
+
+
+def protobuf_depth(message: Message) -> int:
+    """Nesting of submessages, as a decoder's recursion limit counts it (a map
+    entry is a message level of its own)."""
+    deepest = 0
+    for field, value in message.ListFields():
+        if field.message_type is None:
+            continue
+        if field.message_type.GetOptions().map_entry:
+            entry_value = field.message_type.fields_by_name["value"]
+            if entry_value.message_type is not None:
+                for key in value:
+                    deepest = max(deepest, protobuf_depth(value[key]) + 1)
+            continue
+        for item in value if field.is_repeated else [value]:
+            deepest = max(deepest, protobuf_depth(item))
+    return deepest + 1
+
+
+def test_protobuf_nesting_stays_bounded_whatever_the_json_depth(lines: list[str]) -> None:
+    deep = [line for line in lines if line.count("[") + line.count("{") > 100]
+    assert len(deep) >= 2, "the crafted lines nest JSON hundreds of levels deep"
+    # upb and Java refuse more than 100 levels by default; leave room for the
+    # envelopes a message travels in (RunResponse, ServerEvent, ApprovalRequest).
+    assert max(protobuf_depth(parse_message(line)) for line in lines) <= 60
+
+
+def test_deep_records_decode_with_default_options(client: list[str], lines: list[str]) -> None:
+    deep = [line for line in lines if line.count("[") + line.count("{") > 100]
+    sink = io.BytesIO()
+    write_binpb((parse_message(line) for line in deep), sink)
+    done = subprocess.run(
+        [*client, "echo"], input=sink.getvalue(), capture_output=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    back = [serialize_message(r.message).decode() for r in read_binpb(io.BytesIO(done.stdout))]
+    assert back == deep

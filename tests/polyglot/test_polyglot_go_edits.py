@@ -1,0 +1,135 @@
+"""Edits made in Go win, and only the edited part changes.
+
+Python writes JSON lines as a .binpb; examples/go/cmd/omni-edit parses each
+record with proto.Unmarshal's defaults, edits the typed fields the way Go code
+does (set a field to nil, prepend to a slice, set one Struct key, set an enum
+number) and writes the records again; Python then writes JSON from what came
+back. Clearing a field gives absence, the parts not edited keep their exact
+bytes, and messages Go builds from typed fields alone convert both ways.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+
+import pytest
+
+from omni_grpc.convert import parse_message, serialize_message
+from omni_grpc.trace import read_binpb, write_binpb
+from polyglot.polyglot_builds import GoBuild
+
+T = '"timestamp":"2026-01-02T03:04:05.678Z"'
+
+
+def go_edit(go_build: GoBuild, ops: list[str], lines: list[str]) -> list[str]:
+    sink = io.BytesIO()
+    write_binpb((parse_message(line) for line in lines), sink)
+    done = subprocess.run(
+        [str(go_build.edit), *ops],
+        input=sink.getvalue(),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    return [serialize_message(r.message).decode() for r in read_binpb(io.BytesIO(done.stdout))]
+
+
+# (ops, line before, line after): keys out of order everywhere, so each
+# message carries a key list naming the key the edit clears.
+EDITS = [
+    (
+        ["clear-fidelity"],
+        f'{{"type":"model_msg",{T},"payload":{{"fidelity":{{"b":1,"a":[2]}},"type":"text",'
+        '"role":"assistant","text":"x"}}',
+        f'{{"type":"model_msg",{T},"payload":{{"type":"text","role":"assistant","text":"x"}}}}',
+    ),
+    (
+        ["clear-origin"],
+        f'{{"origin":["child"],"type":"event_msg",{T},"payload":{{"type":"request_begin"}}}}',
+        f'{{"type":"event_msg",{T},"payload":{{"type":"request_begin"}}}}',
+    ),
+    (
+        ["clear-images"],
+        f'{{{T},"type":"model_msg","payload":{{"images":["data:image/png;base64,AA=="],'
+        '"type":"tool_call_output","role":"user","output":"o","tool_call_id":"c"}}',
+        f'{{{T},"type":"model_msg","payload":{{"type":"tool_call_output","role":"user",'
+        '"output":"o","tool_call_id":"c"}}',
+    ),
+    (
+        ["clear-tools"],
+        f'{{{T},"type":"session_meta","payload":{{"session_id":"s","provider":"p","model_id":"m",'
+        '"model_context_window":1,"system_prompt":"","tools":[{"name":"t","description":"d"}],'
+        '"thinking_level":"default","agent_state":"a","workspace":"w"}}',
+        f'{{{T},"type":"session_meta","payload":{{"session_id":"s","provider":"p","model_id":"m",'
+        '"model_context_window":1,"system_prompt":"","thinking_level":"default","agent_state":"a",'
+        '"workspace":"w"}}',
+    ),
+    (
+        ["prepend-origin=parent"],
+        f'{{{T},"type":"event_msg","payload":{{"type":"request_begin"}},'
+        '"origin":["a\\ud800","b\\udfff"]}',
+        f'{{{T},"type":"event_msg","payload":{{"type":"request_begin"}},'
+        '"origin":["parent","a\\ud800","b\\udfff"]}',
+    ),
+    (
+        ['set-fidelity=phase="b"'],
+        f'{{{T},"type":"model_msg","payload":{{"type":"text","role":"assistant","text":"x",'
+        '"fidelity":{"zeta":9007199254740993,"phase":"a","alpha":[1,{"y":1e+21,"x":2}]}}}',
+        f'{{{T},"type":"model_msg","payload":{{"type":"text","role":"assistant","text":"x",'
+        '"fidelity":{"zeta":9007199254740993,"phase":"b","alpha":[1,{"y":1e+21,"x":2}]}}}',
+    ),
+    (
+        ["set-stop-reason=42"],
+        f'{{{T},"type":"model_msg","payload":{{"type":"text","role":"assistant","text":"x",'
+        '"stop_reason":"completed"}}',
+        f'{{{T},"type":"model_msg","payload":{{"type":"text","role":"assistant","text":"x",'
+        '"stop_reason":42}}',
+    ),
+]
+
+
+@pytest.mark.parametrize(("ops", "before", "after"), EDITS, ids=[e[0][0] for e in EDITS])
+def test_a_go_edit_changes_only_what_it_edits(
+    go_build: GoBuild, ops: list[str], before: str, after: str
+) -> None:
+    assert serialize_message(parse_message(before)).decode() == before  # lossless unedited
+    [edited] = go_edit(go_build, ops, [before])
+    assert edited == after
+    # What Go wrote converts on losslessly, the enum number from a newer schema too.
+    again = parse_message(edited)
+    assert serialize_message(again).decode() == after
+
+
+def test_no_edit_is_lossless_through_go(go_build: GoBuild) -> None:
+    lines = [before for _, before, _ in EDITS]
+    assert go_edit(go_build, [], lines) == lines
+
+
+def test_messages_built_in_go_are_identity_both_ways(go_build: GoBuild) -> None:
+    done = subprocess.run(
+        [str(go_build.edit), "build"], capture_output=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    built = [r.message for r in read_binpb(io.BytesIO(done.stdout))]
+    lines = [serialize_message(m).decode() for m in built]
+    assert lines == [
+        f'{{{T},"type":"session_meta","payload":{{"session_id":"go-1","provider":"p",'
+        '"model_id":"m","model_context_window":200000,"system_prompt":"","agent_state":"/a",'
+        '"workspace":"/w"}}',
+        f'{{{T},"type":"model_msg","payload":{{"type":"text","role":"assistant",'
+        '"text":"built in Go","stop_reason":"completed","fidelity":{"alpha":[1.5,"x"],"zeta":1}}}',
+        f'{{{T},"type":"event_msg","payload":{{"type":"tool_list_ready","tools":[{{"name":"ls",'
+        '"description":"list","parameters":{"type":"object","properties":{"path":'
+        '{"type":"string"}}}}]}}',
+        f'{{{T},"type":"event_msg","payload":{{"type":"token_usage","session":{{"cache_read":0,'
+        '"cache_write":0,"output":0,"total":0},"request":{"cache_read":0,"cache_write":0,'
+        '"output":3,"total":3}},"origin":["child"]}',
+        f'{{{T},"type":"event_msg","payload":{{"type":"abort","reason":null}}}}',
+    ]
+    for message, line in zip(built, lines, strict=True):
+        back = parse_message(line)
+        assert back.SerializeToString(deterministic=True) == message.SerializeToString(
+            deterministic=True
+        )

@@ -10,9 +10,11 @@ import struct
 import subprocess
 from pathlib import Path
 
+import orjson
 import pytest
 
 from omni_grpc.convert import parse_message, serialize_message
+from omni_grpc.convert._fastpath import json_text
 from omni_grpc.convert._jsontext import js_number
 from omni_grpc.convert._shape import has_hints
 from omni_grpc_proto.omni.v1 import omni_pb2
@@ -81,3 +83,33 @@ def test_number_text_matches_node() -> None:
     )
     expected = result.stdout.decode().split()
     assert [js_number(v) for v in values] == expected
+
+
+@needs_node
+def test_schema_text_from_orjson_matches_node() -> None:
+    """The fast path keeps orjson's own text of a JSON Schema it parsed when
+    no number in it is in exponent form: that text must be JavaScript's."""
+    assert NODE is not None
+    rng = random.Random(11)
+    values = [struct.unpack("<d", rng.randbytes(8))[0] for _ in range(3000)]
+    values = [v for v in values if v == v and abs(v) != float("inf")]
+    values += [rng.random() * 10.0 ** rng.randint(-9, 22) for _ in range(3000)]
+    values += [0.1 * k for k in range(50)] + [10.0**e for e in range(-10, 25)]
+    script = (
+        "const xs=require('fs').readFileSync(0,'utf8').trim().split('\\n');"
+        "console.log(JSON.stringify({minimum:xs.map(Number)}))"
+    )
+    result = subprocess.run(
+        [NODE, "-e", script],
+        input="\n".join(repr(v) for v in values).encode(),
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    written = result.stdout.strip()
+    assert json_text(orjson.loads(written)) == written.decode()
+    for item in orjson.loads(written)["minimum"]:
+        single = orjson.dumps({"minimum": item})
+        expected = b'{"minimum":' + js_number(float(item)).encode() + b"}"
+        if type(item) is float:
+            assert json_text({"minimum": item}).encode() == expected, single

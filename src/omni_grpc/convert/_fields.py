@@ -112,7 +112,7 @@ class Str(Field):
         if type(value) is not str:
             raise wrong_type(path, "a string", value)
         if jt.has_surrogate(value):
-            rec.raw(path, jt.dump_value(value))
+            rec.raw_value(path, value)
             value = jt.scrub_surrogates(value)
         setattr(msg, self.name, value)
 
@@ -176,12 +176,12 @@ class Enum(Field):
         if kind is str:
             number = self.to_number.get(value)
             if number is None:
-                rec.raw(path, jt.dump_value(value))
+                rec.raw_value(path, value)
                 number = 0
         elif kind is int or kind is float:
             number = self._number_view(value)
             if number in self.to_text or number == 0 or number != value:
-                rec.raw(path, jt.dump_value(value))  # written as a string otherwise
+                rec.raw_value(path, value)  # written as a string otherwise
         else:
             raise wrong_type(path, "a string", value)
         setattr(msg, self.name, number)
@@ -236,7 +236,7 @@ class Int(Field):
         try:
             number = _int_view(value)
             if kind is float or number != value:
-                rec.raw(path, jt.dump_value(value))
+                rec.raw_value(path, value)
         except ConversionError as exc:
             raise _located(exc, path) from None
         setattr(msg, self.name, number)
@@ -272,7 +272,7 @@ class StrList(Field):
             if type(item) is not str:
                 raise wrong_type(f"{path}/{index}", "a string", item)
             if jt.has_surrogate(item):
-                rec.raw(f"{path}/{index}", jt.dump_value(item))
+                rec.raw_value(f"{path}/{index}", item)
                 item = jt.scrub_surrogates(item)
             target.append(item)
         if not value and not self.required:
@@ -333,6 +333,8 @@ def struct_view(value: Any, level: int = 1) -> Any:
         if level > VIEW_DEPTH:
             return None
         if kind is dict:
+            if any(type(k) is not str for k in value):
+                raise ConversionError("an object key is not a string")
             return {jt.scrub_surrogates(k): struct_view(v, level + 1) for k, v in value.items()}
         return [struct_view(v, level + 1) for v in value]
     if kind is int:

@@ -113,7 +113,7 @@ def _decode_envelope(obj: dict[str, Any], msg: OmniMessage, rec: ShapeRecorder) 
             if type(value) is not str:
                 raise wrong_type("/timestamp", "a string", value)
             if jt.has_surrogate(value):
-                rec.raw("/timestamp", jt.dump_value(value))
+                rec.raw_value("/timestamp", value)
                 value = jt.scrub_surrogates(value)
             msg.timestamp = value
         elif key == "type":
@@ -161,7 +161,7 @@ def _decode_payload(payload: Any, envelope_type: Any, msg: OmniMessage, rec: Sha
                 raise ConversionError(exc.reason, path="/payload" + exc.path) from None
             msg.unknown.envelope_type = jt.scrub_surrogates(envelope_type)
             if jt.has_surrogate(envelope_type):
-                rec.raw("/type", jt.dump_value(envelope_type))
+                rec.raw_value("/type", envelope_type)
             return
         spec = found
     arm = str(spec.arm)

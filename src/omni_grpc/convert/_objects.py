@@ -7,6 +7,7 @@ from typing import Any
 from google.protobuf.message import Message
 
 from omni_grpc.convert import _jsontext as jt
+from omni_grpc.convert._errors import ConversionError
 from omni_grpc.convert._fields import MISSING, Nested, wrong_type
 from omni_grpc.convert._schema import ObjectSpec
 from omni_grpc.convert._shape import ShapeRecorder, ShapeView, child
@@ -23,6 +24,8 @@ def decode_object(spec: ObjectSpec, obj: Any, msg: Message, path: str, rec: Shap
     for key, value in obj.items():
         field = by_key.get(key)
         if field is None:
+            if type(key) is not str:  # from Python code: JSON keys are strings
+                raise ConversionError(f"a key is {type(key).__name__}, not a string", path=path)
             if key == "type" and skip_type:
                 continue
             rec.raw_value(child(path, key), value)

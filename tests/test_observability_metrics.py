@@ -304,7 +304,10 @@ def test_no_http_serves_metrics_on_metrics_port_behind_the_token(
     url = line.strip().rsplit(" ", 1)[-1]
     assert url.endswith("/metrics")
     assert httpx.get(url).status_code == 401
-    response = httpx.get(url, headers={"authorization": f"Bearer {token}"})
+    auth = {"authorization": f"Bearer {token}"}
+    # The HTTP app's Host rule holds here too (DNS rebinding).
+    assert httpx.get(url, headers={**auth, "host": "rebound.example"}).status_code == 403
+    response = httpx.get(url, headers=auth)
     assert response.status_code == 200
     names = {family.name for family in text_string_to_metric_families(response.text)}
     assert {"grpc_server_started", "omni_runs_started", "process_cpu_seconds"} <= names

@@ -60,6 +60,8 @@ class ServerConfig:
     metrics: bool = True
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    # Host names the metrics port answers (default: loopback and metrics_host).
+    metrics_allowed_hosts: tuple[str, ...] = ()
     # Serve /metrics without the bearer token.
     public_metrics: bool = False
     # Spans go here; None: the global provider, if an SDK one is installed.
@@ -155,6 +157,7 @@ def build_server(config: ServerConfig) -> OmniServer:
                 port=config.metrics_port,
                 token=token,
                 public=config.public_metrics,
+                allowed_hosts=config.metrics_allowed_hosts,
             )
         )
     return OmniServer(hub, transports, config.shutdown_grace, data_dir, telemetry)

@@ -229,6 +229,7 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
         metrics=not args.no_metrics,
         metrics_port=args.metrics_port,
         metrics_host=args.host,
+        metrics_allowed_hosts=tuple(args.allowed_host),
         public_metrics=args.public_metrics,
     )
 

@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from omni_grpc.observability import tracing
 from omni_grpc.observability.metrics import ServerMetrics
 from omni_grpc.transport.sse.auth import BearerAuth
+from omni_grpc.transport.sse.guard import RequestGuard, default_hosts
 from omni_grpc.transport.sse.server import HttpServer
 
 METRICS_PATH = "/metrics"
@@ -140,10 +141,13 @@ class MetricsTransport:
         port: int = 9464,
         token: str | None = None,
         public: bool = False,
+        allowed_hosts: Sequence[str] = (),
     ) -> None:
         self.host = host
         self.port = port
-        middleware = []
+        # The HTTP app's Host rule: a rebound DNS name must not read the metrics.
+        hosts = allowed_hosts or default_hosts(host)
+        middleware = [Middleware(RequestGuard, allowed_hosts=hosts)]
         if token and not public:
             middleware.append(Middleware(BearerAuth, token=token, public_paths=frozenset()))
         app = Starlette(routes=[metrics_route(metrics)], middleware=middleware)

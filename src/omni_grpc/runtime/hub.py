@@ -519,8 +519,8 @@ class Hub:
 
         async def publish_ask(tool_call: JsonObject) -> EventBody:
             body = bodies.approval_request_body(message_from_dict(tool_call))
+            observed.asked(tool_call)  # counted before any client can see the ask
             await event_log.publish(body)
-            observed.asked(tool_call)
             return body
 
         read_only: Callable[[str], bool] = (

@@ -30,8 +30,7 @@ from omni_grpc.convert import ConversionError, message_to_dict, parse_message
 from omni_grpc.engines.asking import ask
 from omni_grpc.engines.base import AbortSignal, EngineMessage, RunOptions
 from omni_grpc.engines.call_ids import CallIdRegistry
-from omni_grpc.protocol import builders as b
-from omni_grpc.protocol.streaming import OpenFragments
+from omni_grpc.protocol.open_run import OpenRun
 from omni_grpc.vocabulary import USER_ABORT_REASON, StopReason
 from omni_grpc_proto.omni.v1 import omni_pb2
 
@@ -87,9 +86,8 @@ class _Bridge:
         self.options = options
         # The child's tool call ids may repeat across runs; the session's may not.
         self.call_ids = engine._call_ids.for_run(options)
-        self.fragments = OpenFragments()
-        self.request_open = False
-        self.abort_seen = False
+        # What the child's stream has opened and not closed.
+        self.open_run = OpenRun()
         self.stderr: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self.proc: asyncio.subprocess.Process | None = None
         self.line = 0
@@ -211,16 +209,7 @@ class _Bridge:
             ) from None
 
     def _observe(self, message: omni_pb2.OmniMessage) -> None:
-        if message.origin:
-            return
-        arm = message.WhichOneof("payload")
-        self.fragments.push_message(message)
-        if arm == "request_begin":
-            self.request_open = True
-        elif arm == "request_end":
-            self.request_open = False
-        elif arm == "abort":
-            self.abort_seen = True
+        self.open_run.observe(message)
 
     async def _check_exit(self) -> None:
         assert self.proc is not None
@@ -231,9 +220,9 @@ class _Bridge:
         if code != 0:
             how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
             raise _Failed(f"engine process {how}{self._stderr_note()}")
-        if self.abort_seen:
+        if self.open_run.abort_seen:
             return
-        if self.fragments.unfinished or self.request_open:
+        if self.open_run.unfinished:
             raise _Failed(
                 "engine process exited with its stream unfinished (an open fragment or request)"
             )
@@ -248,29 +237,24 @@ class _Bridge:
         deadline = loop.time() + self.engine.grace
         quiet = AbortSignal()  # never set: the abort has been delivered already
         with contextlib.suppress(_Failed, TimeoutError):
-            while not self.abort_seen and (left := deadline - loop.time()) > 0:
+            while not self.open_run.abort_seen and (left := deadline - loop.time()) > 0:
                 raw = await asyncio.wait_for(self._read_line(quiet), timeout=left)
                 if not raw:
                     break
                 message = self._parse(raw)
                 self._observe(message)
                 yield message
-        if self.abort_seen:
-            return
-        for closing in self.fragments.close_all(StopReason.ABORTED):
+        if self.open_run.abort_seen:
+            return  # the child ended its run itself
+        for closing in self.open_run.closing(StopReason.ABORTED, abort_reason=reason):
             yield closing
-        if self.request_open:
-            yield b.request_end(StopReason.ABORTED)
-        yield b.abort_event(reason)
 
     def _failure(self, reason: str) -> list[JsonObject]:
         log.warning("command engine %s: %s", shlex.join(self.engine.argv), reason)
-        out = self.fragments.close_all(StopReason.FAILED)
-        if not self.request_open:
-            out.append(b.request_begin())  # keeps request_begin/request_end paired
-        out.append(b.request_end(StopReason.FAILED, error_message=reason))
-        out.append(b.abort_event(reason))
-        return out
+        # The error travels in a request_end, in a request of its own if none is open.
+        return self.open_run.closing(
+            StopReason.FAILED, abort_reason=reason, error=reason, report_error=True
+        )
 
     def _request(self, run_input: list[JsonObject]) -> JsonObject:
         o = self.options

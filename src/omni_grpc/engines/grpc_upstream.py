@@ -31,8 +31,7 @@ from omni_grpc.convert import message_from_dict, message_to_dict
 from omni_grpc.engines.asking import ask
 from omni_grpc.engines.base import EngineMessage, RunOptions
 from omni_grpc.engines.call_ids import CallIdRegistry
-from omni_grpc.protocol import builders as b
-from omni_grpc.protocol.streaming import OpenFragments
+from omni_grpc.protocol.open_run import OpenRun
 from omni_grpc.vocabulary import USER_ABORT_REASON, StopReason
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import omni_pb2
@@ -122,9 +121,8 @@ class _ProxiedRun:
         self.options = options
         # The upstream's tool call ids may repeat across its tasks; the session's may not.
         self.call_ids = engine._call_ids.for_run(options)
-        self.fragments = OpenFragments()
-        self.request_open = False
-        self.abort_seen = False
+        # What the upstream's stream has opened and not closed.
+        self.open_run = OpenRun()
         self.finished = False
         self.stream: RunStream | None = None
         self.cancelled_here = False
@@ -157,11 +155,11 @@ class _ProxiedRun:
                 await watcher
             if not self.finished and self.stream is not None:
                 self.stream.cancel()
-        if self.options.abort.is_set() and not self.abort_seen:
-            for closing in self._closing(StopReason.ABORTED):
+        if self.options.abort.is_set() and not self.open_run.abort_seen:
+            reason = self.options.abort.reason or USER_ABORT_REASON
+            for closing in self.open_run.closing(StopReason.ABORTED, abort_reason=reason):
                 yield closing
-            yield b.abort_event(self.options.abort.reason or USER_ABORT_REASON)
-        elif not self.finished and not self.abort_seen:
+        elif not self.finished and not self.open_run.abort_seen:
             for closing in self._failure(None):
                 yield closing
 
@@ -226,24 +224,7 @@ class _ProxiedRun:
         self.stream.cancel()
 
     def _observe(self, message: omni_pb2.OmniMessage) -> None:
-        if message.origin:
-            return
-        arm = message.WhichOneof("payload")
-        # Every message, so a stop's owed complete message is seen arriving.
-        self.fragments.push_message(message)
-        if arm == "request_begin":
-            self.request_open = True
-        elif arm == "request_end":
-            self.request_open = False
-        elif arm == "abort":
-            self.abort_seen = True
-
-    def _closing(self, stop_reason: str) -> list[JsonObject]:
-        out = self.fragments.close_all(stop_reason)
-        if self.request_open:
-            out.append(b.request_end(stop_reason))
-            self.request_open = False
-        return out
+        self.open_run.observe(message)
 
     def _failure(self, error: AgentError | None) -> list[JsonObject]:
         detail = (
@@ -258,13 +239,14 @@ class _ProxiedRun:
             else StopReason.FAILED
         )
         log.warning("grpc upstream: %s", reason)
-        out = self.fragments.close_all(StopReason.FAILED)
-        if not self.request_open:
-            out.append(b.request_begin())  # keeps request_begin/request_end paired
-        out.append(b.request_end(status, error_message=reason))
-        self.request_open = False
-        out.append(b.abort_event(reason))
-        return out
+        # The error travels in a request_end, in a request of its own if none is open.
+        return self.open_run.closing(
+            StopReason.FAILED,
+            abort_reason=reason,
+            error=reason,
+            request_status=status,
+            report_error=True,
+        )
 
 
 def _echoes(message: omni_pb2.OmniMessage, sent: omni_pb2.OmniMessage) -> bool:

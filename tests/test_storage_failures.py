@@ -18,10 +18,11 @@ import httpx
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from omni_grpc import protocol
 from omni_grpc.client.sse import read_dialect
-from omni_grpc.convert import serialize_message
+from omni_grpc.convert import message_from_dict, serialize_message
 from omni_grpc.engines.demo import DemoEngine
-from omni_grpc.runtime.hub import Hub
+from omni_grpc.runtime.hub import Hub, RunRequest
 from omni_grpc.trace.resume import read_trace
 from omni_grpc.trace.validate import TraceValidator
 from omni_grpc.transport.sse.app import create_app
@@ -183,10 +184,45 @@ async def test_dialect_run_on_a_full_disk_ends_failed_then_503(small_disk: Small
             refused = await http.post("/v1/runs", json={"prompt": "three"})
             assert refused.status_code == 503
             assert refused.json()["error"]["code"] == "storage_unavailable"
+            health = await http.get("/healthz")
+            assert health.status_code == 503
+            assert health.json()["status"] == "NOT_SERVING"
+            assert "No space left on device" in health.json()["problems"]["storage"]
 
             small_disk.free()
             items = [i async for i in read_dialect(http, "/v1/runs", {"prompt": "four"})]
             assert items[-1].data["status"] == "completed"
+            health = await http.get("/healthz")
+            assert health.status_code == 200 and health.json() == {"status": "SERVING"}
     finally:
         await hub.shutdown()
         await server.stop()
+
+
+async def test_a_crash_repair_the_disk_refused_is_made_before_the_next_run(
+    small_disk: SmallDisk,
+) -> None:
+    data = small_disk.path / "data"
+    shard = data / "traces" / "2026-01-01" / "s1_001.jsonl"
+    shard.parent.mkdir(parents=True)
+    meta = protocol.session_meta(
+        protocol.session_meta_payload("s1", "p", "m", 1, "", "", "/w"),
+        timestamp="2026-01-01T00:00:00.000Z",
+    )
+    records = [meta, protocol.user_text("q"), protocol.request_begin()]
+    shard.write_bytes(
+        b"".join(serialize_message(message_from_dict(r)) + b"\n" for r in records) + b'{"torn'
+    )
+    small_disk.remount("ro")
+    hub = Hub(DemoEngine(), data)  # restores, but cannot write the repair
+    small_disk.remount("rw")
+    try:
+        _, sub = await hub.run(
+            RunRequest(input=[message_from_dict(protocol.user_text("again"))], session_id="s1")
+        )
+        sub.close()
+        await hub.wait_idle("s1")
+        assert _errors(data) == []
+        assert hub.session_info("s1").message_count == len(read_trace(shard)[0])
+    finally:
+        await hub.shutdown()

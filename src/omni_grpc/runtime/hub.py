@@ -52,7 +52,7 @@ from omni_grpc.runtime.run_guard import RunGuard
 from omni_grpc.runtime.store import SessionStore, utc_now
 from omni_grpc.trace import TraceWriter, read_jsonl
 from omni_grpc.trace.paths import new_session_id, parse_shard_name
-from omni_grpc.trace.resume import read_trace, recover_shard
+from omni_grpc.trace.resume import INTERRUPTED_REASON, read_trace, recover_shard
 from omni_grpc.vocabulary import AbortKind, Decision, SessionState
 from omni_grpc_proto.omni.v1 import omni_pb2
 
@@ -135,9 +135,10 @@ class _Session:
     observed: RunObservation | None = None
     # time.monotonic() when the session last stopped running (or was created).
     idle_since: float = field(default_factory=time.monotonic)
-    # The last run stopped because its trace could not be written: the trace
-    # still holds it open, to be closed before anything else is recorded.
-    unclosed: bool = False
+    # The trace still holds a run open (its trace could not be written, or a
+    # crash's repair could not be at startup): the reason to close it with,
+    # before anything else is recorded.
+    unclosed: str | None = None
 
     @property
     def running(self) -> bool:
@@ -201,6 +202,7 @@ class Hub:
                 meta_written=stored.record_count > 0,
                 approvals=ApprovalBroker(stored.session_id),
                 meta=stored.meta,
+                unclosed=INTERRUPTED_REASON if stored.needs_repair else None,
             )
 
     def _create_session(self) -> _Session:
@@ -443,14 +445,14 @@ class Hub:
         failure: RunFailure | None = None
         session.observed = observed = self.observer.run_started(session.session_id, abort, inputs)
         try:
-            if session.unclosed:
+            if session.unclosed is not None and session.trace_path.exists():
                 recovery = await asyncio.to_thread(
-                    recover_shard, session.trace_path, UNRECORDED_REASON
+                    recover_shard, session.trace_path, session.unclosed
                 )
                 session.message_count = recovery.record_count + sum(
                     len(read_trace(p)[0]) for p in session.shards[:-1]
                 )
-                session.unclosed = False
+            session.unclosed = None
             if not session.meta_written:
                 await asyncio.to_thread(
                     session.trace_path.parent.mkdir, parents=True, exist_ok=True
@@ -466,7 +468,7 @@ class Hub:
             await self._run_engine(session, event_log, inputs, request, abort)
         except TraceRejected as exc:
             failure = exc.failure
-            session.unclosed = session.meta_written
+            session.unclosed = UNRECORDED_REASON
             log.error("session %s: %s", session.session_id, failure.message)
         except OSError as exc:  # the trace directory could not be made or repaired
             failure = self._storage_failed(exc)

@@ -26,6 +26,9 @@ class StoredSession:
     record_count: int
     # The payload of the session_meta the first shard opens with, if it does.
     meta: dict[str, object] | None = None
+    # The crash repair could not be written (a read-only or full disk): the
+    # hub repairs the shard before the session's next run instead.
+    needs_repair: bool = False
 
 
 def utc_now() -> str:
@@ -72,19 +75,21 @@ def _describe(session_id: str, shards: list[Path]) -> StoredSession:
     )
     updated = iso_utc(datetime.fromtimestamp(max(p.stat().st_mtime for p in shards), UTC))
     # Only the newest shard is appended to, so only it can hold a crash's tail.
-    count = sum(len(read_trace(p)[0]) for p in shards[:-1]) + _recover(shards[-1])
+    last, repaired = _recover(shards[-1])
+    count = sum(len(read_trace(p)[0]) for p in shards[:-1]) + last
     payload = record.get("payload")
     meta = payload if record.get("type") == "session_meta" and isinstance(payload, dict) else None
-    return StoredSession(session_id, shards, created, updated, count, meta)
+    return StoredSession(session_id, shards, created, updated, count, meta, not repaired)
 
 
-def _recover(shard: Path) -> int:
-    """Closes what a crash left open in ``shard``; its record count."""
+def _recover(shard: Path) -> tuple[int, bool]:
+    """Closes what a crash left open in ``shard``: its record count, and
+    whether the repair (if one was needed) was written."""
     try:
         recovery = recover_shard(shard)
     except OSError as exc:  # a read-only or full disk: serve what is there
         log.warning("cannot repair %s after a restart: %s", shard, exc)
-        return len(read_trace(shard)[0])
+        return len(read_trace(shard)[0]), False
     if recovery.torn_bytes:
         log.warning(
             "%s: moved a torn last line (%d bytes) to %s.torn",
@@ -94,7 +99,7 @@ def _recover(shard: Path) -> int:
         )
     if recovery.closed:
         log.warning("%s: closed a run interrupted by the last shutdown", shard)
-    return recovery.record_count
+    return recovery.record_count, True
 
 
 def _first_record(path: Path) -> dict[str, object]:

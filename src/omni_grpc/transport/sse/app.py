@@ -159,6 +159,14 @@ class SseRoutes:
         was_running = self.hub.abort(session_id, optional_string(body, "reason"))
         return Response(status_code=202 if was_running else 204)
 
+    async def healthz(self, _request: Request) -> Response:
+        """200 while the server can take runs; 503 naming what is wrong (a full
+        or read-only data dir), like gRPC health's NOT_SERVING."""
+        health = self.hub.health
+        if health.serving:
+            return JSONResponse({"status": "SERVING"})
+        return JSONResponse({"status": "NOT_SERVING", "problems": health.problems()}, 503)
+
     # ---- the Omni SSE dialect ---------------------------------------------------
 
     async def create_run(self, request: Request) -> Response:
@@ -262,6 +270,7 @@ def create_app(
         Route("/api/sessions/{sid}/approvals/{call_id}", r.approve, methods=["POST"]),
         Route("/api/sessions/{sid}/abort", r.abort, methods=["POST"]),
         Route("/v1/runs", r.create_run, methods=["POST"]),
+        Route("/healthz", r.healthz, methods=["GET"]),
     ]
     if serve_page:
         routes += page.routes([m.value for m in hub.client_modes], hub.default_approval.value)

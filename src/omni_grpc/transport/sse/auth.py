@@ -14,7 +14,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from omni_grpc.transport.sse.errors import error_response
 
-PUBLIC_PATHS = frozenset({"/", "/app.js", "/app.css", "/favicon.ico"})
+# /healthz too: load balancers probe health without credentials, as on gRPC.
+PUBLIC_PATHS = frozenset({"/", "/app.js", "/app.css", "/favicon.ico", "/healthz"})
 
 
 def request_token(scope: Scope) -> str | None:

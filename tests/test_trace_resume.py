@@ -298,3 +298,47 @@ def test_kill_9_mid_run_then_restart_leaves_valid_traces(tmp_path: Path) -> None
     assert check.returncode == 0, check.stdout + check.stderr
     assert "0 error(s), 0 warning(s)" in check.stdout, check.stdout
     assert INTERRUPTED_REASON in shard.read_text()
+
+
+# ---- the class: any point a run can be cut at ----------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A session's records: turns with tool calls and their outputs, some
+    failed requests, some compactions, as an engine writes them."""
+    out: list[dict[str, Any]] = [META, protocol.user_text("start")]
+    calls = 0
+    for _ in range(draw(st.integers(1, 4))):
+        compaction = draw(st.booleans())
+        if compaction:
+            out.append(protocol.compaction_begin("threshold", "summarize", 100, 1))
+        out += [protocol.request_begin(), protocol.assistant_text("a")]
+        ids = [f"c{calls + i}" for i in range(draw(st.integers(0, 3)))]
+        calls += len(ids)
+        out += [protocol.tool_call("t", "{}", c) for c in ids]
+        status = draw(st.sampled_from(["completed", "completed", "failed"]))
+        out.append(protocol.request_end(status))
+        out += [protocol.tool_call_output("ok", c) for c in ids]
+        if compaction:
+            out.append(protocol.compaction_end("threshold", "summarize", status))
+        out.append(protocol.user_text("next"))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(records=runs(), data=st.data())
+def test_closing_any_cut_leaves_a_trace_that_validates(
+    records: list[dict[str, Any]], data: st.DataObject
+) -> None:
+    cut = records[: data.draw(st.integers(1, len(records)), label="cut")]
+    closing = closing_records(cut)
+    assert _issues(cut + closing) == []
+    assert closing_records(cut + closing) == []  # closed means nothing left open
+    # Closing does not change what a resumed engine would send the model.
+    before, after = resume_trace(cut), resume_trace(cut + closing)
+    assert [m["payload"] for m in after.history] == [m["payload"] for m in before.history]
+    assert [m["payload"] for m in after.carry_over] == [m["payload"] for m in before.carry_over]

@@ -209,3 +209,38 @@ def test_no_other_name_passes_the_loopback_default(name: str, port: int | None) 
 
     host = name if port is None else f"{name}:{port}"
     assert not guard._host_allowed(host_name(host))
+
+
+async def test_every_mode_outside_the_policy_is_refused_and_every_one_inside_runs(
+    tmp_path: Path,
+) -> None:
+    from itertools import combinations
+
+    from omni_grpc.convert import message_from_dict
+    from omni_grpc.protocol import builders
+    from omni_grpc.runtime.errors import ModeNotAllowed
+    from omni_grpc.runtime.hub import RunRequest
+
+    modes = list(ApprovalMode)
+    policies = [c for n in range(1, 5) for c in combinations(modes, n)]
+    hub = Hub(DemoEngine(), tmp_path / "data", default_approval=ApprovalMode.ASK)
+    try:
+        for policy in [None, *policies]:
+            hub.client_modes = policy or (ApprovalMode.ASK, ApprovalMode.DENY_ALL)
+            for asked in modes:
+                request = RunRequest(
+                    input=[message_from_dict(builders.user_text("hi"))], approval_mode=asked
+                )
+                if asked in hub.client_modes:
+                    session_id, sub = await hub.run(request)
+                    sub.close()
+                    hub.abort(session_id)
+                    await hub.wait_idle(session_id)
+                else:
+                    before = len(hub.list_sessions())
+                    with pytest.raises(ModeNotAllowed) as refused:
+                        await hub.run(request)
+                    assert asked.value in str(refused.value)
+                    assert len(hub.list_sessions()) == before  # refused before anything
+    finally:
+        await hub.shutdown()

@@ -226,3 +226,31 @@ async def test_a_crash_repair_the_disk_refused_is_made_before_the_next_run(
         assert hub.session_info("s1").message_count == len(read_trace(shard)[0])
     finally:
         await hub.shutdown()
+
+
+async def test_a_message_past_the_record_limit_stops_the_run_instead_of_vanishing(
+    server_factory: ServerFactory, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    server = await server_factory(data_dir=data, engine_options={"repeat": "60"})
+    assert server.grpc is not None
+    # What GetHistory would skip (its reader's line limit, lowered to keep the test small).
+    server.hub.max_record_bytes = 2000
+    async with grpc.aio.insecure_channel(server.grpc.address) as channel:
+        stub = agent_service_pb2_grpc.AgentServiceStub(channel)
+        received: list[pb.RunResponse] = []
+        with pytest.raises(grpc.aio.AioRpcError) as failed:
+            async for response in stub.Run(pb.RunRequest(prompt="long")):
+                received.append(response)
+        assert failed.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "record limit" in (failed.value.details() or "")
+        session_id = received[0].session_id
+        history = [
+            h.message async for h in stub.GetHistory(pb.GetHistoryRequest(session_id=session_id))
+        ]
+        published = [r.message for r in received if _recordable(r)]
+        # Everything published is readable back, the session_meta first.
+        assert [serialize_message(m) for m in history[1:]] == [
+            serialize_message(m) for m in published
+        ]
+        assert (await _health(channel)).status == health_pb2.HealthCheckResponse.SERVING

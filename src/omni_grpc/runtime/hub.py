@@ -51,6 +51,7 @@ from omni_grpc.runtime.memory_log import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT, M
 from omni_grpc.runtime.run_guard import RunGuard
 from omni_grpc.runtime.store import SessionStore, utc_now
 from omni_grpc.trace import TraceWriter, read_jsonl
+from omni_grpc.trace.lines import DEFAULT_MAX_LINE_BYTES
 from omni_grpc.trace.paths import new_session_id, parse_shard_name
 from omni_grpc.trace.resume import INTERRUPTED_REASON, read_trace, recover_shard
 from omni_grpc.vocabulary import AbortKind, Decision, SessionState
@@ -183,6 +184,8 @@ class Hub:
         # Like the reference channel: a log idle, unwatched and not running for
         # this long is dropped (its replacement's new epoch forces a resync).
         self.log_idle_ttl = log_idle_ttl
+        # The longest record the trace readers accept; longer ones stop the run.
+        self.max_record_bytes = DEFAULT_MAX_LINE_BYTES
         self.restore()
 
     # ---- sessions ---------------------------------------------------------------
@@ -600,6 +603,16 @@ class Hub:
         self, session: _Session, msg: omni_pb2.OmniMessage, line: bytes | None = None
     ) -> None:
         """Appends one record to the session's trace, or raises TraceRejected."""
+        if line is not None and len(line) > self.max_record_bytes:
+            # The trace readers (GetHistory, /messages) skip a line past their
+            # limit: such a message would be published and then silently lost.
+            raise TraceRejected(
+                RunFailure(
+                    "resource_exhausted",
+                    f"a {_arm(msg)} message of {len(line)} bytes is over the trace's "
+                    f"record limit ({self.max_record_bytes} bytes); the run was stopped",
+                )
+            )
         try:
             written = self._writer(session).write(msg, line)
         except OSError as exc:
@@ -667,6 +680,10 @@ def _abort_kind(signal: AbortSignal | None) -> AbortKind:
     if signal is not None and signal.is_set() and signal.kind is not None:
         return signal.kind
     return AbortKind.ENGINE_FAILURE
+
+
+def _arm(msg: omni_pb2.OmniMessage) -> str:
+    return msg.WhichOneof("payload") or "unknown"
 
 
 def _check_input(messages: list[omni_pb2.OmniMessage]) -> None:

@@ -3,14 +3,20 @@ streaming rules say is still open, so every reader sees a well-formed run."""
 
 from __future__ import annotations
 
+import asyncio
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_protocol_streaming import COMPLETES, disciplined_stream, fragment_issues, untimed
 from test_runtime_hub import prompt, until_end
 
 from omni_grpc import protocol
+from omni_grpc.convert import message_to_dict
 from omni_grpc.engines.base import EngineMessage, JsonObject, RunOptions
 from omni_grpc.runtime.hub import Hub
 from omni_grpc.trace.validate import TraceValidator
@@ -73,3 +79,46 @@ async def test_a_finished_stream_is_left_alone(tmp_path: Path) -> None:
     _, sub = await hub.run(prompt())
     kinds = [orjson.loads(e.data).get("payload", {}).get("type") for e in await until_end(sub)]
     assert "abort" not in kinds
+
+
+class CrashesAfter:
+    name = "crashes-after"
+
+    def __init__(self, messages: list[JsonObject]) -> None:
+        self.messages = messages
+
+    async def run(
+        self, input: list[JsonObject], options: RunOptions
+    ) -> AsyncIterator[EngineMessage]:
+        for msg in self.messages:
+            yield msg
+        raise RuntimeError("cut here")
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(disciplined_stream(), st.data())
+def test_any_crash_point_leaves_a_well_formed_stream_and_trace(
+    msgs: list[JsonObject], data: st.DataObject
+) -> None:
+    """An engine streaming well, then crashing anywhere: the hub's published
+    stream and the recorded trace both pass the fragment checks."""
+    cut = msgs[: data.draw(st.integers(0, len(msgs)))]
+
+    async def scenario(root: Path) -> tuple[list[JsonObject], list[JsonObject]]:
+        hub = Hub(CrashesAfter(cut), root)
+        session_id, sub = await hub.run(prompt())
+        events = await until_end(sub)
+        stream = [orjson.loads(e.data) for e in events if e.message is not None]
+        trace = [message_to_dict(m) async for m in hub.history(session_id)]
+        await hub.shutdown()
+        return stream, trace
+
+    with tempfile.TemporaryDirectory() as root:
+        stream, trace = asyncio.run(scenario(Path(root)))
+    assert fragment_issues(stream) == []
+    assert stream[-1]["payload"] == {"type": "abort", "reason": "engine error: cut here"}
+    # The trace holds the complete messages of every segment, closed ones included.
+    completes = [m for m in stream if m["payload"]["type"] in COMPLETES]
+    assert [untimed(m) for m in trace if m["payload"].get("type") in COMPLETES] == [
+        untimed(m) for m in completes
+    ]

@@ -71,7 +71,10 @@ def objects(spec: ObjectSpec) -> st.SearchStrategy[dict[str, Any]]:
             if draw(st.floats(0, 1)) < (0.9 if field.required else 0.5):
                 items.append((field.key, draw(value_for(field))))
         extra = draw(st.dictionaries(strings, json_values, max_size=2))
-        items += [(k, v) for k, v in extra.items() if k not in dict(items)]
+        # Extras are keys the schema does not know; a known key left out above
+        # must stay out, not come back with a value of the wrong type.
+        known = {field.key for field in spec.fields} | dict(items).keys()
+        items += [(k, v) for k, v in extra.items() if k not in known]
         if draw(st.booleans()):
             items = draw(st.permutations(items))
         return dict(items)

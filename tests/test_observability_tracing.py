@@ -23,7 +23,11 @@ import grpc
 import httpx
 import pytest
 from fakes.openai_server import FakeOpenAI, text_reply, tool_calls_reply
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -282,6 +286,44 @@ def test_serve_exports_spans_over_otlp_when_the_standard_variables_say_so(
     assert services == {"omni-under-test"}
     assert {"omni.v1.AgentService/Run", "omni.run", "omni.model_request",
             "omni.tool_call"} <= names  # fmt: skip
+
+
+class _TraceCollector(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]
+    def __init__(self) -> None:
+        self.requests: list[ExportTraceServiceRequest] = []
+
+    async def Export(
+        self, request: ExportTraceServiceRequest, context: grpc.aio.ServicerContext
+    ) -> ExportTraceServiceResponse:
+        self.requests.append(request)
+        return ExportTraceServiceResponse()
+
+
+async def test_serve_exports_over_otlp_grpc_too(serve_process: Callable[..., Any]) -> None:
+    collector = _TraceCollector()
+    receiver = grpc.aio.server()
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(collector, receiver)
+    port = receiver.add_insecure_port("127.0.0.1:0")
+    await receiver.start()
+    try:
+        env = {
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{port}",
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc",
+        }
+        served = await asyncio.to_thread(serve_process, "--no-http", env=env)
+        await _plain_run(served.grpc_address)
+        served.process.terminate()
+        assert await asyncio.to_thread(served.process.wait, 20) == 0
+    finally:
+        await receiver.stop(0)
+    names = {
+        span.name
+        for request in collector.requests
+        for resource_spans in request.resource_spans
+        for scope in resource_spans.scope_spans
+        for span in scope.spans
+    }
+    assert {"omni.v1.AgentService/Run", "omni.run", "omni.tool_call"} <= names
 
 
 async def _plain_run(target: str) -> None:

@@ -447,6 +447,7 @@ class Hub:
     ) -> None:
         failure: RunFailure | None = None
         session.observed = observed = self.observer.run_started(session.session_id, abort, inputs)
+        crashed = False
         try:
             if session.unclosed is not None and session.trace_path.exists():
                 recovery = await asyncio.to_thread(
@@ -478,6 +479,7 @@ class Hub:
             log.error("session %s: %s", session.session_id, failure.message)
         except Exception:  # a hub bug must still end the task cleanly
             log.exception("task of session %s failed", session.session_id)
+            crashed = True
         finally:
             session.task = None
             session.abort = None
@@ -486,7 +488,7 @@ class Hub:
             session.approvals.deny_all()
             session.updated_at = utc_now()
             session.observed = None
-            observed.finished(failed=failure is not None)
+            observed.finished(failed=failure is not None or crashed)
             await event_log.publish(bodies.task_state_body(SessionState.IDLE, failure=failure))
 
     def _session_meta(self, session: _Session) -> JsonObject:

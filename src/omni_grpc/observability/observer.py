@@ -64,7 +64,7 @@ class RunObservation:
 
     def finished(self, failed: bool = False) -> None:
         """The run is over (called once, in the run's own task); ``failed``: the hub
-        stopped it (its trace could not be written)."""
+        stopped it (its trace could not be written, or the hub failed)."""
 
 
 class HubObserver:

@@ -6,6 +6,11 @@
   ``buffer_events``,
   and any ``GrpcConfig`` field (``auth_token``, ``tls_cert``...).
 * ``omni_server`` is one default server; ``grpc_target`` its ``host:port``.
+* ``redis_server`` is one real ``redis-server`` for the whole session;
+  ``make_backend(**kw)`` builds a backend of the kind the test is
+  parametrized with (``backend_kind``: ``memory`` or ``redis``). The Redis
+  backends of one test share a key prefix (so two hubs of one test are two
+  replicas of one deployment) that no other test uses.
 * ``serve_process(*args)`` runs ``omni-grpc serve`` as a real subprocess and
   returns it with its gRPC address (parsed from its startup line).
 """
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -22,8 +28,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from redis_server import RedisServer
 
+from omni_grpc.runtime import bodies
 from omni_grpc.runtime.approvals import ApprovalMode
+from omni_grpc.runtime.backend import Backend, memory_backend
+from omni_grpc.runtime.event_log import EventLog, ReplayWindow
+from omni_grpc.runtime.memory_log import MemoryEventLog
 from omni_grpc.server import OmniServer, ServerConfig, build_server
 from omni_grpc.transport.grpc import GrpcConfig
 
@@ -130,3 +141,87 @@ def serve_process(tmp_path: Path) -> Iterator[Callable[..., ServeProcess]]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["memory", "redis"])
+def backend_kind(request: pytest.FixtureRequest) -> str:
+    kind: str = request.param
+    return kind
+
+
+_prefixes = iter(range(1_000_000))
+
+
+@pytest.fixture
+async def make_backend(
+    backend_kind: str, request: pytest.FixtureRequest
+) -> AsyncIterator[Callable[..., Backend]]:
+    made: list[Backend] = []
+    test_prefix = f"t{os.getpid()}-{next(_prefixes)}:"
+
+    def make(
+        window: ReplayWindow | None = None, *, owner_loss_timeout: float = 12.0, prefix: str = ""
+    ) -> Backend:
+        if backend_kind == "memory":
+            backend = memory_backend(window)
+        else:
+            from omni_grpc.runtime.redis import redis_backend
+
+            server: RedisServer = request.getfixturevalue("redis_server")
+            backend = redis_backend(
+                server.url,
+                window=window,
+                owner_loss_timeout=owner_loss_timeout,
+                prefix=prefix or test_prefix,
+            )
+        made.append(backend)
+        return backend
+
+    yield make
+    for backend in made:
+        await backend.aclose()
+
+
+MakeLog = Callable[..., Awaitable[EventLog]]
+
+
+@pytest.fixture
+async def make_log(backend_kind: str, request: pytest.FixtureRequest) -> AsyncIterator[MakeLog]:
+    """``make_log(epoch=None, max_count=..., max_bytes=...)`` on the backend
+    this test runs with; each Redis log under a key prefix of its own."""
+    logs: list[EventLog] = []
+    conns = []
+
+    async def make(
+        *, epoch: str | None = None, max_count: int = 10_000, max_bytes: int = 8 << 20
+    ) -> EventLog:
+        log: EventLog
+        if backend_kind == "memory":
+            log = MemoryEventLog(
+                bodies.resync_required_body(), epoch=epoch, max_count=max_count, max_bytes=max_bytes
+            )
+        else:
+            from omni_grpc.runtime.redis.connection import RedisConnection
+            from omni_grpc.runtime.redis.event_log import RedisEventLog
+
+            server = request.getfixturevalue("redis_server")
+            conn = RedisConnection(server.url, prefix=f"log-{secrets.token_hex(6)}:")
+            conns.append(conn)
+            window = ReplayWindow(max_count, max_bytes)
+            log = RedisEventLog(conn, "s1", window, idle_ttl=600, epoch=epoch)
+        logs.append(log)
+        return log
+
+    yield make
+    for log in logs:
+        await log.close()
+    for conn in conns:
+        await conn.aclose()

@@ -52,4 +52,4 @@ async def test_the_client_tour_runs_against_the_server(
     # The history the program counted is the one the server recorded.
     recorded = int(lines[7].split()[0])
     assert lines[8].split()[1] == str(recorded)
-    assert recorded == server.hub.session_info(session).message_count
+    assert recorded == (await server.hub.session_info(session)).message_count

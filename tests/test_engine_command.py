@@ -18,6 +18,7 @@ from fakes.harness import Approver, as_dict, collect, kinds, payloads
 from omni_grpc.engines.base import AbortSignal, RunOptions
 from omni_grpc.engines.command import CommandEngine, create
 from omni_grpc.protocol import builders as b
+from omni_grpc.runtime.trace_store import ShardedTrace
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE_ENGINE = ROOT / "examples" / "node-engine" / "engine.mjs"
@@ -131,7 +132,7 @@ async def test_the_request_line_carries_the_run(tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
     prompt = b.user_text("hi")
     options = RunOptions(session_id="session-9", approve=Approver(), abort=AbortSignal(),
-                         thinking_level="low", workspace=tmp_path, trace_path=trace,
+                         thinking_level="low", workspace=tmp_path, trace=ShardedTrace([trace]),
                          metadata={"k": [1, 2]})  # fmt: skip
     out = [as_dict(m) async for m in bad_engine("echo-request").run([prompt], options)]
     sent = json.loads(out[1]["payload"]["text"])

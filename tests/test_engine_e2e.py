@@ -85,8 +85,8 @@ def errors_in(msgs: list[omni_pb2.OmniMessage], *, trace: bool) -> list[str]:
 
 
 def trace_of(server: OmniServer, session_id: str) -> list[omni_pb2.OmniMessage]:
-    [stored] = [s for s in server.hub.store.scan() if s.session_id == session_id]
-    return [r.message for r in read_jsonl(stored.shards[-1])]
+    [stored] = [s for s in server.hub.traces.scan() if s.session_id == session_id]
+    return [r.message for r in read_jsonl(server.hub.traces.paths(stored)[-1])]
 
 
 def target(server: OmniServer) -> str:
@@ -243,7 +243,7 @@ async def test_a_gateway_proxies_another_agent_service_losslessly(
     assert payloads(events, "approval_decision")[0]["decision"] == "allow"
     assert errors_in(messages(events), trace=False) == []
 
-    [upstream_info] = [s for s in upstream.hub.store.scan()]
+    [upstream_info] = [s for s in upstream.hub.traces.scan()]
     upstream_trace = trace_of(upstream, upstream_info.session_id)
     gateway_trace = trace_of(gateway, sid)
     # Everything after session_meta is byte for byte what the upstream recorded.
@@ -265,7 +265,7 @@ async def test_abort_and_denial_pass_through_the_gateway(server_factory: ServerF
     assert payloads(aborted)[-1] == {"type": "abort", "reason": "stopped from the client"}
     assert errors_in(messages(aborted), trace=False) == []
     # The upstream run was aborted too, with the reason given at the gateway.
-    upstream_sessions = sorted(upstream.hub.store.scan(), key=lambda s: s.created_at)
+    upstream_sessions = sorted(upstream.hub.traces.scan(), key=lambda s: s.created_at)
     last = trace_of(upstream, upstream_sessions[-1].session_id)
     assert message_to_dict(last[-1])["payload"] == {
         "type": "abort", "reason": "stopped from the client"

@@ -45,8 +45,8 @@ def errors_in(messages: list[omni_pb2.OmniMessage], *, trace: bool) -> list[str]
 
 
 def trace_of(server: OmniServer, session_id: str) -> list[omni_pb2.OmniMessage]:
-    [stored] = [s for s in server.hub.store.scan() if s.session_id == session_id]
-    return [r.message for r in read_jsonl(stored.shards[0])]
+    [stored] = [s for s in server.hub.traces.scan() if s.session_id == session_id]
+    return [r.message for r in read_jsonl(server.hub.traces.paths(stored)[0])]
 
 
 def payload(event: StreamEvent) -> dict[str, object]:

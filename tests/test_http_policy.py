@@ -73,7 +73,7 @@ async def test_a_wider_mode_is_refused_over_http_naming_it(
             json={"input": [{"type": "text", "text": "hi"}], "approvalMode": asked},
         )
         assert r.status_code == 403, r.text
-        assert all(s.message_count == 0 for s in hub.list_sessions())  # nothing ran
+        assert all(s.message_count == 0 for s in await hub.list_sessions())  # nothing ran
 
 
 async def test_allowed_modes_run(tmp_path: Path) -> None:
@@ -135,7 +135,7 @@ async def test_foreign_host_is_refused_everywhere(tmp_path: Path) -> None:
             },
         )
         assert r.status_code == 403
-        assert hub.list_sessions() == []
+        assert await hub.list_sessions() == []
         for host in ("localhost", f"127.0.0.1:{http.base_url.port}"):
             assert (await http.get("/api/sessions", headers={"host": host})).status_code == 200
 
@@ -159,7 +159,7 @@ async def test_cross_site_posts_are_refused_and_start_nothing(tmp_path: Path) ->
             headers={"content-type": "application/x-www-form-urlencoded"},
         )
         assert r.status_code == 415
-        assert hub.list_sessions() == []
+        assert await hub.list_sessions() == []
         # The page's own requests (same origin) and clients without Origin work.
         r = await http.post("/api/sessions", json={}, headers={"origin": own})
         assert r.status_code == 201

@@ -44,7 +44,7 @@ async def ask_then(hub: Hub, act: str, kind: AbortKind | None) -> list[HubEvent]
         events += await until_end(sub)
         await closing
     else:
-        assert hub.abort(session_id, None, kind) if kind else hub.abort(session_id)
+        assert await (hub.abort(session_id, None, kind) if kind else hub.abort(session_id))
         events += await until_end(sub)
     return events
 
@@ -121,7 +121,7 @@ async def test_the_kind_not_the_reason_decides(tmp_path: Path) -> None:
         events.append(event)
         if event.message is not None and event.message.WhichOneof("payload") == "request_begin":
             break
-    assert hub.abort(session_id)
+    assert await hub.abort(session_id)
     events += await until_end(sub)
     assert aborts(events) == [(AbortKind.USER, "engine error: looks bad")]
 
@@ -180,7 +180,7 @@ async def test_over_the_dialect_a_user_stop_is_no_error_whatever_its_reason(
         stream = read_dialect(http, "/v1/runs", {"prompt": "x"})
         first = await anext(stream)
         assert (first.event, first.data) == ("message", {"delta": "working"})
-        (session,) = hub.list_sessions()
+        (session,) = await hub.list_sessions()
         stop = await http.post(f"/api/sessions/{session.session_id}/abort", json={})
         assert stop.status_code == 202
         rest = [(e.event, e.data["status"]) async for e in stream]

@@ -192,7 +192,7 @@ async def test_tool_call_ids_stay_unique_across_a_restart(tmp_path: Path) -> Non
     ids = []
     for _ in range(2):  # two processes over one data directory
         hub = Hub(DemoEngine(), tmp_path / "data")
-        sessions = hub.list_sessions()
+        sessions = await hub.list_sessions()
         sid = sessions[0].session_id if sessions else None
         for prompt in ("one", "two"):
             text = message_from_dict(protocol.user_text(prompt))
@@ -200,6 +200,10 @@ async def test_tool_call_ids_stay_unique_across_a_restart(tmp_path: Path) -> Non
             sub.close()
             await hub.wait_idle(sid)
         assert sid is not None
-        ids = [m.tool_call.tool_call_id async for m in hub.history(sid) if m.HasField("tool_call")]
+        ids = [
+            m.tool_call.tool_call_id
+            async for m in await hub.history(sid)
+            if m.HasField("tool_call")
+        ]
         await hub.shutdown()
     assert ids == ["call_demo_1", "call_demo_2", "call_demo_3", "call_demo_4"]

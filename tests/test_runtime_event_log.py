@@ -1,4 +1,5 @@
-"""The in-memory event log against the reference channel's recorded behaviour."""
+"""The event log contract, on both backends (the in-process ring buffer and
+Redis Streams), against the reference channel's recorded behaviour."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import MakeLog
 
+from omni_grpc.runtime.event_log import EventLog
 from omni_grpc.runtime.events import EventBody, HubEvent, parse_event_id, utf16_length
-from omni_grpc.runtime.memory_log import MemoryEventLog
 from omni_grpc_proto.omni.v1 import agent_service_pb2
 
 CONFORMANCE = Path(__file__).parent / "conformance"
@@ -36,10 +38,16 @@ async def drain(sub: object, count: int) -> list[HubEvent]:
     return out
 
 
-async def reference_channel() -> MemoryEventLog:
+async def epoch_of(log: EventLog) -> str:
+    last = await log.last_event_id()
+    assert last is not None
+    return last.rsplit("-", 1)[0]
+
+
+async def reference_channel(make_log: MakeLog) -> EventLog:
     """The channel state behind sse_replay_after_cases.json: ids 1-12 with the
     unicast ids 4, 8, 10 and 11 missing from the buffer."""
-    log = MemoryEventLog(RESYNC, epoch="9f3c2a7e")
+    log = await make_log(epoch="9f3c2a7e")
     for n in (1, 2, 3):
         await log.publish(body(f'"{n}"'))
     await log.subscribe(initial=[body('"ts4"')])
@@ -52,19 +60,19 @@ async def reference_channel() -> MemoryEventLog:
     return log
 
 
-async def test_replay_after_matches_the_reference_cases() -> None:
+async def test_replay_after_matches_the_reference_cases(make_log: MakeLog) -> None:
     cases = json.loads((CONFORMANCE / "sse_replay_after_cases.json").read_text())
-    log = await reference_channel()
-    assert log.last_event_id == cases.pop("lastEventId")
+    log = await reference_channel(make_log)
+    assert await log.last_event_id() == cases.pop("lastEventId")
     for event_id, expected in cases.items():
         replay = await log.replay_after(event_id)
         assert (replay is not None) == expected["hit"], event_id
         assert [e.event_id for e in replay or []] == expected["ids"], event_id
 
 
-async def test_reconnect_hit_replays_the_gap_then_initial_then_live() -> None:
+async def test_reconnect_hit_replays_the_gap_then_initial_then_live(make_log: MakeLog) -> None:
     # sse_reconnect_hit.txt: Last-Event-ID 5 -> 6, 7 replayed, task_state id 8, live 9.
-    log = MemoryEventLog(RESYNC, epoch="9f3c2a7e")
+    log = await make_log(epoch="9f3c2a7e")
     for n in range(1, 4):
         await log.publish(body(f'"{n}"'))
     await log.subscribe(initial=[body('"ts"')])  # the fresh connect's unicast id 4
@@ -77,9 +85,9 @@ async def test_reconnect_hit_replays_the_gap_then_initial_then_live() -> None:
     assert [e.buffered for e in events] == [True, True, False, True]
 
 
-async def test_reconnect_miss_sends_resync_first() -> None:
+async def test_reconnect_miss_sends_resync_first(make_log: MakeLog) -> None:
     # sse_reconnect_miss_resync.txt: a foreign epoch -> resync_required, task_state, live.
-    log = MemoryEventLog(RESYNC, epoch="9f3c2a7e")
+    log = await make_log(epoch="9f3c2a7e")
     for n in range(1, 10):
         await log.publish(body(f'"{n}"'))
     sub = await log.subscribe("deadbeef-3", initial=[body('"ts"')])
@@ -90,40 +98,45 @@ async def test_reconnect_miss_sends_resync_first() -> None:
     assert not events[0].buffered and not events[1].buffered
 
 
-async def test_fresh_subscribe_replays_nothing() -> None:
-    log = MemoryEventLog(RESYNC)
+async def test_fresh_subscribe_replays_nothing(make_log: MakeLog) -> None:
+    log = await make_log()
     await log.publish(body('"old"'))
     sub = await log.subscribe()
     await log.publish(body('"new"'))
     [event] = await drain(sub, 1)
     assert event.data == b'"new"'
-    assert parse_event_id(event.event_id) == (log.epoch, 2)
-    assert len(log.epoch) == 8 and int(log.epoch, 16) >= 0
+    epoch = await epoch_of(log)
+    assert parse_event_id(event.event_id) == (epoch, 2)
+    assert len(epoch) == 8 and int(epoch, 16) >= 0
 
 
-async def test_eviction_by_count_turns_old_ids_into_misses() -> None:
-    log = MemoryEventLog(RESYNC, max_count=3)
+async def test_eviction_by_count_turns_old_ids_into_misses(make_log: MakeLog) -> None:
+    log = await make_log(max_count=3)
     ids = [(await log.publish(body(f'"{n}"'))).event_id for n in range(6)]
     assert await log.replay_after(ids[1]) is None  # seq 2 was evicted (last evicted is 3)
     hit = await log.replay_after(ids[2])  # seq 3 == last evicted: still a hit
     assert hit is not None and [e.event_id for e in hit] == ids[3:]
 
 
-async def test_eviction_by_size_counts_utf16_units() -> None:
+async def test_eviction_by_size_counts_utf16_units(make_log: MakeLog) -> None:
     # "€" is 3 UTF-8 bytes but one UTF-16 unit; "😀" is 4 bytes and two units.
     assert utf16_length('"€"'.encode()) == 3
     assert utf16_length('"😀"'.encode()) == 4
-    log = MemoryEventLog(RESYNC, max_bytes=10)
+    log = await make_log(max_bytes=10)
     first = await log.publish(body('"€€€"'))  # 5 units
     await log.publish(body('"€€€"'))  # 10 units in total: both fit
+    epoch = await epoch_of(log)
     assert await log.replay_after(first.event_id) is not None
-    assert len(await log.replay_after(f"{log.epoch}-0") or []) == 2
+    assert len(await log.replay_after(f"{epoch}-0") or []) == 2
     await log.publish(body('"x"'))  # 13 units: the first is evicted
-    assert await log.replay_after(f"{log.epoch}-0") is None
+    assert await log.replay_after(f"{epoch}-0") is None
+    assert [e.data for e in await log.window()] == ['"€€€"'.encode(), b'"x"']
 
 
-async def test_a_slow_subscriber_is_cut_off_with_resync_and_keeps_going_live() -> None:
-    log = MemoryEventLog(RESYNC, max_count=4)
+async def test_a_slow_subscriber_is_cut_off_with_resync_and_keeps_going_live(
+    make_log: MakeLog,
+) -> None:
+    log = await make_log(max_count=4)
     slow = await log.subscribe()
     fast = await log.subscribe()
     received: list[HubEvent] = []
@@ -144,8 +157,8 @@ async def test_a_slow_subscriber_is_cut_off_with_resync_and_keeps_going_live() -
     assert slow.pending == 0
 
 
-async def test_close_ends_subscriptions() -> None:
-    log = MemoryEventLog(RESYNC)
+async def test_close_ends_subscriptions(make_log: MakeLog) -> None:
+    log = await make_log()
     sub = await log.subscribe()
     waiter = asyncio.create_task(sub.next())
     await asyncio.sleep(0)
@@ -158,3 +171,60 @@ async def test_close_ends_subscriptions() -> None:
 @pytest.mark.parametrize("bad", ["", "garbage", "abc-", "-", "x-1.5"])
 def test_malformed_ids_do_not_parse(bad: str) -> None:
     assert parse_event_id(bad) is None
+
+
+async def test_the_window_holds_exactly_its_cap_whatever_the_sizes(make_log: MakeLog) -> None:
+    # A class of sizes, not one example: after every publish the window is the
+    # longest suffix of what was published that fits both caps (the newest
+    # event always kept).
+    log = await make_log(max_count=7, max_bytes=40)
+    published: list[bytes] = []
+    for n in range(60):
+        data = ('"' + "é" * ((n * 7) % 23) + '"').encode()
+        published.append(data)
+        await log.publish(body(data.decode()))
+        expected: list[bytes] = []
+        total = 0
+        for item in reversed(published):
+            size = utf16_length(item)
+            if expected and (len(expected) + 1 > 7 or total + size > 40):
+                break
+            expected.insert(0, item)
+            total += size
+        assert [e.data for e in await log.window()] == expected, n
+
+
+async def test_a_subscribe_racing_publishes_misses_and_repeats_nothing(make_log: MakeLog) -> None:
+    # Subscribers join while a publisher runs: each sees strictly increasing
+    # seqs, and every kept event after its first one.
+    log = await make_log()
+    first = await log.publish(body('"0"'))
+    stop = asyncio.Event()
+
+    async def publisher() -> None:
+        n = 1
+        while not stop.is_set():
+            await log.publish(body(f'"{n}"'))
+            n += 1
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(publisher())
+    subs = []
+    for _ in range(5):
+        subs.append(await log.subscribe(first.event_id, initial=[body('"init"')]))
+        await asyncio.sleep(0)
+    stop.set()
+    await task
+    final = await log.publish(body('"end"'))
+    kept = {e.seq: e.data for e in await log.window()}
+    for sub in subs:
+        seen: list[HubEvent] = []
+        while not seen or seen[-1].seq != final.seq:
+            event = await asyncio.wait_for(sub.next(), 5)
+            assert event is not None
+            seen.append(event)
+        seqs = [e.seq for e in seen]
+        assert seqs == sorted(set(seqs))
+        buffered = [e for e in seen if e.buffered]
+        assert [e.seq for e in buffered] == [s for s in sorted(kept) if s > first.seq]
+        assert all(kept[e.seq] == e.data for e in buffered)

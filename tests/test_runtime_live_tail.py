@@ -75,7 +75,7 @@ async def test_the_fold_of_the_log_matches_the_hub_after_every_message(tmp_path:
         event = await asyncio.wait_for(sub.next(), 5)
         assert event is not None and event.message is not None
         seen.append(event)
-        kept, folded = hub.live_tail(session_id), fold_live_tail(seen)
+        kept, folded = await hub.live_tail(session_id), fold_live_tail(seen)
         assert kept is not None and folded is not None
         assert folded.cursor == kept.cursor == event.event_id
         assert [message_to_dict(f) | {"timestamp": ""} for f in folded.fragments] == [
@@ -84,7 +84,7 @@ async def test_the_fold_of_the_log_matches_the_hub_after_every_message(tmp_path:
         tails.append([message_to_dict(f) for f in folded.fragments])
     engine.permits.put_nowait(None)
     await until_end(sub)
-    assert hub.live_tail(session_id) is None
+    assert await hub.live_tail(session_id) is None
     # Mid-stream the tail holds the text prefix, the output with its images, and
     # the child's fragment under its origin; nothing once all are stopped.
     middle = tails[10]

@@ -280,10 +280,10 @@ async def test_dialect_run_streams_the_six_events(tmp_path: Path) -> None:
         assert done["status"] == "completed" and done["total_tokens"] > 0
         assert done["run_id"].startswith("run_")
         # The deltas spell the two assistant texts of the trace, a blank line apart.
-        (info,) = s.hub.list_sessions()
+        (info,) = await s.hub.list_sessions()
         texts = [
             m.text.text
-            async for m in s.hub.history(info.session_id)
+            async for m in await s.hub.history(info.session_id)
             if m.WhichOneof("payload") == "text" and m.text.role == 2
         ]
         assert "".join(e.data["delta"] for e in events if e.event == "message") == "\n\n".join(
@@ -311,7 +311,7 @@ async def test_a_dialect_client_that_hangs_up_aborts_its_run(tmp_path: Path) -> 
             async for _ in r.aiter_bytes():
                 break  # one chunk, then close the connection
         await asyncio.wait_for(s.hub.wait_idle(sid), 5)
-        last = [m async for m in s.hub.history(sid)][-1]
+        last = [m async for m in await s.hub.history(sid)][-1]
         assert last.WhichOneof("payload") == "abort" and last.abort.reason == "client disconnected"
         await until(lambda: s.logs[0].subscriber_count == 0, "the subscription to be released")
 
@@ -323,7 +323,7 @@ async def test_a_dialect_client_can_detach(tmp_path: Path) -> None:
             async for _ in r.aiter_bytes():
                 break
         await asyncio.wait_for(s.hub.wait_idle(sid), 10)
-        last = [m async for m in s.hub.history(sid)][-1]
+        last = [m async for m in await s.hub.history(sid)][-1]
         assert last.WhichOneof("payload") == "request_end"
 
 
@@ -455,7 +455,7 @@ async def test_the_app_mounts_inside_a_users_application(tmp_path: Path) -> None
                 )
             ]
             assert events[-1].event == "done" and events[-1].data["status"] == "completed"
-            (info,) = hub.list_sessions()
+            (info,) = await hub.list_sessions()
             listed = await http.get(
                 f"/agent/api/sessions/{info.session_id}/messages",
                 headers={"authorization": "Bearer s3cret"},

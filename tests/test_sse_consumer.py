@@ -73,7 +73,7 @@ async def test_reconnects_with_last_event_id_and_loses_nothing(tmp_path: Path) -
     server = HttpServer(create_app(hub), port=0)
     await server.start()
     try:
-        sid = hub.create_session().session_id
+        sid = (await hub.create_session()).session_id
         path = f"/api/sessions/{sid}/stream"
         async with (
             cutting_proxy(server.port, cut_after=1500, cuts=3) as proxy_port,

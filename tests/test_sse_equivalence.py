@@ -105,7 +105,7 @@ async def test_grpc_sse_and_reingested_sse_agree(tmp_path: Path) -> None:
         # Re-ingested: server B's engine is server A's SSE stream.
         async with omni_server(tmp_path / "b", engine=f"sse+{http_url(a)}") as b:
             via_b = await grpc_run(grpc_address(b), svc.RunRequest(prompt="three ways"))
-        upstream = [s for s in a.hub.list_sessions() if s.session_id != sid]
+        upstream = [s for s in await a.hub.list_sessions() if s.session_id != sid]
         assert len(upstream) == 1
         # A's whole buffer for the upstream session, replayed from seq 0.
         epoch = (upstream[0].last_event_id or "").rsplit("-", 1)[0]

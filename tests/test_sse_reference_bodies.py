@@ -236,7 +236,7 @@ async def test_session_options_a_bridge_cannot_honour_are_refused(
     async with served(tmp_path / "data") as (hub, http):
         r = await http.post("/api/sessions", json=body)
         assert needle in assert_error(r, 400, code)
-        assert hub.list_sessions() == []  # nothing was created
+        assert await hub.list_sessions() == []  # nothing was created
 
 
 async def test_session_options_that_match_are_accepted(tmp_path: Path) -> None:
@@ -275,7 +275,7 @@ async def test_tasks_answer_202_with_the_session_id_and_refuse_a_queue(tmp_path:
         await hub.wait_idle(sid)
         prompts = [
             m.text.text
-            async for m in hub.history(sid)
+            async for m in await hub.history(sid)
             if m.WhichOneof("payload") == "text" and m.text.role == 1
         ]
         assert prompts == ["a"]  # nothing was queued behind the running task
@@ -290,7 +290,9 @@ async def test_task_input_takes_the_reference_image_url_key(tmp_path: Path) -> N
             sid,
             {"input": [{"type": "text", "text": "look"}, {"type": "image_url", "imageUrl": url}]},
         )
-        images = [m.image_url.image_url async for m in hub.history(sid) if m.HasField("image_url")]
+        images = [
+            m.image_url.image_url async for m in await hub.history(sid) if m.HasField("image_url")
+        ]
         assert images == [url]
         bad = await http.post(
             f"/api/sessions/{sid}/tasks", json={"input": [{"type": "image_url", "imageUrl": ""}]}

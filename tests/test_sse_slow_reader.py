@@ -90,7 +90,7 @@ async def test_a_reader_that_falls_behind_gets_error_and_a_failed_done(tmp_path:
         assert events[-1][1]["status"] != "completed"
         assert names.count("done") == 1
         # The run ends either way (stopped for the reader, or already done).
-        [info] = hub.list_sessions()
+        [info] = await hub.list_sessions()
         await hub.wait_idle(info.session_id)
     finally:
         await hub.shutdown()

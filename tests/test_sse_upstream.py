@@ -61,7 +61,7 @@ async def test_ask_mode_is_answered_by_the_local_hub(tmp_path: Path) -> None:
                 ev = event.server_event
                 if ev is not None and ev.WhichOneof("kind") == "approval_request":
                     call_id = ev.approval_request.tool_call.tool_call.tool_call_id
-                    local.approve(sid, call_id, "deny")
+                    await local.approve(sid, call_id, "deny")
                 if (
                     ev is not None
                     and ev.WhichOneof("kind") == "task_state"
@@ -89,7 +89,7 @@ async def test_abort_is_relayed_upstream(tmp_path: Path) -> None:
             async for event in sub:
                 seen.append(event.data)
                 if len(seen) == 8:
-                    assert local.abort(sid, "stop it")
+                    assert await local.abort(sid, "stop it")
                 ev = event.server_event
                 if (
                     ev is not None
@@ -97,9 +97,9 @@ async def test_abort_is_relayed_upstream(tmp_path: Path) -> None:
                     and ev.task_state.state == 1
                 ):
                     break
-            (up_session,) = up_hub.list_sessions()
+            (up_session,) = await up_hub.list_sessions()
             await asyncio.wait_for(up_hub.wait_idle(up_session.session_id), 5)
-            assert up_hub.session_info(up_session.session_id).state == "idle"
+            assert (await up_hub.session_info(up_session.session_id)).state == "idle"
         finally:
             await local.shutdown()
     last = payloads(seen)[-1]

@@ -8,6 +8,7 @@ from collections.abc import AsyncGenerator
 from pathlib import Path
 
 import pytest
+from conftest import MakeLog
 
 from omni_grpc.runtime.events import EventBody
 from omni_grpc.runtime.memory_log import MemoryEventLog
@@ -58,7 +59,7 @@ async def take(frames: AsyncGenerator[bytes, None], n: int) -> bytes:
     return out
 
 
-async def test_capture_sequence_is_reproduced_byte_for_byte() -> None:
+async def test_capture_sequence_is_reproduced_byte_for_byte(make_log: MakeLog) -> None:
     """Replays the scenario the captures were taken from (README: ids 1-3
     published, a fresh connect, 5-7, a reconnect that hits, 9, a reconnect from a
     foreign epoch, 12) and compares every connection's bytes with the capture."""
@@ -66,7 +67,7 @@ async def test_capture_sequence_is_reproduced_byte_for_byte() -> None:
     hit = capture_data("sse_reconnect_hit.txt")
     miss = capture_data("sse_reconnect_miss_resync.txt")
     task_state = fresh[0]
-    log = MemoryEventLog(RESYNC, epoch=EPOCH)
+    log = await make_log(epoch=EPOCH)  # on each backend
     for i in range(3):
         await log.publish(message_body(b'{"n":%d}' % i))
 

@@ -219,7 +219,7 @@ async def test_restore_counts_only_whole_records_and_the_next_run_validates(tmp_
     shard = data / "traces" / "2026-01-01" / "s1_001.jsonl"
     _write(shard, [META, protocol.user_text("q"), protocol.request_begin()], b'{"torn')
     hub = Hub(DemoEngine(), data)
-    [info] = hub.list_sessions()
+    [info] = await hub.list_sessions()
     assert info.message_count == 5  # 3 records + request_end + abort; not the torn line
     from omni_grpc.runtime.hub import RunRequest
 
@@ -231,7 +231,7 @@ async def test_restore_counts_only_whole_records_and_the_next_run_validates(tmp_
     records, skipped = read_trace(shard)
     assert skipped == []
     assert _issues(records) == []
-    assert hub.session_info("s1").message_count == len(records)
+    assert (await hub.session_info("s1")).message_count == len(records)
     await hub.shutdown()
 
 

@@ -22,8 +22,9 @@ from omni_grpc.observability.http import MetricsTransport
 from omni_grpc.observability.metrics import ServerMetrics
 from omni_grpc.observability.telemetry import Telemetry
 from omni_grpc.runtime.approvals import ApprovalMode
+from omni_grpc.runtime.backend import Backend, memory_backend
+from omni_grpc.runtime.event_log import ReplayWindow
 from omni_grpc.runtime.hub import Hub
-from omni_grpc.runtime.memory_log import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT
 from omni_grpc.transport.grpc import GrpcConfig, GrpcTransport
 from omni_grpc.transport.sse.transport import SseConfig, SseTransport
 
@@ -51,9 +52,9 @@ class ServerConfig:
     http: SseConfig | None = None
     # Seconds in-flight calls get to finish on shutdown.
     shutdown_grace: float = 5.0
-    # Each session's replay buffer (reference defaults).
-    buffer_events: int = DEFAULT_MAX_COUNT
-    buffer_bytes: int = DEFAULT_MAX_BYTES
+    # Each session's replay window (reference defaults), whatever the backend.
+    buffer_events: int = ReplayWindow.max_events
+    buffer_bytes: int = ReplayWindow.max_bytes
     # Seconds an engine gets to yield its abort before the hub closes the run.
     abort_grace: float = 10.0
     # Prometheus metrics (on /metrics of the HTTP app, and on metrics_port if set).
@@ -66,6 +67,11 @@ class ServerConfig:
     public_metrics: bool = False
     # Spans go here; None: the global provider, if an SDK one is installed.
     tracer_provider: TracerProvider | None = None
+    # Shared state for several replicas (redis://, rediss:// or unix:// URL);
+    # None keeps everything in this process.
+    redis_url: str | None = None
+    # Seconds within which a run whose replica died is closed by another one.
+    owner_loss_timeout: float = 12.0
 
 
 class TransportStartError(OSError):
@@ -94,6 +100,7 @@ class OmniServer:
         self.shutdown_grace = shutdown_grace
 
     async def start(self) -> None:
+        await self.hub.start()
         started: list[Transport] = []
         try:
             for transport in self.transports:
@@ -120,8 +127,22 @@ class OmniServer:
         return next((t for t in self.transports if isinstance(t, GrpcTransport)), None)
 
 
-def build_server(config: ServerConfig) -> OmniServer:
-    """Loads the engine and wires the hub and the configured transports."""
+def build_backend(config: ServerConfig) -> Backend:
+    """The shared state the configuration asks for (in-process by default)."""
+    window = ReplayWindow(config.buffer_events, config.buffer_bytes)
+    if config.redis_url is None:
+        return memory_backend(window)
+    from omni_grpc.runtime.redis import redis_backend  # redis-py only when asked for
+
+    return redis_backend(
+        config.redis_url, window=window, owner_loss_timeout=config.owner_loss_timeout
+    )
+
+
+def build_server(config: ServerConfig, *, backend: Backend | None = None) -> OmniServer:
+    """Loads the engine and wires the hub and the configured transports.
+
+    ``backend`` replaces the one ``config`` describes (an embedder's own)."""
     engine = load_engine(config.engine, config.engine_options)
     telemetry = Telemetry(
         ServerMetrics() if config.metrics else None,
@@ -137,9 +158,8 @@ def build_server(config: ServerConfig) -> OmniServer:
         default_approval=config.approval_mode,
         client_modes=config.client_modes,
         abort_grace=config.abort_grace,
-        buffer_events=config.buffer_events,
-        buffer_bytes=config.buffer_bytes,
         observer=telemetry.hub_observer(),
+        backend=backend or build_backend(config),
     )
     transports: list[Transport] = []
     if config.grpc is not None:

@@ -78,7 +78,7 @@ async def test_the_page_streams_a_run_and_asks_for_approval(tmp_path: Path) -> N
         # What the page shows is what the session recorded.
         recorded = [
             m.text.text
-            async for m in hub.history(view["session"])
+            async for m in await hub.history(view["session"])
             if m.WhichOneof("payload") == "text"
         ]
         assert recorded == [view["user"][0], *view["assistant"]]

@@ -10,6 +10,7 @@ from typing import Any
 
 from omni_grpc.convert import message_to_dict
 from omni_grpc.engines.base import AbortSignal, Decision, Engine, RunOptions
+from omni_grpc.runtime.trace_store import ShardedTrace
 
 JsonObject = dict[str, Any]
 
@@ -53,7 +54,7 @@ async def collect(
         abort=abort or AbortSignal(),
         thinking_level=thinking_level,
         workspace=workspace,
-        trace_path=trace_path,
+        trace=ShardedTrace([trace_path]) if trace_path is not None else None,
         metadata=metadata or {},
     )
     out: list[JsonObject] = []

@@ -17,6 +17,7 @@ from omni_grpc.engines.loader import EngineLoadError, registered
 from omni_grpc.observability import logs, tracing
 from omni_grpc.observability.logs import LOG_FORMATS
 from omni_grpc.runtime.approvals import ApprovalMode
+from omni_grpc.runtime.errors import BackendUnavailable
 from omni_grpc.server import OmniServer, ServerConfig, TransportStartError, build_server
 from omni_grpc.transport.grpc import GrpcConfig, GrpcTransport
 from omni_grpc.transport.sse.transport import SseConfig, SseTransport
@@ -139,6 +140,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default="warning",
     )
     parser.add_argument(
+        "--redis-url",
+        default=os.environ.get("OMNI_REDIS_URL"),
+        help="share sessions between replicas through Redis Streams, e.g. "
+        "redis://host:6379/0 or unix:///run/redis.sock (default $OMNI_REDIS_URL; "
+        "none: everything stays in this process)",
+    )
+    parser.add_argument(
+        "--owner-loss-timeout",
+        type=float,
+        default=12.0,
+        help="with --redis-url: seconds within which another replica closes a run "
+        "whose replica died (default %(default)s)",
+    )
+    parser.add_argument(
         "--log-format",
         choices=LOG_FORMATS,
         default="text",
@@ -231,6 +246,8 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
         metrics_host=args.host,
         metrics_allowed_hosts=tuple(args.allowed_host),
         public_metrics=args.public_metrics,
+        redis_url=args.redis_url or None,
+        owner_loss_timeout=args.owner_loss_timeout,
     )
 
 
@@ -244,6 +261,8 @@ async def serve(server: OmniServer) -> None:
         print(f"omni-grpc serving {line}", flush=True)
     if server.data_dir is not None:
         print(f"omni-grpc data in {server.data_dir} (traces/, workspaces/)", flush=True)
+    if server.hub.backend.name != "memory":
+        print(f"omni-grpc sessions shared through {server.hub.backend.name}", flush=True)
     print("omni-grpc ready", flush=True)  # scripts and tests wait for this line
     try:
         await stop.wait()
@@ -316,6 +335,9 @@ def run_serve(args: argparse.Namespace) -> int:
     logs.configure(args.log_level, args.log_format, _secrets(config))
     try:
         asyncio.run(serve(server))
+    except BackendUnavailable as exc:
+        print(f"omni-grpc serve: --redis-url: {exc}", file=sys.stderr)
+        return 1
     except TransportStartError as exc:
         print(f"omni-grpc serve: {bind_failure(exc)}", file=sys.stderr)
         return 1

@@ -58,6 +58,21 @@ class AbortSignal:
         await self._event.wait()
 
 
+@runtime_checkable
+class SessionTrace(Protocol):
+    """A session's recorded messages, as an engine may read them (the hub writes)."""
+
+    @property
+    def location(self) -> Path | None:
+        """The file appended to, when the trace is one (for engines in another
+        process, which read it themselves); None otherwise."""
+        ...
+
+    def messages(self) -> list[JsonObject]:
+        """The recorded messages in order, torn lines skipped."""
+        ...
+
+
 @dataclass
 class RunOptions:
     session_id: str
@@ -67,10 +82,15 @@ class RunOptions:
     thinking_level: str | None = None
     # A directory the engine may use as the session's workspace.
     workspace: Path = field(default_factory=Path.cwd)
-    # The session's trace file (JSONL), for engines that rebuild history from it.
-    trace_path: Path | None = None
+    # The session's trace, for engines that rebuild history from it.
+    trace: SessionTrace | None = None
     # RunRequest.metadata, as plain JSON.
     metadata: JsonObject = field(default_factory=dict)
+
+    @property
+    def trace_path(self) -> Path | None:
+        """The trace's file, when it is one."""
+        return self.trace.location if self.trace is not None else None
 
 
 @runtime_checkable

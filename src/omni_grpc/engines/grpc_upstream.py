@@ -110,9 +110,11 @@ class GrpcUpstreamEngine:
 
 
 def _pairing_file(options: RunOptions) -> Path | None:
-    if options.trace_path is None:
+    # Beside the session's trace, so it moves (and is shared) with it.
+    location = options.trace.location if options.trace is not None else None
+    if location is None:
         return None
-    return options.trace_path.parent / f"{options.session_id}.grpc-upstream.json"
+    return location.parent / f"{options.session_id}.grpc-upstream.json"
 
 
 class _ProxiedRun:

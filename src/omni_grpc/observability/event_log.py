@@ -10,11 +10,12 @@ read its first event counts as a miss: it resumed nothing.)
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from omni_grpc.observability.metrics import ServerMetrics
-from omni_grpc.runtime.event_log import EventLog, Subscription
+from omni_grpc.runtime.event_log import EventLog, InitialEvents, Subscription
 from omni_grpc.runtime.events import EventBody, HubEvent
 
 
@@ -73,13 +74,8 @@ class ObservedEventLog:
     def inner(self) -> EventLog:
         return self._inner
 
-    @property
-    def epoch(self) -> str:
-        return self._inner.epoch
-
-    @property
-    def last_event_id(self) -> str | None:
-        return self._inner.last_event_id
+    async def last_event_id(self) -> str | None:
+        return await self._inner.last_event_id()
 
     @property
     def subscriber_count(self) -> int:
@@ -89,16 +85,42 @@ class ObservedEventLog:
         stats = getattr(self._inner, "buffer_stats", None)
         return stats() if callable(stats) else None
 
-    async def publish(self, body: EventBody) -> HubEvent:
-        event = await self._inner.publish(body)
+    async def publish(
+        self, body: EventBody, *, fence: int | None = None, end_run: bool = False
+    ) -> HubEvent:
+        event = await self._inner.publish(body, fence=fence, end_run=end_run)
         self._published.value += 1
         return event
+
+    def publish_nowait(
+        self, body: EventBody, *, fence: int | None = None, end_run: bool = False
+    ) -> asyncio.Future[HubEvent]:
+        future = self._inner.publish_nowait(body, fence=fence, end_run=end_run)
+        self._published.value += 1
+        return future
+
+    def forgive(self, fence: int | None) -> None:
+        self._inner.forgive(fence)
+
+    @property
+    def backlog(self) -> int:
+        return self._inner.backlog
+
+    async def publish_many(
+        self, items: Sequence[EventBody], *, fence: int | None = None
+    ) -> list[HubEvent]:
+        events = await self._inner.publish_many(items, fence=fence)
+        self._published.value += len(events)
+        return events
 
     async def replay_after(self, event_id: str) -> list[HubEvent] | None:
         return await self._inner.replay_after(event_id)
 
+    async def window(self) -> list[HubEvent]:
+        return await self._inner.window()
+
     async def subscribe(
-        self, after_event_id: str | None = None, initial: Sequence[EventBody] = ()
+        self, after_event_id: str | None = None, initial: InitialEvents | None = None
     ) -> Subscription:
         inner = await self._inner.subscribe(after_event_id, initial)
         return ObservedSubscription(inner, self._metrics, resuming=bool(after_event_id))

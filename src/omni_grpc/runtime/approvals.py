@@ -3,19 +3,18 @@
 Modes: ``allow-all``, ``deny-all``, ``read-only`` (tools the engine declares
 read-only run, others are denied) and ``ask`` (an ``approval_request`` goes out
 and the call waits, with no timeout, for ``Approve``). Pending asks are
-re-sent to every new subscriber and resolve to ``deny`` when the run aborts.
+re-sent to every new subscriber (``PendingApprovals``) and resolve to ``deny``
+when the run aborts.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
-from omni_grpc.engines.base import AbortSignal, ApproveFn, Decision, JsonObject
-from omni_grpc.runtime.errors import ApprovalNotPending
-from omni_grpc.runtime.events import EventBody
+from omni_grpc.engines.base import AbortSignal, ApproveFn, JsonObject
 from omni_grpc.vocabulary import ApprovalMode as ApprovalMode
+from omni_grpc.vocabulary import Decision
 
 # The modes a client may pick when the operator names none: the operator's own
 # and those that run no tool it would not. ``ask`` and ``read-only`` are not
@@ -52,46 +51,44 @@ def parse_modes(text: str) -> tuple[ApprovalMode, ...]:
     return tuple(modes)
 
 
-@dataclass
-class PendingApproval:
-    tool_call_id: str
-    tool_call: JsonObject
-    future: asyncio.Future[Decision]
-    # The approval_request new subscribers are sent while this ask is open.
-    request: EventBody | None
-
-
-# Publishes the approval_request for a new ask and returns it (kept for re-sending).
-AskPublisher = Callable[[JsonObject], Awaitable[EventBody]]
+# Publishes the approval_request for a new ask (after recording it as pending).
+AskPublisher = Callable[[str, JsonObject], Awaitable[None]]
+# Forgets a decided ask in the shared pending store.
+AskForgetter = Callable[[str], Awaitable[None]]
 
 
 class ApprovalBroker:
-    """The open asks of one session. ``make_approver`` builds a run's callback."""
+    """The open asks of one run, on the replica that runs it.
+
+    Only the futures live here; what other replicas need to see (the
+    ``approval_request`` of each open ask) is in ``PendingApprovals``.
+    ``make_approver`` builds the run's callback.
+    """
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
-        self._pending: dict[str, PendingApproval] = {}
+        self._waiting: dict[str, asyncio.Future[Decision]] = {}
 
-    def pending(self) -> list[PendingApproval]:
-        return list(self._pending.values())
-
-    def resolve(self, tool_call_id: str, decision: Decision) -> None:
-        pending = self._pending.get(tool_call_id)
-        if pending is None or pending.future.done():
-            raise ApprovalNotPending(self.session_id, tool_call_id)
-        pending.future.set_result(decision)
+    def resolve(self, tool_call_id: str, decision: Decision) -> bool:
+        """Settles a waiting ask; False when it is not waiting here."""
+        future = self._waiting.get(tool_call_id)
+        if future is None or future.done():
+            return False
+        future.set_result(decision)
+        return True
 
     def deny_all(self) -> None:
         """Resolves every open ask as ``deny`` (the run is aborting)."""
-        for pending in self._pending.values():
-            if not pending.future.done():
-                pending.future.set_result(Decision.DENY)
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_result(Decision.DENY)
 
     def make_approver(
         self,
         mode: ApprovalMode,
         abort: AbortSignal,
         publish_ask: AskPublisher,
+        forget_ask: AskForgetter,
         is_read_only: Callable[[str], bool] = lambda _name: False,
     ) -> ApproveFn:
         async def approve(tool_call: JsonObject) -> Decision:
@@ -105,18 +102,26 @@ class ApprovalBroker:
                 return Decision.DENY
             if mode is ApprovalMode.READ_ONLY:
                 return Decision.ALLOW if is_read_only(name) else Decision.DENY
-            return await self._ask(tool_call, str(payload.get("tool_call_id", "")), publish_ask)
+            tool_call_id = str(payload.get("tool_call_id", ""))
+            return await self._ask(tool_call, tool_call_id, publish_ask, forget_ask, abort)
 
         return approve
 
     async def _ask(
-        self, tool_call: JsonObject, tool_call_id: str, publish_ask: AskPublisher
+        self,
+        tool_call: JsonObject,
+        tool_call_id: str,
+        publish_ask: AskPublisher,
+        forget_ask: AskForgetter,
+        abort: AbortSignal,
     ) -> Decision:
         future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
-        pending = PendingApproval(tool_call_id, tool_call, future, request=None)
-        self._pending[tool_call_id] = pending
+        self._waiting[tool_call_id] = future
         try:
-            pending.request = await publish_ask(tool_call)
+            await publish_ask(tool_call_id, tool_call)
+            if abort.is_set():  # the abort came while the ask was being published
+                return Decision.DENY
             return await future
         finally:
-            self._pending.pop(tool_call_id, None)
+            self._waiting.pop(tool_call_id, None)
+            await forget_ask(tool_call_id)

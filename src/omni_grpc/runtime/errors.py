@@ -64,3 +64,22 @@ class StorageUnavailable(HubError):
         super().__init__(f"the server cannot record runs now: {problem}")
         self.problem = problem
         self.exhausted = exhausted
+
+
+class BackendUnavailable(HubError):
+    """The shared state (Redis) cannot be reached; the request may be retried."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"the session store is unavailable: {detail}")
+        self.detail = detail
+
+
+class Fenced(Exception):
+    """A write by a run lease holder that has lost the lease to another replica.
+
+    Not a HubError: no client request causes it; the stale run stops quietly."""
+
+    def __init__(self, session_id: str, token: int) -> None:
+        super().__init__(f"session {session_id!r}: lease token {token} is no longer current")
+        self.session_id = session_id
+        self.token = token

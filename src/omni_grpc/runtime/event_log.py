@@ -1,30 +1,57 @@
-"""The event log interface: a session's ids, replay buffer and live fan-out.
+"""The event log: a session's ids, replay window and live fan-out.
 
-A backend other than the in-memory ring buffer (for example Redis Streams, so
-several replicas can serve one session's Attach) implements these two
-protocols. Nothing here depends on in-process object identity: an event is
-named by its ``<epoch>-<seq>`` id, and replay is decided from the id alone.
+Two backends implement it: the in-process ring buffer (``memory_log``, the
+default) and Redis Streams (``omni_grpc.runtime.redis``), which lets any
+replica serve any session. Nothing here depends on in-process object identity:
+an event is named by its ``<epoch>-<seq>`` id, and replay is decided from the
+id alone.
 
 Semantics (the reference server's SSE channel):
 
-* ``publish`` gives the next seq, buffers the event and sends it to every
-  subscriber.
-* A unicast event (``initial`` in ``subscribe``, and ``resync_required``)
-  consumes a seq but is not buffered, so buffered ids have gaps.
+* ``publish`` gives the next seq, keeps the event in the replay window and
+  sends it to every subscriber.
+* A unicast event (the ``initial`` events of ``subscribe``, and
+  ``resync_required``) consumes a seq but is not kept, so kept ids have gaps.
 * ``replay_after(id)`` hits iff the epoch is this log's and
-  ``last_evicted_seq <= seq < next_seq``; it returns the buffered events after
+  ``last_evicted_seq <= seq < next_seq``; it returns the kept events after
   ``seq``. Anything else (foreign epoch, malformed id, evicted seq) misses.
-* A subscriber never slows the publisher: it has a bounded queue, and one that
-  falls behind the buffer is cut off (its queue dropped) and told
-  ``resync_required``; it then keeps receiving live events.
+* ``subscribe`` is atomic: no event is published between the replayed gap,
+  the initial events and the first live event, so a subscriber sees strictly
+  increasing seqs with no hole a reconnect could fall into.
+* A subscriber never slows the publisher: one that falls behind the window is
+  cut off (its queue dropped) and told ``resync_required``; it then keeps
+  receiving live events.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from omni_grpc.runtime.events import EventBody, HubEvent
+
+
+@dataclass(frozen=True)
+class ReplayWindow:
+    """How much of a session's log stays replayable (the reference channel's
+    limits). Sizes are UTF-16 code units of the JSON text, as the reference
+    counts them; the newest event is always kept, however large."""
+
+    max_events: int = 10_000
+    max_bytes: int = 8 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.max_events < 1 or self.max_bytes < 1:
+            raise ValueError("the replay window needs at least one event and one byte")
+
+
+# The events a new subscriber gets after its replay (task state, pending
+# approvals), or a function building them. A log may call it more than once:
+# it must describe the session as of the call, and the log only keeps a result
+# no publish has overtaken.
+InitialEvents = Callable[[], Awaitable[Sequence[EventBody]]] | Sequence[EventBody]
 
 
 class Subscription(Protocol):
@@ -33,7 +60,9 @@ class Subscription(Protocol):
     def __aiter__(self) -> AsyncIterator[HubEvent]: ...
 
     async def next(self) -> HubEvent | None:
-        """The next event, waiting for one; None once the subscription is closed."""
+        """The next event, waiting for one; None once the subscription is closed.
+
+        Raises ``LogUnavailable`` when the backend was lost mid-stream."""
         ...
 
     def close(self) -> None:
@@ -42,37 +71,110 @@ class Subscription(Protocol):
 
 
 class EventLog(Protocol):
-    @property
-    def epoch(self) -> str:
-        """8 hex chars, fixed for this log instance."""
-        ...
-
-    @property
-    def last_event_id(self) -> str | None:
-        """The newest id given out (buffered or unicast), None before the first."""
-        ...
+    """One session's log, as this process sees it."""
 
     @property
     def subscriber_count(self) -> int:
-        """Open subscriptions (served by this process)."""
+        """Open subscriptions served by this process."""
         ...
 
-    async def publish(self, body: EventBody) -> HubEvent:
-        """Buffers ``body`` and sends it to every subscriber."""
+    async def last_event_id(self) -> str | None:
+        """The newest id given out (kept or unicast), None before the first."""
+        ...
+
+    async def publish(
+        self, body: EventBody, *, fence: int | None = None, end_run: bool = False
+    ) -> HubEvent:
+        """Keeps ``body`` and sends it to every subscriber.
+
+        ``fence`` is the run lease's token: a shared backend refuses the write
+        (raising ``Fenced``) once another holder has taken the session over.
+        ``end_run`` marks the run's last event (``task_state idle``): the lease
+        held with ``fence`` is released in the same atomic step, so the session
+        takes new runs exactly when its subscribers are told it is idle."""
+        ...
+
+    def publish_nowait(
+        self, body: EventBody, *, fence: int | None = None, end_run: bool = False
+    ) -> asyncio.Future[HubEvent]:
+        """``publish`` without waiting: queued in call order (ahead of any later
+        ``publish``), the future resolves once the event is in the log, or with
+        the error. A producer that keeps writing without waiting lets a backend
+        with round trips send many events in one."""
+        ...
+
+    def forgive(self, fence: int | None) -> None:
+        """Once a write with ``fence`` failed, later ones with it are refused (a
+        hole in the middle of the log would go unnoticed); this lets them through
+        again, for the run's close, which records what was lost."""
+        ...
+
+    @property
+    def backlog(self) -> int:
+        """Events queued by ``publish_nowait`` and not yet in the log."""
+        ...
+
+    async def publish_many(
+        self, items: Sequence[EventBody], *, fence: int | None = None
+    ) -> list[HubEvent]:
+        """``publish`` for several bodies in order, in one round trip where the
+        backend has round trips."""
         ...
 
     async def replay_after(self, event_id: str) -> list[HubEvent] | None:
-        """The buffered events after ``event_id``, or None on a miss."""
+        """The kept events after ``event_id``, or None on a miss."""
+        ...
+
+    async def window(self) -> list[HubEvent]:
+        """Every event still kept, oldest first (the live tail is folded from it)."""
         ...
 
     async def subscribe(
-        self, after_event_id: str | None = None, initial: Sequence[EventBody] = ()
+        self, after_event_id: str | None = None, initial: InitialEvents | None = None
     ) -> Subscription:
         """Atomically: replay after ``after_event_id`` (or send ``resync_required``
-        on a miss), then send ``initial`` to this subscriber only, then go live.
-        With no ``after_event_id`` nothing is replayed."""
+        on a miss), then send ``initial()`` to this subscriber only, then go
+        live. With no ``after_event_id`` nothing is replayed."""
         ...
 
     async def close(self) -> None:
-        """Ends every subscription (their ``next`` returns None)."""
+        """Ends this process's subscriptions (their ``next`` returns None)."""
         ...
+
+
+class EventLogs(Protocol):
+    """Where the hub gets each session's log; also decides when to drop one."""
+
+    def get(self, session_id: str) -> EventLog:
+        """The session's log, created on first use."""
+        ...
+
+    def observe(self, wrap: Callable[[EventLog], EventLog]) -> None:
+        """Logs created from now on are handed out wrapped (metrics count them)."""
+        ...
+
+    async def last_event_id(self, session_id: str) -> str | None:
+        """The session's newest id, without creating its log."""
+        ...
+
+    def hold(self, session_id: str) -> None:
+        """A run uses the log: do not reclaim it until ``release``."""
+        ...
+
+    def release(self, session_id: str) -> None: ...
+
+    def reclaim_idle(self) -> int:
+        """Drops logs idle, unwatched and not held for the idle TTL; how many."""
+        ...
+
+    async def close(self) -> None:
+        """Ends every subscription of every log."""
+        ...
+
+
+async def initial_bodies(initial: InitialEvents | None) -> Sequence[EventBody]:
+    if initial is None:
+        return ()
+    if callable(initial):
+        return await initial()
+    return initial

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 # Component names.
 STORAGE = "storage"
+# The shared backend (Redis), when there is one.
+BACKEND = "backend"
 
 Listener = Callable[[bool], None]
 

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import time
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
+from omni_grpc.runtime.event_log import EventLog, InitialEvents, ReplayWindow, initial_bodies
 from omni_grpc.runtime.events import EventBody, HubEvent, format_event_id, parse_event_id
 
-# The reference channel's limits; bytes are counted as UTF-16 code units.
-DEFAULT_MAX_COUNT = 10_000
-DEFAULT_MAX_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_COUNT = ReplayWindow().max_events
+DEFAULT_MAX_BYTES = ReplayWindow().max_bytes
+
+# Called with (token) when a run's last event is published (see EventLog.publish).
+RunEnder = Callable[[int], object]
 
 
 class MemorySubscription:
@@ -96,13 +100,16 @@ class MemoryEventLog:
         self._last_evicted_seq = 0
         self._subscribers: set[MemorySubscription] = set()
         self._closed = False
+        # time.monotonic() of the last publish or subscribe (idle reclaiming).
+        self.last_activity = time.monotonic()
+        # Releases the run lease (wired by the memory backend).
+        self.end_run: RunEnder | None = None
 
     @property
     def epoch(self) -> str:
         return self._epoch
 
-    @property
-    def last_event_id(self) -> str | None:
+    async def last_event_id(self) -> str | None:
         if self._next_seq == 1:
             return None
         return format_event_id(self._epoch, self._next_seq - 1)
@@ -120,7 +127,38 @@ class MemoryEventLog:
         self._next_seq += 1
         return HubEvent(seq, format_event_id(self._epoch, seq), body, buffered)
 
-    async def publish(self, body: EventBody) -> HubEvent:
+    @property
+    def backlog(self) -> int:
+        return 0
+
+    def publish_nowait(
+        self, body: EventBody, *, fence: int | None = None, end_run: bool = False
+    ) -> asyncio.Future[HubEvent]:
+        future: asyncio.Future[HubEvent] = asyncio.get_running_loop().create_future()
+        future.set_result(self._publish(body))
+        if end_run and fence is not None and self.end_run is not None:
+            self.end_run(fence)
+        return future
+
+    def forgive(self, fence: int | None) -> None:
+        return None
+
+    async def publish(
+        self, body: EventBody, *, fence: int | None = None, end_run: bool = False
+    ) -> HubEvent:
+        # One process holds every lease, so there is no stale writer to fence.
+        event = self._publish(body)
+        if end_run and fence is not None and self.end_run is not None:
+            self.end_run(fence)
+        return event
+
+    async def publish_many(
+        self, items: Sequence[EventBody], *, fence: int | None = None
+    ) -> list[HubEvent]:
+        return [self._publish(body) for body in items]
+
+    def _publish(self, body: EventBody) -> HubEvent:
+        self.last_activity = time.monotonic()
         size = body.size
         # Evict first, so any resync_required sent to a cut-off subscriber
         # takes a lower seq than this event.
@@ -159,9 +197,20 @@ class MemoryEventLog:
             return None
         return [event for event, _ in self._buffer if event.seq > seq]
 
+    async def window(self) -> list[HubEvent]:
+        return [event for event, _ in self._buffer]
+
     async def subscribe(
-        self, after_event_id: str | None = None, initial: Sequence[EventBody] = ()
+        self, after_event_id: str | None = None, initial: InitialEvents | None = None
     ) -> MemorySubscription:
+        self.last_activity = time.monotonic()
+        # The initial events must describe the session as of this subscription:
+        # build them again if a publish overtook them.
+        while True:
+            mark = self._next_seq
+            bodies = await initial_bodies(initial)
+            if mark == self._next_seq:
+                break
         sub = MemorySubscription(self)
         if self._closed:
             sub._end()
@@ -173,7 +222,7 @@ class MemoryEventLog:
             else:
                 for event in replay:
                     sub._push(event)
-        for body in initial:
+        for body in bodies:
             sub._push(self._take_seq(body, buffered=False))
         self._subscribers.add(sub)
         return sub
@@ -183,3 +232,81 @@ class MemoryEventLog:
         for sub in list(self._subscribers):
             sub._end()
         self._subscribers.clear()
+
+
+class MemoryEventLogs:
+    """One ring buffer per session, dropped after ``idle_ttl`` seconds unused.
+
+    Like the reference channel, a log idle, unwatched and not held by a run for
+    that long is reclaimed; its replacement's new epoch makes old ids resync.
+    """
+
+    def __init__(
+        self,
+        resync_body: EventBody,
+        *,
+        max_count: int = DEFAULT_MAX_COUNT,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        idle_ttl: float = 30 * 60,
+        factory: Callable[[str], MemoryEventLog] | None = None,
+        end_run: Callable[[str, int], object] | None = None,
+    ) -> None:
+        self.idle_ttl = idle_ttl
+        self._factory = factory or (
+            lambda _sid: MemoryEventLog(resync_body, max_count=max_count, max_bytes=max_bytes)
+        )
+        self._end_run = end_run
+        self._logs: dict[str, MemoryEventLog] = {}
+        # What get() hands out: each log, wrapped by the observer if there is one.
+        self._handed: dict[str, EventLog] = {}
+        self._wrap: Callable[[EventLog], EventLog] | None = None
+        self._held: dict[str, int] = {}
+
+    def get(self, session_id: str) -> EventLog:
+        handed = self._handed.get(session_id)
+        if handed is not None:
+            return handed
+        log = self._logs.get(session_id)
+        if log is None:
+            log = self._logs[session_id] = self._factory(session_id)
+            if self._end_run is not None:
+                ender = self._end_run
+                log.end_run = lambda token: ender(session_id, token)
+        handed = self._handed[session_id] = self._wrap(log) if self._wrap else log
+        return handed
+
+    def observe(self, wrap: Callable[[EventLog], EventLog]) -> None:
+        self._wrap = wrap
+
+    async def last_event_id(self, session_id: str) -> str | None:
+        log = self._logs.get(session_id)
+        return await log.last_event_id() if log is not None else None
+
+    def hold(self, session_id: str) -> None:
+        self._held[session_id] = self._held.get(session_id, 0) + 1
+
+    def release(self, session_id: str) -> None:
+        left = self._held.get(session_id, 0) - 1
+        if left > 0:
+            self._held[session_id] = left
+        else:
+            self._held.pop(session_id, None)
+            log = self._logs.get(session_id)
+            if log is not None:
+                log.last_activity = time.monotonic()
+
+    def reclaim_idle(self) -> int:
+        cutoff = time.monotonic() - self.idle_ttl
+        idle = [
+            sid
+            for sid, log in self._logs.items()
+            if sid not in self._held and log.subscriber_count == 0 and log.last_activity < cutoff
+        ]
+        for sid in idle:
+            del self._logs[sid]
+            self._handed.pop(sid, None)
+        return len(idle)
+
+    async def close(self) -> None:
+        for log in self._logs.values():
+            await log.close()

@@ -23,7 +23,6 @@ from omni_grpc.engines.base import AbortSignal, RunOptions
 from omni_grpc.engines.openai.config import REASONING_EFFORT, OpenAIConfig
 from omni_grpc.engines.openai.history import (
     drop_echoed_input,
-    load_trace,
     rebuild,
     to_chat_messages,
 )
@@ -99,7 +98,8 @@ class _Run:
 
     async def execute(self, run_input: list[JsonObject]) -> AsyncIterator[JsonObject]:
         yield b.tool_list_ready([t.definition() for t in self.config.tools.values()])
-        recorded = load_trace(self.options.trace_path)
+        trace = self.options.trace
+        recorded = trace.messages() if trace is not None else []
         self.call_ids = {
             str(m["payload"].get("tool_call_id"))
             for m in recorded

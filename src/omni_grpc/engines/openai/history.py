@@ -13,12 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from omni_grpc.convert import message_to_dict
 from omni_grpc.protocol import builders as b
-from omni_grpc.trace import read_jsonl
 from omni_grpc.vocabulary import StopReason
 
 JsonObject = dict[str, Any]
@@ -35,13 +32,6 @@ class History:
     items: list[JsonObject] = field(default_factory=list)
     # The last recorded session-cumulative token counts.
     session_usage: JsonObject = field(default_factory=b.empty_token_counts)
-
-
-def load_trace(path: Path | None) -> list[JsonObject]:
-    """The trace's messages as JSON envelopes (tolerant: a torn tail is ignored)."""
-    if path is None or not path.is_file():
-        return []
-    return [message_to_dict(record.message) for record in read_jsonl(path, tolerant=True)]
 
 
 def rebuild(envelopes: Iterable[Mapping[str, Any]]) -> History:

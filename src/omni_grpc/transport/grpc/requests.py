@@ -62,7 +62,7 @@ async def checked_run_request(hub: Hub, request: pb.RunRequest) -> RunRequest:
     run = run_request(request)
     calls: set[str] = set()
     if request.session_id and any(m.HasField("tool_call_output") for m in run.input):
-        calls = tool_calls_made([m async for m in hub.history(request.session_id)])
+        calls = tool_calls_made([m async for m in await hub.history(request.session_id)])
     try:
         check_run_input(run.input, calls)
     except InputProblem as exc:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 
 import grpc
 
 from omni_grpc.runtime.bodies import is_task_end
-from omni_grpc.runtime.errors import HubError
+from omni_grpc.runtime.errors import BackendUnavailable, HubError
 from omni_grpc.runtime.events import HubEvent
 from omni_grpc.runtime.hub import Hub, SessionInfo
 from omni_grpc.transport.grpc import requests
@@ -75,22 +76,26 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
         finished = False
         try:
             await context.send_initial_metadata(((SESSION_HEADER, session_id),))
-            async for event in sub:
-                yield run_response(event, session_id)
-                if is_task_end(event):
-                    finished = True
-                    if event.failure is not None:
-                        # The server stopped the run (its trace could not be
-                        # written): the call must not end as a success.
-                        await context.abort(
-                            _FAILURE_CODES[event.failure.code], event.failure.message
-                        )
-                    break
+            try:
+                async for event in sub:
+                    yield run_response(event, session_id)
+                    if is_task_end(event):
+                        finished = True
+                        if event.failure is not None:
+                            # The server stopped the run (its trace could not be
+                            # written): the call must not end as a success.
+                            await context.abort(
+                                _FAILURE_CODES[event.failure.code], event.failure.message
+                            )
+                        break
+            except BackendUnavailable as exc:  # the shared log went away mid-stream
+                await abort_with(context, exc)
         finally:
             sub.close()
             # Cancellation reaches the work unless the caller asked to detach.
             if not finished and not request.detach_on_cancel:
-                self.hub.abort(session_id, CANCEL_REASON, AbortKind.CLIENT_GONE)
+                with contextlib.suppress(HubError):
+                    await self.hub.abort(session_id, CANCEL_REASON, AbortKind.CLIENT_GONE)
 
     async def Attach(
         self, request: pb.AttachRequest, context: grpc.aio.ServicerContext
@@ -102,8 +107,11 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
             await abort_with(context, exc)
         try:
             await context.send_initial_metadata(((SESSION_HEADER, session_id),))
-            async for event in sub:
-                yield attach_response(event, session_id)
+            try:
+                async for event in sub:
+                    yield attach_response(event, session_id)
+            except BackendUnavailable as exc:  # the shared log went away mid-stream
+                await abort_with(context, exc)
         finally:
             sub.close()
 
@@ -111,7 +119,7 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
         self, request: pb.ApproveRequest, context: grpc.aio.ServicerContext
     ) -> pb.ApproveResponse:
         try:
-            self.hub.approve(
+            await self.hub.approve(
                 requests.require(request.session_id, "session_id"),
                 requests.require(request.tool_call_id, "tool_call_id"),
                 requests.decision(request.decision),
@@ -125,7 +133,7 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
     ) -> pb.AbortResponse:
         try:
             session_id = requests.require(request.session_id, "session_id")
-            was_running = self.hub.abort(session_id, request.reason or None)
+            was_running = await self.hub.abort(session_id, request.reason or None)
         except HubError as exc:
             await abort_with(context, exc)
         return pb.AbortResponse(was_running=was_running)
@@ -134,7 +142,7 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
         self, request: pb.GetHistoryRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.GetHistoryResponse]:
         try:
-            messages = self.hub.history(requests.require(request.session_id, "session_id"))
+            messages = await self.hub.history(requests.require(request.session_id, "session_id"))
         except HubError as exc:
             await abort_with(context, exc)
         async for message in messages:
@@ -143,4 +151,8 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
     async def ListSessions(
         self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListSessionsResponse:
-        return pb.ListSessionsResponse(sessions=[session_info(i) for i in self.hub.list_sessions()])
+        try:
+            infos = await self.hub.list_sessions()
+        except HubError as exc:
+            await abort_with(context, exc)
+        return pb.ListSessionsResponse(sessions=[session_info(i) for i in infos])

@@ -17,6 +17,7 @@ from grpc_status import rpc_status
 
 from omni_grpc.runtime.errors import (
     ApprovalNotPending,
+    BackendUnavailable,
     HubClosed,
     HubError,
     InvalidRequest,
@@ -75,7 +76,7 @@ def status_for(error: HubError) -> status_pb2.Status:
         return status_pb2.Status(
             code=code_pb2.PERMISSION_DENIED, message=str(error), details=[_packed(detail)]
         )
-    if isinstance(error, HubClosed):
+    if isinstance(error, (HubClosed, BackendUnavailable)):
         return status_pb2.Status(code=code_pb2.UNAVAILABLE, message=str(error))
     if isinstance(error, StorageUnavailable):
         code = code_pb2.RESOURCE_EXHAUSTED if error.exhausted else code_pb2.UNAVAILABLE

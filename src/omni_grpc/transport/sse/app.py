@@ -9,6 +9,7 @@ gRPC ``Attach`` and the other way round.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
@@ -91,22 +92,22 @@ class SseRoutes:
     # ---- reference routes ------------------------------------------------------
 
     async def list_sessions(self, _request: Request) -> Response:
-        return JSONResponse({"sessions": [session_json(s) for s in self.hub.list_sessions()]})
+        return JSONResponse({"sessions": [session_json(s) for s in await self.hub.list_sessions()]})
 
     async def create_session(self, request: Request) -> Response:
         body = await read_json(request, self.max_body, required=False)
         check_session_options(body, self.hub.default_approval)
         check_session_model(body, self.hub.new_session_model())
-        info = self.hub.create_session()
+        info = await self.hub.create_session()
         return JSONResponse({"session": session_json(info)}, status_code=201)
 
     async def get_session(self, request: Request) -> Response:
-        info = self.hub.session_info(request.path_params["sid"])
+        info = await self.hub.session_info(request.path_params["sid"])
         return JSONResponse({"session": session_json(info, with_trace_path=True)})
 
     async def create_task(self, request: Request) -> Response:
         session_id = request.path_params["sid"]
-        self.hub.session_info(session_id)  # 404 before reading a large body
+        await self.hub.session_info(session_id)  # 404 before reading a large body
         body = await read_json(request, self.max_body)
         run_request = self._run_request(body, session_id)
         queue = queue_if_busy(body)
@@ -129,11 +130,15 @@ class SseRoutes:
 
     async def messages(self, request: Request) -> Response:
         session_id = request.path_params["sid"]
-        self.hub.session_info(session_id)
+        await self.hub.session_info(session_id)
         wanted = history.page_request(request.query_params)
         # The live tail is taken before the trace is read: every message its
         # cursor covers is then in the history (the trace is written first).
-        live = self.hub.live_tail(session_id) if wanted is None or wanted.before is None else None
+        live = (
+            await self.hub.live_tail(session_id)
+            if wanted is None or wanted.before is None
+            else None
+        )
         records = positioned(await self.hub.history_shards(session_id))
         if wanted is None:
             payload = history.body(records, live, None)
@@ -144,10 +149,10 @@ class SseRoutes:
 
     async def approve(self, request: Request) -> Response:
         session_id = request.path_params["sid"]
-        self.hub.session_info(session_id)
+        await self.hub.session_info(session_id)
         body = await read_json(request, self.max_body)
         try:
-            self.hub.approve(session_id, request.path_params["call_id"], decision(body))
+            await self.hub.approve(session_id, request.path_params["call_id"], decision(body))
         except ApprovalNotPending as exc:
             # The reference's code for an unknown call and an already decided one.
             raise ApiError(404, "approval_not_found", str(exc)) from exc
@@ -156,7 +161,7 @@ class SseRoutes:
     async def abort(self, request: Request) -> Response:
         session_id = request.path_params["sid"]
         body = await read_json(request, self.max_body, required=False)
-        was_running = self.hub.abort(session_id, optional_string(body, "reason"))
+        was_running = await self.hub.abort(session_id, optional_string(body, "reason"))
         return Response(status_code=202 if was_running else 204)
 
     async def healthz(self, _request: Request) -> Response:
@@ -204,7 +209,7 @@ class SseRoutes:
                     for out in projection.fail("resync_required", LAGGED_MESSAGE):
                         yield out.encode()
                     if not detach:
-                        self.hub.abort(session_id, LAGGED_REASON, AbortKind.CLIENT_GONE)
+                        await self.hub.abort(session_id, LAGGED_REASON, AbortKind.CLIENT_GONE)
                     break
                 elif is_task_end(event):
                     if event.failure is not None:
@@ -222,7 +227,8 @@ class SseRoutes:
             await events.aclose()
             if not projection.done and not detach:
                 # A dumb client that hangs up wants no more of the run.
-                self.hub.abort(session_id, DISCONNECT_REASON, AbortKind.CLIENT_GONE)
+                with contextlib.suppress(HubError):
+                    await self.hub.abort(session_id, DISCONNECT_REASON, AbortKind.CLIENT_GONE)
 
     def _run_request(self, body: dict[str, Any], session_id: str | None) -> RunRequest:
         metadata = body.get("metadata", {})

@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 
 from omni_grpc.runtime.errors import (
     ApprovalNotPending,
+    BackendUnavailable,
     HubClosed,
     HubError,
     InvalidRequest,
@@ -65,7 +66,7 @@ def hub_error_status(exc: HubError) -> tuple[int, str]:
         return 403, "approval_mode_not_allowed"
     if isinstance(exc, StorageUnavailable):
         return 503, "storage_unavailable"
-    if isinstance(exc, HubClosed):
+    if isinstance(exc, (BackendUnavailable, HubClosed)):
         return 503, "unavailable"
     return 400, "invalid_request"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator
 
+from omni_grpc.runtime.errors import BackendUnavailable
 from omni_grpc.runtime.event_log import Subscription
 from omni_grpc.runtime.events import HubEvent
 from omni_grpc.transport.sse.wire import (
@@ -27,23 +28,27 @@ async def paced(
     """A subscription's events, with ``None`` whenever a heartbeat is due: every
     ``heartbeat`` seconds from the start, busy or not, as the reference's timer.
 
-    Ends when the subscription closes; closing this generator closes the
-    subscription.
+    Ends when the subscription closes, or when the backend behind it is lost
+    (the client reconnects with ``Last-Event-ID``); closing this generator
+    closes the subscription.
     """
     loop = asyncio.get_running_loop()
     next_ping = loop.time() + heartbeat if heartbeat else None
     try:
         while True:
-            if next_ping is None:
-                event = await subscription.next()
-            else:
-                try:
-                    async with asyncio.timeout_at(next_ping):
-                        event = await subscription.next()
-                except TimeoutError:
-                    next_ping += heartbeat or 0.0
-                    yield None
-                    continue
+            try:
+                if next_ping is None:
+                    event = await subscription.next()
+                else:
+                    try:
+                        async with asyncio.timeout_at(next_ping):
+                            event = await subscription.next()
+                    except TimeoutError:
+                        next_ping += heartbeat or 0.0
+                        yield None
+                        continue
+            except BackendUnavailable:
+                return
             if event is None:
                 return
             yield event

@@ -1,0 +1,559 @@
+"""The event log on Redis Streams: replay and live from the same stream.
+
+Each replica reads a session's stream once (one blocking ``XREAD`` per
+session with local subscribers) and fans each event out to its own
+subscribers. There is no pub/sub side channel: a subscriber registers locally
+first, then one script returns its replayed gap and takes the seqs of its
+initial events, and it goes live from there, dropping what the replay already
+covered. A subscriber whose queue outgrows the replay window is cut off with
+``resync_required``, as in the memory log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from omni_grpc.runtime import bodies
+from omni_grpc.runtime.errors import BackendUnavailable, Fenced
+from omni_grpc.runtime.event_log import EventLog, InitialEvents, ReplayWindow, initial_bodies
+from omni_grpc.runtime.events import EventBody, HubEvent, format_event_id, parse_event_id
+from omni_grpc.runtime.health import RunFailure
+from omni_grpc.runtime.redis import scripts
+from omni_grpc.runtime.redis.connection import BLOCK_MS, RedisConnection, unavailable_on_failure
+from omni_grpc.vocabulary import AbortKind
+from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
+
+log = logging.getLogger(__name__)
+
+
+# A flush sends at most this many events / bytes of JSON in one script call.
+_BATCH_EVENTS = 500
+_BATCH_BYTES = 1 << 20
+
+
+@dataclass
+class _Pending:
+    body: EventBody
+    fence: int | None
+    end_run: bool
+    future: asyncio.Future[HubEvent]
+
+
+def _kind(body: EventBody) -> bytes:
+    return b"m" if body.message is not None else b"s"
+
+
+def _bumps_state(body: EventBody) -> bool:
+    """Events after which a new subscriber's initial events may differ."""
+    if body.server_event is not None:
+        return True
+    return body.message is not None and body.message.WhichOneof("payload") == "approval_decision"
+
+
+def encode_proto(body: EventBody) -> bytes:
+    proto = body.message if body.message is not None else body.server_event
+    assert proto is not None
+    return proto.SerializeToString()
+
+
+def decode_entry(epoch: str, entry_id: bytes, fields: dict[bytes, bytes]) -> HubEvent:
+    """An event as stored: the JSON text every transport sends, and beside it
+    the protobuf (binary parsing is exact and several times faster than
+    decoding the JSON again)."""
+    seq = int(entry_id.split(b"-", 1)[0])
+    data = fields[b"d"]
+    failure = None
+    if b"fc" in fields:
+        failure = RunFailure(fields[b"fc"].decode(), fields[b"fm"].decode())
+    kind = AbortKind(fields[b"ak"].decode()) if b"ak" in fields else None
+    if fields.get(b"k") == b"m":
+        message = omni_pb2.OmniMessage.FromString(fields[b"p"])
+        body = EventBody(message, None, data, failure, abort_kind=kind)
+    else:
+        event = agent_service_pb2.ServerEvent.FromString(fields[b"p"])
+        body = EventBody(None, event, data, failure)
+    return HubEvent(seq, format_event_id(epoch, seq), body, True)
+
+
+def _pairs(raw: Any) -> dict[bytes, bytes]:
+    if isinstance(raw, dict):
+        return raw
+    return {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)}
+
+
+class RedisSubscription:
+    def __init__(self, log: RedisEventLog) -> None:
+        self._log = log
+        self._queue: deque[HubEvent] = deque()
+        self._bytes = 0
+        self._wakeup = asyncio.Event()
+        self._closed = False
+        self._error: BaseException | None = None
+        # Live events at or below this seq were covered by the replay.
+        self._min_seq: int | None = None
+        self._early: list[HubEvent] = []
+        self.cutoffs = 0
+
+    def _push(self, event: HubEvent) -> None:
+        if self._closed:
+            return
+        if self._min_seq is None:  # still subscribing: keep for the merge
+            self._early.append(event)
+            return
+        if event.seq < self._min_seq:
+            return
+        self._queue.append(event)
+        self._bytes += event.body.size
+        self._wakeup.set()
+
+    def _start(self, events: list[HubEvent], min_seq: int) -> None:
+        self._min_seq = min_seq
+        for event in events:
+            self._queue.append(event)
+            self._bytes += event.body.size
+        early, self._early = self._early, []
+        for event in early:
+            self._push(event)
+        self._wakeup.set()
+
+    def _over(self, window: ReplayWindow) -> bool:
+        return len(self._queue) > window.max_events or self._bytes > window.max_bytes
+
+    def _cut_off(self, resync: HubEvent) -> None:
+        self.cutoffs += 1
+        self._queue.clear()
+        self._bytes = 0
+        self._min_seq = resync.seq + 1
+        self._queue.append(resync)
+        self._wakeup.set()
+
+    def _fail(self, error: BaseException) -> None:
+        self._error = error
+        self._closed = True
+        self._wakeup.set()
+
+    def _end(self) -> None:
+        self._closed = True
+        self._wakeup.set()
+
+    @property
+    def pending(self) -> int:
+        return len(self._queue)
+
+    async def next(self) -> HubEvent | None:
+        while not self._queue:
+            if self._closed:
+                if self._error is not None:
+                    raise self._error
+                return None
+            self._wakeup.clear()
+            await self._wakeup.wait()
+        event = self._queue.popleft()
+        self._bytes -= event.body.size
+        return event
+
+    def __aiter__(self) -> AsyncIterator[HubEvent]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[HubEvent]:
+        while (event := await self.next()) is not None:
+            yield event
+
+    def close(self) -> None:
+        if not self._closed:
+            self._queue.clear()
+            self._end()
+        self._log._subscribers.discard(self)
+
+
+class RedisEventLog:
+    """One session's stream, as this replica sees it."""
+
+    def __init__(
+        self,
+        conn: RedisConnection,
+        session_id: str,
+        window: ReplayWindow,
+        *,
+        idle_ttl: float,
+        epoch: str | None = None,
+    ) -> None:
+        self._conn = conn
+        self.session_id = session_id
+        self._window = window
+        self._ttl_ms = str(max(1, int(idle_ttl * 1000)))
+        self._candidate = epoch or secrets.token_hex(4)
+        self._epoch: str | None = None
+        k = conn.session_key
+        self._events, self._meta = k(session_id, "events"), k(session_id, "meta")
+        self._fence, self._lease = k(session_id, "fence"), k(session_id, "lease")
+        self._run = k(session_id, "run")
+        self._runs = conn.global_key("runs")
+        r = conn.commands
+        self._publish_script = r.register_script(scripts.PUBLISH)
+        self._subscribe_script = r.register_script(scripts.SUBSCRIBE)
+        self._replay_script = r.register_script(scripts.REPLAY)
+        self._subscribers: set[RedisSubscription] = set()
+        self._reader: asyncio.Task[None] | None = None
+        self._closed = False
+        self.last_activity = time.monotonic()
+        # Writes waiting for the flusher, in call order, and the tokens whose
+        # writes failed (their later writes are refused too).
+        self._queue: list[_Pending] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._failed: dict[int | None, BaseException] = {}
+
+    @property
+    def subscriber_count(self) -> int:
+        return len(self._subscribers)
+
+    @property
+    def reading(self) -> bool:
+        return self._reader is not None
+
+    async def last_event_id(self) -> str | None:
+        with unavailable_on_failure():
+            epoch, top = await self._conn.commands.hmget(self._meta, ["epoch", "next"])
+        if epoch is None or top is None or int(top) == 0:
+            return None
+        return format_event_id(epoch.decode(), int(top))
+
+    @property
+    def backlog(self) -> int:
+        return len(self._queue)
+
+    def publish_nowait(
+        self, body: EventBody, *, fence: int | None = None, end_run: bool = False
+    ) -> asyncio.Future[HubEvent]:
+        """Queues ``body``; one flusher sends what has queued meanwhile in one
+        script call, so a fast producer pays one round trip (and, with
+        ``appendfsync always``, one fsync) per batch, not per event."""
+        future: asyncio.Future[HubEvent] = asyncio.get_running_loop().create_future()
+        failed = self._failed.get(fence)
+        if failed is not None:
+            # A write with this token already failed: nothing after it may land,
+            # or the log would have a hole the trace does not.
+            future.set_exception(failed)
+            return future
+        self._queue.append(_Pending(body, fence, end_run, future))
+        if self._flusher is None:
+            self._flusher = asyncio.create_task(self._flush())
+        return future
+
+    def forgive(self, fence: int | None) -> None:
+        self._failed.pop(fence, None)
+
+    async def publish(
+        self, body: EventBody, *, fence: int | None = None, end_run: bool = False
+    ) -> HubEvent:
+        return await self.publish_nowait(body, fence=fence, end_run=end_run)
+
+    async def publish_many(
+        self, items: Sequence[EventBody], *, fence: int | None = None
+    ) -> list[HubEvent]:
+        futures = [self.publish_nowait(body, fence=fence) for body in items]
+        return [await f for f in futures]
+
+    async def _flush(self) -> None:
+        try:
+            while self._queue:
+                batch = self._next_batch()
+                first = batch[0]
+                try:
+                    events = await self._append(
+                        [p.body for p in batch], first.fence, batch[-1].end_run
+                    )
+                except BaseException as exc:
+                    self._failed[first.fence] = exc
+                    failed = batch + [p for p in self._queue if p.fence == first.fence]
+                    self._queue = [p for p in self._queue if p.fence != first.fence]
+                    for pending in failed:
+                        if not pending.future.done():
+                            pending.future.set_exception(exc)
+                            pending.future.exception()  # retrieved: the owner sees it
+                    if isinstance(exc, asyncio.CancelledError):
+                        raise
+                    continue
+                for pending, event in zip(batch, events, strict=True):
+                    if not pending.future.done():
+                        pending.future.set_result(event)
+        finally:
+            self._flusher = None
+
+    def _next_batch(self) -> list[_Pending]:
+        """The longest prefix of the queue with one token, ending at the first
+        end_run, within the batch limits."""
+        batch: list[_Pending] = []
+        size = 0
+        while self._queue and len(batch) < _BATCH_EVENTS:
+            pending = self._queue[0]
+            if batch and (pending.fence != batch[0].fence or size >= _BATCH_BYTES):
+                break
+            batch.append(self._queue.pop(0))
+            size += len(pending.body.data)
+            if pending.end_run:
+                break
+        return batch
+
+    async def _append(
+        self, items: list[EventBody], fence: int | None, end_run: bool
+    ) -> list[HubEvent]:
+        args: list[Any] = [
+            "" if fence is None else str(fence),
+            self._window.max_events,
+            self._window.max_bytes,
+            self._candidate,
+            "1" if end_run else "0",
+            self._ttl_ms,
+            len(items),
+        ]
+        for body in items:
+            failure = body.failure
+            args += [
+                _kind(body),
+                body.size,
+                body.data,
+                "1" if _bumps_state(body) else "0",
+                failure.code if failure else "",
+                failure.message if failure else "",
+                body.abort_kind or "",
+                encode_proto(body),
+            ]
+        args.append(self.session_id)
+        keys = [self._events, self._meta, self._fence, self._lease, self._run, self._runs]
+        self.last_activity = time.monotonic()
+        try:
+            with unavailable_on_failure():
+                epoch_raw, first = await self._publish_script(keys=keys, args=args)
+        except Exception as exc:
+            if "FENCED" in str(exc) and fence is not None:
+                raise Fenced(self.session_id, fence) from exc
+            raise
+        epoch = self._epoch = epoch_raw.decode()
+        out = []
+        for offset, body in enumerate(items):
+            seq = int(first) + offset
+            out.append(HubEvent(seq, format_event_id(epoch, seq), body, True))
+        return out
+
+    async def replay_after(self, event_id: str) -> list[HubEvent] | None:
+        parsed = parse_event_id(event_id)
+        if parsed is None:
+            return None
+        epoch, seq = parsed
+        with unavailable_on_failure():
+            result = await self._replay_script(
+                keys=[self._events, self._meta], args=[epoch, str(seq)]
+            )
+        if not result or int(result[0]) == 0:
+            return None
+        return [decode_entry(epoch, eid, _pairs(f)) for eid, f in result[1]]
+
+    async def window(self) -> list[HubEvent]:
+        with unavailable_on_failure():
+            epoch = await self._conn.commands.hget(self._meta, "epoch")
+            if epoch is None:
+                return []
+            entries = await self._conn.commands.xrange(self._events, "-", "+")
+        return [decode_entry(epoch.decode(), eid, _pairs(f)) for eid, f in entries]
+
+    async def subscribe(
+        self, after_event_id: str | None = None, initial: InitialEvents | None = None
+    ) -> RedisSubscription:
+        sub = RedisSubscription(self)
+        if self._closed:
+            sub._end()
+            return sub
+        self.last_activity = time.monotonic()
+        # Registered before the snapshot: whatever the reader delivers from now
+        # on is merged by seq, so nothing falls between replay and live.
+        self._subscribers.add(sub)
+        try:
+            result = await self._snapshot(after_event_id, initial)
+        except BaseException:
+            self._subscribers.discard(sub)
+            raise
+        epoch, resync, first_initial, top, entries, bodies_ = result
+        self._epoch = epoch
+        events: list[HubEvent] = []
+        if resync:
+            events.append(
+                HubEvent(
+                    resync, format_event_id(epoch, resync), bodies.resync_required_body(), False
+                )
+            )
+        events.extend(decode_entry(epoch, eid, _pairs(f)) for eid, f in entries)
+        for offset, body in enumerate(bodies_):
+            seq = first_initial + offset
+            events.append(HubEvent(seq, format_event_id(epoch, seq), body, False))
+        sub._start(events, top + 1)
+        if self._reader is None:
+            self._reader = asyncio.create_task(
+                self._read_from(f"{top}-0"), name=f"omni-redis-read-{self.session_id}"
+            )
+        return sub
+
+    async def _snapshot(
+        self, after_event_id: str | None, initial: InitialEvents | None
+    ) -> tuple[str, int, int, int, list[Any], Sequence[EventBody]]:
+        replay, after_epoch, after_seq = "0", "", ""
+        if after_event_id:
+            replay = "1"
+            parsed = parse_event_id(after_event_id)
+            if parsed is not None:
+                after_epoch, after_seq = parsed[0], str(parsed[1])
+        keys = [self._events, self._meta, self._run]
+        with unavailable_on_failure():
+            while True:
+                version = await self._conn.commands.hget(self._meta, "ver")
+                bodies_ = await initial_bodies(initial)
+                result = await self._subscribe_script(
+                    keys=keys,
+                    args=[
+                        self._candidate,
+                        replay,
+                        after_epoch,
+                        after_seq,
+                        len(bodies_),
+                        "" if version is None else version,
+                        self._ttl_ms,
+                    ],
+                )
+                if result[0] == b"ok":
+                    break
+        _, epoch, resync, first, top, entries = result
+        return epoch.decode(), int(resync), int(first), int(top), entries, bodies_
+
+    async def _read_from(self, position: str) -> None:
+        """The one reader of this stream in this replica."""
+        epoch = self._epoch or ""
+        try:
+            while self._subscribers and not self._closed:
+                with unavailable_on_failure():
+                    response = await self._conn.blocking.xread(
+                        {self._events: position}, block=BLOCK_MS, count=1000
+                    )
+                if not response:
+                    await self._keep_alive()
+                    continue
+                for _key, entries in response:
+                    for entry_id, fields in entries:
+                        position = entry_id.decode()
+                        event = decode_entry(epoch, entry_id, _pairs(fields))
+                        await self._fan_out(event)
+        except BackendUnavailable as exc:
+            log.warning("session %s: event stream lost: %s", self.session_id, exc)
+            for sub in list(self._subscribers):
+                sub._fail(exc)
+            self._subscribers.clear()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("session %s: event reader failed", self.session_id)
+            for sub in list(self._subscribers):
+                sub._fail(BackendUnavailable("the event reader failed"))
+            self._subscribers.clear()
+        finally:
+            self._reader = None
+
+    async def _fan_out(self, event: HubEvent) -> None:
+        for sub in list(self._subscribers):
+            sub._push(event)
+            if sub._over(self._window):
+                # It fell behind the window: serving it would mean keeping
+                # evicted events alive for it.
+                with unavailable_on_failure():
+                    seq = await self._conn.commands.hincrby(self._meta, "next", 1)
+                resync = HubEvent(
+                    seq,
+                    format_event_id(event.event_id.rsplit("-", 1)[0], seq),
+                    bodies.resync_required_body(),
+                    False,
+                )
+                sub._cut_off(resync)
+
+    async def _keep_alive(self) -> None:
+        """Watched logs do not expire, even while idle."""
+        with unavailable_on_failure(), contextlib.suppress(Exception):
+            pipe = self._conn.commands.pipeline(transaction=False)
+            pipe.pexpire(self._events, int(self._ttl_ms))
+            pipe.pexpire(self._meta, int(self._ttl_ms))
+            await pipe.execute()
+
+    async def close(self) -> None:
+        self._closed = True
+        for sub in list(self._subscribers):
+            sub._end()
+        self._subscribers.clear()
+        reader = self._reader
+        if reader is not None:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
+
+
+class RedisEventLogs:
+    def __init__(
+        self, conn: RedisConnection, window: ReplayWindow, *, idle_ttl: float = 30 * 60
+    ) -> None:
+        self._conn = conn
+        self._window = window
+        self.idle_ttl = idle_ttl
+        self._logs: dict[str, RedisEventLog] = {}
+        # What get() hands out: each log, wrapped by the observer if there is one.
+        self._handed: dict[str, EventLog] = {}
+        self._wrap: Callable[[EventLog], EventLog] | None = None
+        self._held: dict[str, int] = {}
+
+    def get(self, session_id: str) -> EventLog:
+        handed = self._handed.get(session_id)
+        if handed is not None:
+            return handed
+        log_ = self._logs.get(session_id)
+        if log_ is None:
+            log_ = self._logs[session_id] = RedisEventLog(
+                self._conn, session_id, self._window, idle_ttl=self.idle_ttl
+            )
+        handed = self._handed[session_id] = self._wrap(log_) if self._wrap else log_
+        return handed
+
+    def observe(self, wrap: Callable[[EventLog], EventLog]) -> None:
+        self._wrap = wrap
+
+    async def last_event_id(self, session_id: str) -> str | None:
+        return await self.get(session_id).last_event_id()
+
+    def hold(self, session_id: str) -> None:
+        self._held[session_id] = self._held.get(session_id, 0) + 1
+
+    def release(self, session_id: str) -> None:
+        left = self._held.get(session_id, 0) - 1
+        if left > 0:
+            self._held[session_id] = left
+        else:
+            self._held.pop(session_id, None)
+
+    def reclaim_idle(self) -> int:
+        """Drops this replica's handles of unwatched logs (Redis keeps the data
+        and expires it by itself)."""
+        idle = [
+            sid
+            for sid, log_ in self._logs.items()
+            if sid not in self._held and log_.subscriber_count == 0 and not log_.reading
+        ]
+        for sid in idle:
+            del self._logs[sid]
+            self._handed.pop(sid, None)
+        return len(idle)
+
+    async def close(self) -> None:
+        for log_ in list(self._logs.values()):
+            await log_.close()

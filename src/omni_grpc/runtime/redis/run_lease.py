@@ -1,0 +1,112 @@
+"""The run lease on Redis: a claim with a fencing token (scripts in ``scripts``)."""
+
+from __future__ import annotations
+
+import time
+
+from omni_grpc.runtime.redis import scripts
+from omni_grpc.runtime.redis.connection import RedisConnection, unavailable_on_failure
+from omni_grpc.runtime.run_lease import Lease
+
+# A lease counts as ours for this much less than its TTL: room for the clock
+# of this process and Redis's to disagree a little.
+_SAFETY = 0.9
+
+
+class RedisRunLease:
+    def __init__(self, conn: RedisConnection, ttl: float) -> None:
+        if ttl <= 0:
+            raise ValueError("the lease TTL must be positive")
+        self._conn = conn
+        self._ttl = ttl
+        self._ttl_ms = max(1, int(ttl * 1000))
+        r = conn.commands
+        self._acquire = r.register_script(scripts.ACQUIRE)
+        self._renew = r.register_script(scripts.RENEW)
+        self._release = r.register_script(scripts.RELEASE)
+        self._take_over = r.register_script(scripts.TAKE_OVER)
+        self._runs = conn.global_key("runs")
+
+    @property
+    def ttl(self) -> float:
+        return self._ttl
+
+    def _keys(self, session_id: str) -> list[str]:
+        k = self._conn.session_key
+        return [k(session_id, "fence"), k(session_id, "lease"), k(session_id, "run")]
+
+    def _lease(self, session_id: str, owner: str, token: int, sent: float) -> Lease:
+        return Lease(session_id, owner, token, sent + self._ttl * _SAFETY)
+
+    async def acquire(self, session_id: str, owner: str) -> Lease | None:
+        sent = time.monotonic()
+        with unavailable_on_failure():
+            token = await self._acquire(
+                keys=[*self._keys(session_id), self._runs],
+                args=[owner, self._ttl_ms, session_id],
+            )
+        return self._lease(session_id, owner, int(token), sent) if int(token) else None
+
+    async def renew(self, lease: Lease) -> Lease | None:
+        sent = time.monotonic()
+        with unavailable_on_failure():
+            ok = await self._renew(
+                keys=self._keys(lease.session_id),
+                args=[str(lease.token), lease.owner, self._ttl_ms],
+            )
+        return self._lease(lease.session_id, lease.owner, lease.token, sent) if int(ok) else None
+
+    async def release(self, lease: Lease) -> bool:
+        with unavailable_on_failure():
+            ok = await self._release(
+                keys=[*self._keys(lease.session_id), self._runs],
+                args=[str(lease.token), lease.session_id],
+            )
+        return bool(int(ok))
+
+    async def owner(self, session_id: str) -> str | None:
+        with unavailable_on_failure():
+            value = await self._conn.commands.get(self._conn.session_key(session_id, "lease"))
+        if value is None:
+            return None
+        owner: str = value.decode().rsplit("|", 1)[0]
+        return owner
+
+    async def running(self, session_ids: list[str]) -> set[str]:
+        if not session_ids:
+            return set()
+        with unavailable_on_failure():
+            pipe = self._conn.commands.pipeline(transaction=False)
+            for sid in session_ids:
+                pipe.exists(self._conn.session_key(sid, "run"))
+            found = await pipe.execute()
+        return {sid for sid, n in zip(session_ids, found, strict=True) if n}
+
+    async def orphans(self) -> list[str]:
+        with unavailable_on_failure():
+            members = sorted(m.decode() for m in await self._conn.commands.smembers(self._runs))
+            if not members:
+                return []
+            pipe = self._conn.commands.pipeline(transaction=False)
+            for sid in members:
+                pipe.exists(self._conn.session_key(sid, "run"))
+                pipe.exists(self._conn.session_key(sid, "lease"))
+            flags = await pipe.execute()
+        out = []
+        stale = []
+        for i, sid in enumerate(members):
+            has_run, has_lease = flags[2 * i], flags[2 * i + 1]
+            if has_run and not has_lease:
+                out.append(sid)
+            elif not has_run:
+                stale.append(sid)
+        if stale:
+            with unavailable_on_failure():
+                await self._conn.commands.srem(self._runs, *stale)
+        return out
+
+    async def take_over(self, session_id: str, owner: str) -> Lease | None:
+        sent = time.monotonic()
+        with unavailable_on_failure():
+            token = await self._take_over(keys=self._keys(session_id), args=[owner, self._ttl_ms])
+        return self._lease(session_id, owner, int(token), sent) if int(token) else None

@@ -1,0 +1,192 @@
+"""The Lua scripts that make multi-step changes atomic on the Redis side.
+
+A session's events are the stream ``{sid}:events``; entry ids are the event
+seqs themselves (``<seq>-0``), explicit and monotonic, never time-based. The
+hash ``{sid}:meta`` holds the epoch, the last seq given out (``next``), the
+last evicted seq (``evicted``, the resync watermark: ``XREAD`` from a trimmed
+id silently starts at the oldest entry left), and the bytes in the window.
+Redis trims by count only, so the byte cap is enforced here, exactly.
+
+The run lease is ``{sid}:run`` (the open run's token; no expiry),
+``{sid}:lease`` (``<owner>|<token>``, expiring) and ``{sid}:fence`` (the
+token counter, only ever incremented). A write is fenced by comparing its
+token with ``{sid}:fence``: a takeover increments it, so a stale holder's
+writes fail with ``FENCED``.
+"""
+
+from __future__ import annotations
+
+# Makes sure the meta hash exists; a stream left without one (its meta
+# expired first) is dropped, so ids never restart under an old epoch.
+_ENSURE_META = """
+local function ensure_meta(stream, meta, candidate)
+  local epoch = redis.call('HGET', meta, 'epoch')
+  if not epoch then
+    epoch = candidate
+    redis.call('DEL', stream)
+    redis.call('HSET', meta, 'epoch', epoch, 'next', 0, 'evicted', 0, 'bytes', 0, 'ver', 0)
+  end
+  return epoch
+end
+local function keep_for(stream, meta, run, ttl)
+  if redis.call('EXISTS', run) == 1 then
+    redis.call('PERSIST', stream)
+    redis.call('PERSIST', meta)
+  else
+    redis.call('PEXPIRE', stream, ttl)
+    redis.call('PEXPIRE', meta, ttl)
+  end
+end
+"""
+
+# KEYS: events, meta, fence, lease, run, runs
+# ARGV: token|'', max_count, max_bytes, epoch candidate, end_run 0|1, idle ttl ms,
+#       n, then n times: kind, size, data, bumps_state 0|1, failure code, failure message,
+#       abort kind, protobuf bytes; then the session id
+PUBLISH = (
+    _ENSURE_META
+    + """
+local token = ARGV[1]
+if token ~= '' and redis.call('GET', KEYS[3]) ~= token then
+  return redis.error_reply('FENCED')
+end
+local epoch = ensure_meta(KEYS[1], KEYS[2], ARGV[4])
+local max_count = tonumber(ARGV[2])
+local max_bytes = tonumber(ARGV[3])
+local n = tonumber(ARGV[7])
+local bytes = tonumber(redis.call('HGET', KEYS[2], 'bytes'))
+local len = redis.call('XLEN', KEYS[1])
+local evicted = nil
+local first = nil
+local bump = 0
+for i = 0, n - 1 do
+  local base = 8 + i * 8
+  local size = tonumber(ARGV[base + 1])
+  -- Evict first: the incoming event always gets in, even alone over the cap.
+  while len > 0 and (len + 1 > max_count or bytes + size > max_bytes) do
+    local oldest = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
+    local fields = oldest[2]
+    for j = 1, #fields, 2 do
+      if fields[j] == 'n' then bytes = bytes - tonumber(fields[j + 1]) end
+    end
+    redis.call('XDEL', KEYS[1], oldest[1])
+    len = len - 1
+    evicted = string.match(oldest[1], '^(%d+)')
+  end
+  local seq = redis.call('HINCRBY', KEYS[2], 'next', 1)
+  if not first then first = seq end
+  local fields = {'k', ARGV[base], 'n', size, 'd', ARGV[base + 2], 'p', ARGV[base + 7]}
+  if ARGV[base + 4] ~= '' then
+    table.insert(fields, 'fc'); table.insert(fields, ARGV[base + 4])
+    table.insert(fields, 'fm'); table.insert(fields, ARGV[base + 5])
+  end
+  if ARGV[base + 6] ~= '' then
+    table.insert(fields, 'ak'); table.insert(fields, ARGV[base + 6])
+  end
+  redis.call('XADD', KEYS[1], seq .. '-0', unpack(fields))
+  if ARGV[base + 3] == '1' then bump = 1 end
+  bytes = bytes + size
+  len = len + 1
+end
+redis.call('HSET', KEYS[2], 'bytes', bytes)
+if evicted then redis.call('HSET', KEYS[2], 'evicted', evicted) end
+if bump == 1 then redis.call('HINCRBY', KEYS[2], 'ver', 1) end
+if ARGV[5] == '1' and token ~= '' and redis.call('GET', KEYS[5]) == token then
+  redis.call('DEL', KEYS[5], KEYS[4])
+  redis.call('SREM', KEYS[6], ARGV[8 + n * 8])
+end
+keep_for(KEYS[1], KEYS[2], KEYS[5], ARGV[6])
+return {epoch, first}
+"""
+)
+
+# KEYS: events, meta, run
+# ARGV: epoch candidate, replay 0|1, after epoch, after seq, n initial, expected ver|'', ttl
+# Returns {'retry'} when a state-changing event overtook the caller's initial
+# events, else {'ok', epoch, resync seq (0: none), first initial seq, top seq, entries}.
+SUBSCRIBE = (
+    _ENSURE_META
+    + """
+local epoch = ensure_meta(KEYS[1], KEYS[2], ARGV[1])
+if ARGV[6] ~= '' and redis.call('HGET', KEYS[2], 'ver') ~= ARGV[6] then
+  return {'retry'}
+end
+local top = tonumber(redis.call('HGET', KEYS[2], 'next'))
+local entries = {}
+local resync = 0
+if ARGV[2] == '1' then
+  local seq = tonumber(ARGV[4])
+  local evicted = tonumber(redis.call('HGET', KEYS[2], 'evicted'))
+  if ARGV[3] == epoch and seq ~= nil and seq >= evicted and seq <= top then
+    entries = redis.call('XRANGE', KEYS[1], '(' .. ARGV[4] .. '-0', '+')
+  else
+    resync = redis.call('HINCRBY', KEYS[2], 'next', 1)
+  end
+end
+local first = 0
+local n = tonumber(ARGV[5])
+if n > 0 then
+  first = redis.call('HINCRBY', KEYS[2], 'next', n) - n + 1
+end
+keep_for(KEYS[1], KEYS[2], KEYS[3], ARGV[7])
+return {'ok', epoch, resync, first, redis.call('HGET', KEYS[2], 'next'), entries}
+"""
+)
+
+# KEYS: events, meta. ARGV: after epoch, after seq.
+REPLAY = """
+local epoch = redis.call('HGET', KEYS[2], 'epoch')
+if not epoch or ARGV[1] ~= epoch then return {0} end
+local seq = tonumber(ARGV[2])
+local top = tonumber(redis.call('HGET', KEYS[2], 'next'))
+local evicted = tonumber(redis.call('HGET', KEYS[2], 'evicted'))
+if seq == nil or seq < evicted or seq > top then return {0} end
+return {1, redis.call('XRANGE', KEYS[1], '(' .. ARGV[2] .. '-0', '+')}
+"""
+
+# KEYS: fence, lease, run, runs. ARGV: owner, ttl ms, session id.
+ACQUIRE = """
+if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+local token = redis.call('INCR', KEYS[1])
+redis.call('SET', KEYS[3], token)
+redis.call('SET', KEYS[2], ARGV[1] .. '|' .. token, 'PX', ARGV[2])
+redis.call('SADD', KEYS[4], ARGV[3])
+return token
+"""
+
+# KEYS: fence, lease, run. ARGV: token, owner, ttl ms.
+# Renews while the token is current, even after the key expired: a holder that
+# was merely slow keeps its run unless another replica has taken it over.
+RENEW = """
+local token = ARGV[1]
+if redis.call('GET', KEYS[1]) ~= token or redis.call('GET', KEYS[3]) ~= token then
+  return 0
+end
+redis.call('SET', KEYS[2], ARGV[2] .. '|' .. token, 'PX', ARGV[3])
+return 1
+"""
+
+# KEYS: fence, lease, run, runs. ARGV: token, session id.
+RELEASE = """
+if redis.call('GET', KEYS[3]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[3], KEYS[2])
+redis.call('SREM', KEYS[4], ARGV[2])
+return 1
+"""
+
+# KEYS: fence, lease, run. ARGV: owner, ttl ms.
+TAKE_OVER = """
+if redis.call('EXISTS', KEYS[3]) == 0 or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+local token = redis.call('INCR', KEYS[1])
+redis.call('SET', KEYS[3], token)
+redis.call('SET', KEYS[2], ARGV[1] .. '|' .. token, 'PX', ARGV[2])
+return token
+"""
+
+# KEYS: session hash, all-sessions set. ARGV: session id, then field/value pairs.
+INDEX_ADD = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('SADD', KEYS[2], ARGV[1])
+return 1
+"""

@@ -1,0 +1,70 @@
+"""The session index on Redis: one hash per session and a set of all ids."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from omni_grpc.runtime.redis import scripts
+from omni_grpc.runtime.redis.connection import RedisConnection, unavailable_on_failure
+from omni_grpc.runtime.session_index import SessionRecord
+
+
+def _decode(session_id: str, raw: dict[bytes, bytes]) -> SessionRecord:
+    meta = raw.get(b"meta")
+    return SessionRecord(
+        session_id=session_id,
+        created_at=raw[b"created_at"].decode(),
+        updated_at=raw[b"updated_at"].decode(),
+        message_count=int(raw[b"count"]),
+        shards=tuple(orjson.loads(raw[b"shards"])),
+        meta=orjson.loads(meta) if meta else None,
+    )
+
+
+class RedisSessionIndex:
+    def __init__(self, conn: RedisConnection) -> None:
+        self._conn = conn
+        self._all = conn.global_key("sessions")
+        self._add = conn.commands.register_script(scripts.INDEX_ADD)
+
+    def _key(self, session_id: str) -> str:
+        return self._conn.global_key(f"session:{session_id}")
+
+    async def add(self, record: SessionRecord) -> bool:
+        fields: list[Any] = [
+            "created_at", record.created_at,
+            "updated_at", record.updated_at,
+            "count", record.message_count,
+            "shards", orjson.dumps(list(record.shards)),
+        ]  # fmt: skip
+        if record.meta is not None:
+            fields += ["meta", orjson.dumps(record.meta)]
+        with unavailable_on_failure():
+            added = await self._add(
+                keys=[self._key(record.session_id), self._all], args=[record.session_id, *fields]
+            )
+        return bool(int(added))
+
+    async def get(self, session_id: str) -> SessionRecord | None:
+        with unavailable_on_failure():
+            raw = await self._conn.commands.hgetall(self._key(session_id))
+        return _decode(session_id, raw) if raw else None
+
+    async def list(self) -> list[SessionRecord]:
+        with unavailable_on_failure():
+            ids = sorted(m.decode() for m in await self._conn.commands.smembers(self._all))
+            pipe = self._conn.commands.pipeline(transaction=False)
+            for sid in ids:
+                pipe.hgetall(self._key(sid))
+            found = await pipe.execute() if ids else []
+        records = [_decode(sid, raw) for sid, raw in zip(ids, found, strict=True) if raw]
+        return sorted(records, key=lambda r: (r.created_at, r.session_id))
+
+    async def recorded(self, session_id: str, message_count: int, updated_at: str) -> None:
+        with unavailable_on_failure():
+            await self._conn.commands.hset(
+                self._key(session_id),
+                mapping={"count": message_count, "updated_at": updated_at},
+            )

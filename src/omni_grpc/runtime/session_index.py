@@ -1,0 +1,69 @@
+"""The session index: which sessions exist, and what ListSessions says of them.
+
+Every replica reads and writes the same index, so a session created on one is
+found on all. The index describes a session; whether it runs is the run
+lease's business (``run_lease``), and its messages are in its trace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    session_id: str
+    created_at: str
+    updated_at: str
+    # Records in the trace (session_meta included); 0 until the first run.
+    message_count: int
+    # Trace shards in index order, relative to the data dir (replicas may mount
+    # the shared volume at different paths).
+    shards: tuple[str, ...]
+    # The session_meta payload the trace opens with (or will, at the first run).
+    meta: dict[str, Any] | None = None
+
+
+class SessionIndex(Protocol):
+    async def add(self, record: SessionRecord) -> bool:
+        """Adds ``record`` unless the session is already known (then False)."""
+        ...
+
+    async def get(self, session_id: str) -> SessionRecord | None: ...
+
+    async def list(self) -> list[SessionRecord]:
+        """Every session, oldest first."""
+        ...
+
+    async def recorded(self, session_id: str, message_count: int, updated_at: str) -> None:
+        """The trace holds ``message_count`` records, the last written at
+        ``updated_at``. Absolute, not an increment: an update lost to an outage
+        is made good by the next one."""
+        ...
+
+
+class MemorySessionIndex:
+    """The embedded default: a dict. No method awaits, so each is atomic."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, SessionRecord] = {}
+
+    async def add(self, record: SessionRecord) -> bool:
+        if record.session_id in self._records:
+            return False
+        self._records[record.session_id] = record
+        return True
+
+    async def get(self, session_id: str) -> SessionRecord | None:
+        return self._records.get(session_id)
+
+    async def list(self) -> list[SessionRecord]:
+        return sorted(self._records.values(), key=lambda r: (r.created_at, r.session_id))
+
+    async def recorded(self, session_id: str, message_count: int, updated_at: str) -> None:
+        record = self._records.get(session_id)
+        if record is not None:
+            self._records[session_id] = replace(
+                record, message_count=message_count, updated_at=updated_at
+            )

@@ -1,0 +1,176 @@
+"""The trace store: each session's JSONL trace under ``<data-dir>/traces``.
+
+Traces stay the reference JSONL on a file system every replica mounts (a
+shared volume when there are several), laid out as the reference lays them
+out. Only the holder of a session's run lease appends, so the store needs no
+locking beyond the writer's one ``write(2)`` per record. Engines get a
+read-only ``SessionTrace`` view (``RunOptions.trace``), never a path to
+derive things from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from omni_grpc.convert import message_to_dict
+from omni_grpc.engines.base import JsonObject
+from omni_grpc.runtime.session_index import SessionRecord
+from omni_grpc.trace import TraceWriter, read_jsonl
+from omni_grpc.trace.paths import parse_shard_name, trace_path_for
+from omni_grpc.trace.resume import read_trace, recover_shard
+from omni_grpc_proto.omni.v1 import omni_pb2
+
+log = logging.getLogger(__name__)
+
+
+def utc_now() -> str:
+    return iso_utc(datetime.now(UTC))
+
+
+def iso_utc(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class ShardedTrace:
+    """One session's trace as an engine sees it: its recorded messages."""
+
+    def __init__(self, shards: Sequence[Path]) -> None:
+        self._shards = list(shards)
+
+    @property
+    def location(self) -> Path | None:
+        """The shard appended to (for out-of-process engines that read it)."""
+        return self._shards[-1] if self._shards else None
+
+    def messages(self) -> list[JsonObject]:
+        """Recorded messages in order; torn and malformed lines are skipped."""
+        out: list[JsonObject] = []
+        for shard in self._shards:
+            if shard.is_file():
+                out.extend(message_to_dict(r.message) for r in read_jsonl(shard, tolerant=True))
+        return out
+
+
+class TraceStore:
+    def __init__(
+        self, data_dir: Path, *, writer: Callable[[Path], TraceWriter] = TraceWriter
+    ) -> None:
+        self.data_dir = data_dir
+        # Makes the writer of a shard (an observer may count what it writes).
+        self._new_writer = writer
+        self.traces_dir = data_dir / "traces"
+        self.workspaces_dir = data_dir / "workspaces"
+        self._writers: dict[Path, TraceWriter] = {}
+
+    def new_shard(self, session_id: str) -> str:
+        """The first shard's name for a new session, relative to the data dir."""
+        return trace_path_for(self.traces_dir, session_id).relative_to(self.data_dir).as_posix()
+
+    def paths(self, record: SessionRecord) -> list[Path]:
+        return [self.data_dir / shard for shard in record.shards]
+
+    def workspace(self, session_id: str) -> Path:
+        path = self.workspaces_dir / session_id
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def view(self, record: SessionRecord) -> ShardedTrace:
+        return ShardedTrace(self.paths(record))
+
+    def append(self, record: SessionRecord, msg: omni_pb2.OmniMessage, data: bytes) -> bool:
+        """Appends ``msg`` (serialized as ``data``) to the session's last shard;
+        False when it is not recordable. Raises OSError when the disk refuses."""
+        path = self.paths(record)[-1]
+        writer = self._writers.get(path)
+        if writer is None:
+            writer = self._writers[path] = self._new_writer(path)
+        return writer.write(msg, data)
+
+    def forget(self, record: SessionRecord) -> None:
+        """Drops cached writers: the next append re-reads the tail, which
+        another replica may have extended since."""
+        for path in self.paths(record):
+            self._writers.pop(path, None)
+
+    async def read(self, record: SessionRecord) -> AsyncIterator[omni_pb2.OmniMessage]:
+        for shard in self.paths(record):
+            if shard.exists():
+                for msg in await asyncio.to_thread(_read_shard, shard):
+                    yield msg
+
+    @staticmethod
+    def read_shard(path: Path) -> list[omni_pb2.OmniMessage]:
+        return _read_shard(path)
+
+    def recover(self, record: SessionRecord) -> tuple[int, bool]:
+        """Closes what a crash left open in the newest shard: the record count,
+        and whether the repair (if one was needed) was written."""
+        paths = self.paths(record)
+        self.forget(record)
+        shard = paths[-1]
+        try:
+            recovery = recover_shard(shard)
+        except OSError as exc:  # a read-only or full disk: serve what is there
+            log.warning("cannot repair %s after a restart: %s", shard, exc)
+            return record.message_count, False
+        if recovery.torn_bytes:
+            log.warning(
+                "%s: moved a torn last line (%d bytes) to %s.torn",
+                shard,
+                recovery.torn_bytes,
+                shard.name,
+            )
+        if recovery.closed:
+            log.warning("%s: closed a run interrupted by the last shutdown", shard)
+        return sum(len(read_trace(p)[0]) for p in paths[:-1]) + recovery.record_count, True
+
+    def scan(self) -> list[SessionRecord]:
+        """Every session with a trace under ``traces/``, oldest first."""
+        shards: dict[str, list[tuple[int, Path]]] = {}
+        if self.traces_dir.is_dir():
+            for path in self.traces_dir.glob("*/*.jsonl"):
+                parsed = parse_shard_name(path)
+                if parsed is not None:
+                    shards.setdefault(parsed[0], []).append((parsed[1], path))
+        found = [
+            self._describe(sid, [p for _, p in sorted(paths)]) for sid, paths in shards.items()
+        ]
+        return sorted(found, key=lambda s: (s.created_at, s.session_id))
+
+    def _describe(self, session_id: str, shards: list[Path]) -> SessionRecord:
+        first = shards[0]
+        stat = first.stat()
+        record = _first_record(first)
+        stamp = record.get("timestamp")
+        created = (
+            stamp if isinstance(stamp, str) else iso_utc(datetime.fromtimestamp(stat.st_mtime, UTC))
+        )
+        updated = iso_utc(datetime.fromtimestamp(max(p.stat().st_mtime for p in shards), UTC))
+        count = sum(len(read_trace(p)[0]) for p in shards)
+        names = tuple(p.relative_to(self.data_dir).as_posix() for p in shards)
+        payload = record.get("payload")
+        meta = (
+            payload if record.get("type") == "session_meta" and isinstance(payload, dict) else None
+        )
+        return SessionRecord(session_id, created, updated, count, names, meta)
+
+
+def _read_shard(path: Path) -> list[omni_pb2.OmniMessage]:
+    return [record.message for record in read_jsonl(path, tolerant=True)]
+
+
+def _first_record(path: Path) -> dict[str, Any]:
+    with path.open("rb") as fh:
+        line = fh.readline()
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return {}
+    return record if isinstance(record, dict) else {}

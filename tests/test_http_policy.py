@@ -234,13 +234,13 @@ async def test_every_mode_outside_the_policy_is_refused_and_every_one_inside_run
                 if asked in hub.client_modes:
                     session_id, sub = await hub.run(request)
                     sub.close()
-                    hub.abort(session_id)
+                    await hub.abort(session_id)
                     await hub.wait_idle(session_id)
                 else:
-                    before = len(hub.list_sessions())
+                    before = len(await hub.list_sessions())
                     with pytest.raises(ModeNotAllowed) as refused:
                         await hub.run(request)
                     assert asked.value in str(refused.value)
-                    assert len(hub.list_sessions()) == before  # refused before anything
+                    assert len(await hub.list_sessions()) == before  # refused before anything
     finally:
         await hub.shutdown()

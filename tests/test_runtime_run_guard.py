@@ -109,7 +109,7 @@ def test_any_crash_point_leaves_a_well_formed_stream_and_trace(
         session_id, sub = await hub.run(prompt())
         events = await until_end(sub)
         stream = [orjson.loads(e.data) for e in events if e.message is not None]
-        trace = [message_to_dict(m) async for m in hub.history(session_id)]
+        trace = [message_to_dict(m) async for m in await hub.history(session_id)]
         await hub.shutdown()
         return stream, trace
 

@@ -214,7 +214,8 @@ async def test_a_crash_repair_the_disk_refused_is_made_before_the_next_run(
         b"".join(serialize_message(message_from_dict(r)) + b"\n" for r in records) + b'{"torn'
     )
     small_disk.remount("ro")
-    hub = Hub(DemoEngine(), data)  # restores, but cannot write the repair
+    hub = Hub(DemoEngine(), data)
+    await hub.start()  # restores, but cannot write the repair
     small_disk.remount("rw")
     try:
         _, sub = await hub.run(
@@ -223,7 +224,7 @@ async def test_a_crash_repair_the_disk_refused_is_made_before_the_next_run(
         sub.close()
         await hub.wait_idle("s1")
         assert _errors(data) == []
-        assert hub.session_info("s1").message_count == len(read_trace(shard)[0])
+        assert (await hub.session_info("s1")).message_count == len(read_trace(shard)[0])
     finally:
         await hub.shutdown()
 

@@ -4,6 +4,7 @@ registers itself through ``register(subparsers)``; ``main`` dispatches."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import sys
 from collections.abc import Sequence
@@ -12,6 +13,10 @@ from collections.abc import Sequence
 _COMMANDS = (
     "omni_grpc.cli.serve",
     "omni_grpc.cli.run",
+    "omni_grpc.cli.attach",
+    "omni_grpc.cli.sessions",
+    "omni_grpc.cli.history",
+    "omni_grpc.cli.control",
     "omni_grpc.cli.convert",
     "omni_grpc.cli.validate",
 )
@@ -28,9 +33,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found: argparse.ArgumentParser = action.choices[name]
+            return found
+    return parser
+
+
+def _refuse(parser: argparse.ArgumentParser, unknown: list[str]) -> None:
+    """Exits 2 with ``parser``'s usage, naming the unknown flags (the words
+    after them were only misread as positionals) and the likely intended one."""
+    flags = [word.split("=", 1)[0] for word in unknown if word.startswith("-")]
+    message = f"unrecognized arguments: {' '.join(flags or unknown)}"
+    known = [o for action in parser._actions for o in action.option_strings]
+    hints = [m[0] for f in flags if (m := difflib.get_close_matches(f, known, n=1))]
+    if hints:
+        message += f" (did you mean {' / '.join(hints)}?)"
+    parser.error(message)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # argparse hands a subcommand's unknown flags up to the top-level parser,
+    # whose usage says nothing about them, and a misspelt flag's value is then
+    # read as a positional (`convert --frm jsonl a b` took "jsonl" as the
+    # input). Collect them instead and let the subcommand's own parser refuse.
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _refuse(_subcommand(parser, args.command), unknown)
     code: int = args.handler(args)
     return code
 

@@ -1,0 +1,124 @@
+"""``omni-grpc attach SID [--after ID]``: the live view of a session's task.
+
+The way back after a dropped connection, a Ctrl-C or ``run --detach``: it
+replays what came after ``--after`` (the last event id seen), then follows the
+running task to its end with the same rendering as ``run``. Ctrl-C only
+detaches this view; ``omni-grpc abort`` stops the task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import AsyncIterator, Callable
+
+from rich.console import Console
+from rich.text import Text
+
+from omni_grpc.cli.connection import add_connection_options
+from omni_grpc.cli.exits import EXIT_OK, EXIT_RUN_FAILED, client_command, exit_codes, say
+from omni_grpc.cli.pipes import stdout_gone
+from omni_grpc.cli.render import Output, Renderer, follow, tool_call_id
+from omni_grpc.client import AgentClient, StreamEvent
+from omni_grpc.runtime.events import parse_event_id
+
+PROG = "omni-grpc attach"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "attach",
+        help="follow a session's running task (after a dropped connection or --detach)",
+        description="Replay a session's events after --after, then follow its task live "
+        "until the session is idle, rendered as `run` renders. On a terminal, pending "
+        "approvals are asked about; otherwise the command that answers them is shown. "
+        "Ctrl-C detaches and leaves the task running.",
+        epilog=exit_codes(
+            failed="the task followed was aborted or failed",
+            interrupted="the task keeps running",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("session", metavar="SID", help="the session id")
+    parser.add_argument("--after", metavar="ID", help="the last event id already seen")
+    parser.add_argument("--json", action="store_true", help="print OmniMessages as JSONL")
+    parser.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep following across tasks instead of ending when the session is idle",
+    )
+    add_connection_options(parser)
+    parser.set_defaults(handler=attach_command)
+
+
+def _newer_than(baseline: str | None) -> Callable[[str], bool]:
+    """A predicate: is an event id later than ``baseline`` (the session's newest
+    id before attaching)? Replayed events are not; the live ones are."""
+    parsed = parse_event_id(baseline) if baseline else None
+
+    def newer(event_id: str) -> bool:
+        if parsed is None:
+            return True
+        current = parse_event_id(event_id)
+        return current is None or current[0] != parsed[0] or current[1] > parsed[1]
+
+    return newer
+
+
+async def attach(args: argparse.Namespace, client: AgentClient, err: Console) -> int:
+    # The newest id before attaching tells a replayed task end (an earlier
+    # task's) from the end of the task that is running now.
+    baseline = next(
+        (s.last_event_id for s in await client.list_sessions() if s.session_id == args.session),
+        None,
+    )
+    newer = _newer_than(baseline)
+
+    def ends_at(event: StreamEvent) -> bool:
+        return not args.follow and event.is_task_end and newer(event.event_id)
+
+    def on_approval(event: StreamEvent) -> None:
+        say(
+            err,
+            f"approval pending: omni-grpc approve {event.session_id} {tool_call_id(event)} "
+            "allow|deny",
+            "yellow",
+        )
+
+    def on_event(event: StreamEvent) -> None:
+        if event.kind == "@resync_required":
+            say(
+                err,
+                f"events after {args.after} are no longer buffered; "
+                f"`omni-grpc history {args.session}` has the whole record",
+                "yellow",
+            )
+
+    ask = sys.stdin.isatty() and err.is_terminal and not args.json
+    renderer = Renderer(Output(highlight=False))
+    last = ""
+
+    async def events() -> AsyncIterator[StreamEvent]:
+        nonlocal last
+        async for event in client.attach(args.session, args.after):
+            last = event.event_id or last
+            on_event(event)
+            yield event
+
+    try:
+        await follow(client, events(), renderer, err, as_json=args.json, ask=ask,
+                     ends_at=ends_at, on_approval=on_approval)  # fmt: skip
+    except BrokenPipeError:
+        return stdout_gone()
+    if last:
+        err.print(Text(f"session {args.session}, last event {last}", style="dim"), soft_wrap=True)
+    return EXIT_RUN_FAILED if renderer.failed else EXIT_OK
+
+
+def attach_command(args: argparse.Namespace) -> int:
+    return client_command(
+        PROG,
+        args,
+        lambda client, err: attach(args, client, err),
+        interrupted="interrupted: detached, the task keeps running",
+    )

@@ -1,0 +1,52 @@
+"""The options every client command shares: where the server is, the token,
+TLS. ``run``, ``attach``, ``sessions``, ``history``, ``approve`` and ``abort``
+take them alike, so a flag learnt once works everywhere."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from omni_grpc.cli.target import DEFAULT_PORT, with_default_port
+from omni_grpc.client import AgentClient
+
+
+class ConnectionUsageError(ValueError):
+    """The connection options contradict each other."""
+
+
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--target",
+        default=f"127.0.0.1:{DEFAULT_PORT}",
+        help=f"HOST[:PORT] of the server; the port defaults to {DEFAULT_PORT} "
+        "(default %(default)s)",
+    )
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("OMNI_AUTH_TOKEN"),
+        help="bearer token (default $OMNI_AUTH_TOKEN)",
+    )
+    parser.add_argument("--tls", action="store_true", help="use TLS with the system roots")
+    parser.add_argument("--tls-ca", type=Path, help="PEM CA to verify the server (implies TLS)")
+    parser.add_argument("--tls-cert", type=Path, help="client certificate for mTLS")
+    parser.add_argument("--tls-key", type=Path, help="client key for mTLS")
+
+
+def check_connection_options(args: argparse.Namespace) -> None:
+    """Raises ConnectionUsageError for options no connection could satisfy."""
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise ConnectionUsageError("--tls-cert and --tls-key go together")
+
+
+def client_from(args: argparse.Namespace) -> AgentClient:
+    """The client the options describe (reads the TLS files: may raise OSError)."""
+    return AgentClient(
+        with_default_port(args.target),
+        token=args.token or None,
+        tls=args.tls,
+        tls_ca=args.tls_ca,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+    )

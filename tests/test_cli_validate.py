@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from omni_grpc import protocol as p
 from omni_grpc.convert import message_from_dict
 from omni_grpc.trace import write_binpb
@@ -95,3 +97,31 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     (tmp_path / "x.txt").write_text("")
     assert cli("validate", tmp_path / "x.txt").returncode == 2
     assert cli("validate").returncode == 2
+
+
+@pytest.mark.parametrize(
+    ("tail", "wording"),
+    [
+        # Cut off mid-write: the data ends inside the line.
+        (b'{"payload":{"type":"te', "torn last line (no newline: cut off mid-write)"),
+        (b"{not json", "torn last line (no newline: cut off mid-write)"),
+        # Written whole, newline and all: simply malformed, not torn.
+        (b"{not json\n", "malformed last line"),
+        (b"{not json\r\n", "malformed last line"),
+        (b"{not json\n\n  \n", "malformed last line"),
+        (b'["not", "an object"]\n', "malformed last line"),
+    ],
+)
+def test_a_bad_last_line_is_torn_only_without_its_newline(
+    tmp_path: Path, tail: bytes, wording: str
+) -> None:
+    path = tmp_path / "t.jsonl"
+    good = json.dumps(p.assistant_text("fine")).encode()
+    path.write_bytes(good + b"\n" + tail)
+    done = cli("validate", path)
+    assert done.returncode == 1
+    assert f"{path}:2: error: {wording}: " in done.stdout, done.stdout
+    converted = cli("convert", "--tolerant", path, tmp_path / "out.binpb")
+    assert converted.returncode == 0
+    expected = "torn last line ignored" if "torn" in wording else "malformed last line skipped"
+    assert f"line 2: {expected}" in converted.stderr

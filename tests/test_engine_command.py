@@ -295,3 +295,20 @@ async def test_a_child_that_reuses_a_call_id_gets_it_renamed(tmp_path: Path) -> 
     again = create(f"command:{shlex.quote(sys.executable)} {shlex.quote(str(child))}")
     out = await collect(again, [b.user_text("go")], workspace=tmp_path, trace_path=trace)
     assert {p["tool_call_id"] for p in payloads(out, "tool_call")}.isdisjoint(ids)
+
+
+@pytest.mark.parametrize("prompt_bytes", [10, 1 << 20])
+async def test_a_child_that_exits_without_reading_is_named_by_its_exit_status(
+    tmp_path: Path, prompt_bytes: int
+) -> None:
+    """``command:false`` exits 1 at once. A small request still fits the pipe,
+    a large one meets a closed stdin; either way the failure names the status."""
+    false = shutil.which("false")
+    assert false is not None
+    out = await collect(create(f"command:{false}"), [b.user_text("x" * prompt_bytes)],
+                        workspace=tmp_path)  # fmt: skip
+    reason = "engine process exited with code 1"
+    assert payloads(out, "request_end") == [
+        {"type": "request_end", "status": "failed", "error_message": reason}
+    ]
+    assert out[-1]["payload"] == {"type": "abort", "reason": reason}

@@ -83,7 +83,10 @@ def _convert(
     args: argparse.Namespace, source: BinaryIO, in_fmt: TraceFormat, out_fmt: TraceFormat
 ) -> int:
     def on_skip(skipped: SkippedLine) -> None:
-        what = "torn last line ignored" if skipped.last else "malformed line skipped"
+        if skipped.torn:
+            what = "torn last line ignored"
+        else:
+            what = "malformed last line skipped" if skipped.last else "malformed line skipped"
         print(
             f"{PROG}: warning: {args.input}: line {skipped.line}: {what}: {skipped.reason}",
             file=sys.stderr,

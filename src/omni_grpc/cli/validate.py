@@ -67,7 +67,10 @@ def run(args: argparse.Namespace) -> int:
     def on_skip(skipped: SkippedLine) -> None:
         nonlocal malformed
         malformed += 1
-        what = "torn last line" if skipped.last else "malformed line"
+        if skipped.torn:
+            what = "torn last line (no newline: cut off mid-write)"
+        else:
+            what = "malformed last line" if skipped.last else "malformed line"
         issues.append(Issue(skipped.line, "error", "malformed", f"{what}: {skipped.reason}"))
 
     from omni_grpc.convert import message_to_dict

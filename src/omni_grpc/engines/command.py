@@ -90,6 +90,7 @@ class _Bridge:
         self.open_run = OpenRun()
         self.stderr: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self.proc: asyncio.subprocess.Process | None = None
+        self._drain: asyncio.Task[None] | None = None
         self.line = 0
         self.lines: asyncio.Queue[bytes | _Failed] = asyncio.Queue(maxsize=1024)
 
@@ -109,7 +110,7 @@ class _Bridge:
                 yield closing
             return
         self.engine._children.add(self.proc)
-        drain = asyncio.create_task(self._drain_stderr())
+        drain = self._drain = asyncio.create_task(self._drain_stderr())
         pump = asyncio.create_task(self._pump_stdout())
         try:
             async for message in self._converse(run_input):
@@ -275,7 +276,23 @@ class _Bridge:
             self.proc.stdin.write(orjson.dumps(line) + b"\n")
             await self.proc.stdin.drain()
         except (BrokenPipeError, ConnectionResetError):
-            raise _Failed(f"engine process closed its stdin{self._stderr_note()}") from None
+            raise _Failed(await self._stdin_closed()) from None
+
+    async def _stdin_closed(self) -> str:
+        """Why the child stopped reading. Usually it has exited (``command:false``
+        exits 1 before reading its request): then its exit status says more."""
+        assert self.proc is not None
+        try:
+            code = await asyncio.wait_for(self.proc.wait(), timeout=self.engine.grace)
+        except TimeoutError:
+            return f"engine process closed its stdin{self._stderr_note()}"
+        if self._drain is not None:  # its last stderr line may still be in the pipe
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(self._drain), timeout=self.engine.grace)
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        # The same words as when it exits after reading: which of the two a
+        # child that exits at once hits is a race.
+        return f"engine process {how}{self._stderr_note()}"
 
     async def _drain_stderr(self) -> None:
         assert self.proc is not None and self.proc.stderr is not None

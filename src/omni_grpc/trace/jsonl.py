@@ -54,7 +54,7 @@ def _read_stream(
                 raise
             if pending is not None and on_skip is not None:
                 on_skip(pending)
-            pending = SkippedLine(raw.number, _reason(exc), last=False)
+            pending = SkippedLine(raw.number, _reason(exc), last=False, terminated=raw.terminated)
             continue
         if pending is not None:
             if on_skip is not None:
@@ -62,7 +62,7 @@ def _read_stream(
             pending = None
         yield TraceRecord(raw.number, message)
     if pending is not None and on_skip is not None:
-        on_skip(SkippedLine(pending.line, pending.reason, last=True))
+        on_skip(SkippedLine(pending.line, pending.reason, last=True, terminated=pending.terminated))
 
 
 def _reason(exc: ConversionError) -> str:

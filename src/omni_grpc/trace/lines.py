@@ -27,6 +27,9 @@ class RawLine:
     number: int  # 1-based physical line number
     data: bytes  # trimmed; empty when oversized
     oversized: bool = False
+    # False for a last line the stream ends in without a newline: what a
+    # crash mid-write leaves (a torn tail).
+    terminated: bool = True
 
 
 def js_trim(data: bytes) -> bytes:
@@ -55,8 +58,8 @@ def iter_lines(
             # Too long to hold: drain the rest of the line without keeping it.
             while chunk and not chunk.endswith(b"\n"):
                 chunk = stream.readline(1024 * 1024)
-            yield RawLine(number, b"", oversized=True)
+            yield RawLine(number, b"", oversized=True, terminated=chunk.endswith(b"\n"))
             continue
         data = js_trim(chunk)
         if data:
-            yield RawLine(number, data)
+            yield RawLine(number, data, terminated=chunk.endswith(b"\n"))

@@ -21,13 +21,20 @@ class TraceRecord(NamedTuple):
 class SkippedLine:
     """A malformed line a tolerant reader left out.
 
-    ``last`` marks the final non-empty line: a torn tail (a crash mid-write),
-    which the reference ignores silently. Any other is a malformed middle line.
+    ``last`` marks the final non-empty line, which the reference ignores
+    silently. It is a torn tail (a crash mid-write) when the data ends inside
+    it, ``terminated`` False; a last line with its newline was written whole
+    and is simply malformed. Any other is a malformed middle line.
     """
 
     line: int
     reason: str
     last: bool
+    terminated: bool = True
+
+    @property
+    def torn(self) -> bool:
+        return self.last and not self.terminated
 
 
 SkipCallback = Callable[[SkippedLine], None]

@@ -11,6 +11,8 @@
   parametrized with (``backend_kind``: ``memory`` or ``redis``). The Redis
   backends of one test share a key prefix (so two hubs of one test are two
   replicas of one deployment) that no other test uses.
+* ``certs`` is a directory with a throwaway CA (``ca.pem``) and server and
+  client certificates and keys (``server.pem``/``.key``, ``client.pem``/``.key``).
 * ``serve_process(*args)`` runs ``omni-grpc serve`` as a real subprocess and
   returns it with its gRPC address (parsed from its startup line).
 """
@@ -225,3 +227,27 @@ async def make_log(backend_kind: str, request: pytest.FixtureRequest) -> AsyncIt
         await log.close()
     for conn in conns:
         await conn.aclose()
+
+
+def openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A throwaway CA, a server cert for 127.0.0.1 and a client cert, made here."""
+    d = tmp_path_factory.mktemp("certs")
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "1",
+            "-subj", "/CN=omni-grpc test CA", cwd=d)  # fmt: skip
+    for name, ext in (
+        ("server", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth"),
+        ("client", "extendedKeyUsage=clientAuth"),
+    ):
+        (d / f"{name}.ext").write_text(ext + "\n")
+        openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                "-subj", f"/CN={name}", cwd=d)  # fmt: skip
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+                "-CAcreateserial", "-out", f"{name}.pem", "-days", "1",
+                "-extfile", f"{name}.ext", cwd=d)  # fmt: skip
+    return d

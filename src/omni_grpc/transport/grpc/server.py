@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from omni_grpc.runtime.hub import Hub
+from omni_grpc.transport.grpc import health
 from omni_grpc.transport.grpc.auth import BearerAuthInterceptor
 from omni_grpc.transport.grpc.decoding import DecodeGuardInterceptor
+from omni_grpc.transport.grpc.reflection import enable_reflection
 from omni_grpc.transport.grpc.service import AgentService
 from omni_grpc_proto.omni.v1 import agent_service_pb2, agent_service_pb2_grpc
 
@@ -67,7 +72,7 @@ class GrpcTransport:
         # Built now so bad TLS settings fail before anything starts.
         self._credentials = server_credentials(config)
         self.server: grpc.aio.Server | None = None
-        self.health = health.aio.HealthServicer()
+        self.health = health.HealthServicer()
         self._health_updates: set[asyncio.Task[None]] = set()
         self._stopping = False
 
@@ -82,9 +87,7 @@ class GrpcTransport:
         server = grpc.aio.server(interceptors=interceptors, options=self.config.channel_options())
         agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentService(self.hub), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        reflection.enable_server_reflection(
-            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-        )
+        enable_reflection(server, (SERVICE_NAME, health.SERVICE_NAME))
         return server
 
     @property
@@ -104,15 +107,20 @@ class GrpcTransport:
         if ":" in self.config.host:
             target = f"[{self.config.host}]:{self.config.port}"
         self.server = server = self._build()
-        try:
-            if self._credentials is None:
-                self.port = server.add_insecure_port(target)
-            else:
-                self.port = server.add_secure_port(target, self._credentials)
-        except RuntimeError as exc:  # grpcio reports a failed bind this way
-            raise OSError(f"cannot bind gRPC to {target}: {exc}") from exc
-        if self.port == 0:
-            raise OSError(f"cannot bind gRPC to {target}")
+        failure: RuntimeError | None = None
+        with _stderr_captured() as said:
+            try:
+                if self._credentials is None:
+                    self.port = server.add_insecure_port(target)
+                else:
+                    self.port = server.add_secure_port(target, self._credentials)
+            except RuntimeError as exc:  # grpcio reports a failed bind this way
+                failure = exc
+        if failure is not None or self.port == 0:
+            raise OSError(f"cannot bind gRPC to {target}: {_why(said, failure)}") from failure
+        # A bind that worked keeps whatever gRPC said on the way.
+        for line in said:
+            print(line, file=sys.stderr)
         await server.start()
         await self._set_health(self.hub.health.serving)
         self.hub.health.on_change(self._health_changed)
@@ -137,6 +145,40 @@ class GrpcTransport:
         if self.server is not None:
             await self.health.enter_graceful_shutdown()
             await self.server.stop(grace)
+
+
+@contextlib.contextmanager
+def _stderr_captured() -> Iterator[list[str]]:
+    """Collects what gRPC's C core writes to fd 2 meanwhile, as lines.
+
+    A failed bind makes the core log its own ``E... Failed to add port`` line
+    straight to the file descriptor, ahead of (and noisier than) the error the
+    command reports; the caller decides where those words go.
+    """
+    said: list[str] = []
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no stderr to capture
+        yield said
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield said
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            said.extend(sink.read().decode("utf-8", errors="replace").splitlines())
+
+
+def _why(said: list[str], exc: Exception | None) -> str:
+    """gRPC's reason for a failed bind, from its log line when it wrote one."""
+    for line in said:
+        if "Failed to add port" in line:
+            return line.split("] ", 1)[-1]
+    return str(exc) if exc is not None else "no address could be bound"
 
 
 def server_credentials(config: GrpcConfig) -> grpc.ServerCredentials | None:

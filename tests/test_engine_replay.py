@@ -103,6 +103,18 @@ async def test_live_approvals_replace_the_recorded_ones(tmp_path: Path) -> None:
     assert "partial_tool_call_output:start" not in kinds(out)
 
 
+async def test_the_approval_asks_about_the_tool_call_exactly_as_streamed(tmp_path: Path) -> None:
+    """The streamed tool_call is restamped; the copy put up for approval must
+    be the same message, timestamp included (as the demo engine's is)."""
+    engine = create(f"replay:{BASIC_TRACE}", delay_ms="0")
+    approver = Approver()
+    out = await collect(engine, [b.user_text("x")], workspace=tmp_path, approve=approver)
+    streamed = [m for m in out if m["payload"].get("type") == "tool_call"]
+    assert approver.calls == streamed and len(streamed) == 1
+    recorded = [m for m in lines(BASIC_TRACE) if m["payload"].get("type") == "tool_call"]  # type: ignore[union-attr]
+    assert streamed[0]["timestamp"] != recorded[0]["timestamp"]  # played now, not then
+
+
 async def test_recorded_approvals_skip_the_callback(tmp_path: Path) -> None:
     engine = create(f"replay:{BASIC_TRACE}", delay_ms="0", approvals="recorded")
     approver = Approver(decisions={"call_0": "deny"})

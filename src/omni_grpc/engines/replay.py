@@ -136,13 +136,14 @@ class _Player:
                     async for message in self._aborted():
                         yield message
                     return
-            yield _restamped(recorded.message)
+            played = _restamped(recorded.message)
+            yield played
             if kind == "request_begin":
                 self.request_open = True
             elif kind == "request_end":
                 self.request_open = False
             elif kind == "tool_call" and self.opts.approvals == "live":
-                async for message in self._approve(recorded):
+                async for message in self._approve(played):
                     yield message
 
     async def _stream(self, segment: Segment, recorded: _Recorded) -> AsyncIterator[JsonObject]:
@@ -160,14 +161,16 @@ class _Player:
             )
         yield segment.finish(str(recorded.payload.get("stop_reason", StopReason.COMPLETED)))[0]
 
-    async def _approve(self, recorded: _Recorded) -> AsyncIterator[JsonObject]:
-        payload = recorded.payload
+    async def _approve(self, played: omni_pb2.OmniMessage) -> AsyncIterator[JsonObject]:
+        """Asks about the tool_call as it was just streamed: the approval request
+        must carry the same message, fresh timestamp included."""
+        call = message_to_dict(played)
+        payload = call["payload"]
         if (
             payload.get("stop_reason", StopReason.COMPLETED) != StopReason.COMPLETED
-            or recorded.message.origin
+            or played.origin
         ):
             return
-        call = message_to_dict(recorded.message)
         try:
             decision = await self.run_options.approve(call)
         except Exception:

@@ -153,7 +153,8 @@ SERVER_EVENT: Final = "server_event"
 
 
 class DialectEventName(enum.StrEnum):
-    """The six named events of the Omni SSE dialect (``POST /v1/runs``)."""
+    """The named events of the Omni SSE dialect (``POST /v1/runs``): the seed's
+    six, and the one extension announcing a pending approval."""
 
     THOUGHT = "thought"
     TOOL_CALL = "tool_call"
@@ -161,3 +162,4 @@ class DialectEventName(enum.StrEnum):
     MESSAGE = "message"
     ERROR = "error"
     DONE = "done"
+    APPROVAL_REQUEST = "approval_request"

@@ -180,7 +180,8 @@ async def read_dialect(
 ) -> AsyncGenerator[DialectEvent, None]:
     """Runs ``POST /v1/runs`` and yields its dialect events up to ``done``.
 
-    The dialect has no ids, so a dropped run cannot be resumed; it raises
+    This reader does not resume a dropped run (the server can: see
+    docs/sse.md, Last-Event-ID); it raises
     :class:`SSEStreamError` when the stream ends without ``done``.
     """
     async with aconnect_sse(

@@ -13,6 +13,7 @@ import contextlib
 import secrets
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -26,13 +27,13 @@ from omni_grpc.observability.http import METRICS_PATH, metrics_route
 from omni_grpc.observability.telemetry import Telemetry
 from omni_grpc.runtime.bodies import is_task_end
 from omni_grpc.runtime.errors import ApprovalNotPending, HubError, SessionBusy
-from omni_grpc.runtime.event_log import Subscription
-from omni_grpc.runtime.events import HubEvent
+from omni_grpc.runtime.events import HubEvent, parse_event_id
 from omni_grpc.runtime.hub import Hub, RunRequest
 from omni_grpc.trace.window import positioned, window
 from omni_grpc.transport.sse import history, page
 from omni_grpc.transport.sse.auth import PUBLIC_PATHS, BearerAuth
-from omni_grpc.transport.sse.dialect import DialectProjection
+from omni_grpc.transport.sse.dialect import DialectEvent, DialectProjection
+from omni_grpc.transport.sse.dialect_ids import FrameId, Position, parse_frame_id, run_id_for
 from omni_grpc.transport.sse.errors import (
     ApiError,
     on_api_error,
@@ -175,6 +176,11 @@ class SseRoutes:
     # ---- the Omni SSE dialect ---------------------------------------------------
 
     async def create_run(self, request: Request) -> Response:
+        last = _last_event_id(request)
+        if last is not None:
+            # A reconnect repeats its request with Last-Event-ID: resume the
+            # run, never start it a second time.
+            return await self._resume_run(request, last)
         body = await read_json(request, self.max_body)
         session_id = optional_string(body, "session_id") or optional_string(body, "sessionId")
         detach = body.get("detach", False)
@@ -182,47 +188,99 @@ class SseRoutes:
             raise ApiError(400, "invalid_request", "detach: must be a boolean")
         run_request = self._run_request(body, session_id)
         session_id, subscription = await self.hub.run(run_request)
-        projection = DialectProjection(f"run_{secrets.token_hex(8)}")
-        frames = self._dialect_frames(session_id, subscription, projection, detach=detach)
+        projection = DialectProjection(f"run_{secrets.token_hex(8)}")  # until the first event
+        frames = self._dialect_frames(
+            request, session_id, paced(subscription, self.heartbeat), projection, detach=detach
+        )
+        return EventStreamResponse(frames, headers={SESSION_HEADER: session_id})
+
+    async def resume_run(self, request: Request) -> Response:
+        """``GET /v1/runs`` with ``Last-Event-ID`` (header or ``lastEventId``
+        query, for EventSource): the rest of a dialect run."""
+        last = _last_event_id(request)
+        if last is None:
+            raise ApiError(400, "invalid_request", "GET /v1/runs resumes a run: send Last-Event-ID")
+        return await self._resume_run(request, last)
+
+    async def _resume_run(self, request: Request, last: str) -> Response:
+        after = parse_frame_id(last)
+        if after is None:
+            raise ApiError(400, "invalid_request", "Last-Event-ID: not the id of a /v1/runs frame")
+        session_id = after.session_id
+        await self.hub.session_info(session_id)  # 404 for an unknown session
+        subscription = await self.hub.attach(session_id, after.replay_from())
+        first = await subscription.next()
+        if first is None or first.event_id != after.run_start:
+            subscription.close()
+            raise ApiError(
+                409,
+                "resume_unavailable",
+                f"the run's events are no longer buffered; its messages are at "
+                f"/api/sessions/{session_id}/messages",
+            )
+        events = _chain(first, paced(subscription, self.heartbeat))
+        projection = DialectProjection(run_id_for(session_id, after.run_start))
+        # The first stream's detach decided the run's fate at the drop: a run
+        # still going was detached, and a resumed stream never aborts it.
+        frames = self._dialect_frames(
+            request, session_id, events, projection, detach=True, after=after
+        )
         return EventStreamResponse(frames, headers={SESSION_HEADER: session_id})
 
     async def _dialect_frames(
         self,
+        request: Request,
         session_id: str,
-        subscription: Subscription,
+        events: AsyncGenerator[HubEvent | None, None],
         projection: DialectProjection,
         *,
         detach: bool,
+        after: FrameId | None = None,
     ) -> AsyncGenerator[bytes, None]:
-        events = paced(subscription, self.heartbeat)
+        root = request.scope.get("root_path", "")
+        ids = _FrameIds(session_id, after)
         try:
             async for event in events:
                 if event is None:
                     yield PING
-                elif event.message is not None:
-                    for out in projection.feed(event.message, event.abort_kind):
-                        yield out.encode()
+                    continue
+                ids.at(event)
+                if ids.run_start == event.event_id:
+                    projection.run_id = run_id_for(session_id, event.event_id)
+                kind = event.server_event.WhichOneof("kind") if event.server_event else None
+                if event.message is not None:
+                    for frame in ids.frames(projection.feed(event.message, event.abort_kind)):
+                        yield frame
+                elif kind == "approval_request":
+                    assert event.server_event is not None
+                    ask = event.server_event.approval_request.tool_call
+                    path = f"{root}/api/sessions/{session_id}/approvals/"
+                    path += quote(ask.tool_call.tool_call_id, safe="")
+                    for frame in ids.frames(projection.approval_request(ask, path)):
+                        yield frame
                 elif _is_resync(event):
-                    # The reader fell behind the buffer and events are gone:
-                    # the dialect has no ids to resume with, so the run cannot
-                    # be told whole. Say so rather than finish it as completed.
-                    for out in projection.fail("resync_required", LAGGED_MESSAGE):
-                        yield out.encode()
+                    # The reader fell behind the buffer: events are gone, so the
+                    # run cannot be told whole, and a resume (which replays the
+                    # run from its start) would find it evicted too. Say so
+                    # rather than finish it as completed.
+                    for frame in ids.frames(projection.fail("resync_required", LAGGED_MESSAGE)):
+                        yield frame
                     if not detach:
                         await self.hub.abort(session_id, LAGGED_REASON, AbortKind.CLIENT_GONE)
                     break
                 elif is_task_end(event):
                     if event.failure is not None:
                         failure = event.failure
-                        for out in projection.fail(failure.code, failure.message):
-                            yield out.encode()
+                        for frame in ids.frames(projection.fail(failure.code, failure.message)):
+                            yield frame
                     break
             else:
                 # The subscription closed before the task ended: the server is going away.
-                for out in projection.fail("unavailable", "the server closed the run's stream"):
-                    yield out.encode()
-            for out in projection.finish():
-                yield out.encode()
+                failed = projection.fail("unavailable", "the server closed the run's stream")
+                for frame in ids.frames(failed):
+                    yield frame
+            for frame in ids.frames(projection.finish()):
+                yield frame
         finally:
             await events.aclose()
             if not projection.done and not detach:
@@ -241,6 +299,54 @@ class SseRoutes:
             approval_mode=approval_mode(body),
             metadata=metadata,
         )
+
+
+class _FrameIds:
+    """Numbers a run's dialect frames (see dialect_ids) and, on a resume,
+    holds back those the client already has."""
+
+    def __init__(self, session_id: str, after: FrameId | None) -> None:
+        self.session_id = session_id
+        self.after = after.position if after is not None else None
+        self.run_start: str | None = after.run_start if after is not None else None
+        self._seq = 0
+        self._index = 0
+
+    def at(self, event: HubEvent) -> None:
+        """The frames that follow come from ``event``."""
+        if self.run_start is None:
+            self.run_start = event.event_id
+        parsed = parse_event_id(event.event_id)
+        if parsed is not None and parsed[1] != self._seq:
+            self._seq, self._index = parsed[1], 0
+
+    def frames(self, events: list[DialectEvent]) -> list[bytes]:
+        out = []
+        for event in events:
+            position = Position(self._seq, self._index)
+            self._index += 1
+            if self.after is not None and position <= self.after:
+                continue  # sent before the reconnect
+            frame_id = FrameId(self.session_id, self.run_start or "", position)
+            out.append(event.encode(str(frame_id) if self.run_start else None))
+        return out
+
+
+def _last_event_id(request: Request) -> str | None:
+    last = request.headers.get("last-event-id") or request.query_params.get("lastEventId")
+    return last or None
+
+
+async def _chain(
+    first: HubEvent, rest: AsyncGenerator[HubEvent | None, None]
+) -> AsyncGenerator[HubEvent | None, None]:
+    """``first``, then ``rest``; closing this closes ``rest``."""
+    try:
+        yield first
+        async for event in rest:
+            yield event
+    finally:
+        await rest.aclose()
 
 
 def create_app(
@@ -276,6 +382,7 @@ def create_app(
         Route("/api/sessions/{sid}/approvals/{call_id}", r.approve, methods=["POST"]),
         Route("/api/sessions/{sid}/abort", r.abort, methods=["POST"]),
         Route("/v1/runs", r.create_run, methods=["POST"]),
+        Route("/v1/runs", r.resume_run, methods=["GET"]),
         Route("/healthz", r.healthz, methods=["GET"]),
     ]
     if serve_page:

@@ -1,10 +1,12 @@
 """The seed's "Omni SSE" dialect: a projection of one run onto six named events.
 
 ``thought``, ``tool_call``, ``tool_result``, ``message``, ``error`` and ``done``
-are all a dumb client sees. :class:`DialectProjection` is a pure state machine:
-feed it the run's OmniMessages in hub order and it returns the dialect events
-to send, in the same order; :meth:`DialectProjection.finish` closes the run
-with exactly one ``done``. The mapping and what it drops are in docs/sse.md.
+are the seed's events, sent exactly as specified. One extension,
+``approval_request``, tells a client that the run waits for an answer and
+where to send it. :class:`DialectProjection` is a pure state machine: feed it
+the run's OmniMessages in hub order and it returns the dialect events to send,
+in the same order; :meth:`DialectProjection.finish` closes the run with exactly
+one ``done``. The mapping and what it drops are in docs/sse.md.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from omni_grpc.transport.sse.wire import encode_frame
 from omni_grpc.vocabulary import AbortKind, DialectEventName, RunOutcome
 from omni_grpc_proto.omni.v1 import omni_pb2
 
-# The six names, spelled once in the vocabulary (the SSE client reads them too).
+# The names, spelled once in the vocabulary (the SSE client reads them too).
 EventName = DialectEventName
 
 # request_end statuses the engine retries: unrecoverable only if nothing
@@ -35,9 +37,9 @@ class DialectEvent:
     event: EventName
     data: dict[str, Any]
 
-    def encode(self) -> bytes:
-        """The SSE frame: a named event with compact JSON data and no id."""
-        return encode_frame(orjson.dumps(self.data), event=self.event)
+    def encode(self, event_id: str | None = None) -> bytes:
+        """The SSE frame: a named event with compact JSON data (and its id)."""
+        return encode_frame(orjson.dumps(self.data), event=self.event, event_id=event_id)
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ class DialectProjection:
         self._pending_failure: _Failure | None = None
         self._error_sent = False
         self._done = False
+        self._asked: set[str] = set()  # tool_call_ids an approval_request was sent for
 
     @property
     def done(self) -> bool:
@@ -106,6 +109,23 @@ class DialectProjection:
             return []
         events: list[DialectEvent] = handler(getattr(msg, kind))
         return events
+
+    def approval_request(self, tool_call: Any, answer_path: str) -> list[DialectEvent]:
+        """The extension event for a pending approval (``tool_call`` is the
+        OmniMessage asked about): once per call, however often the hub re-sends
+        the request to new subscribers."""
+        if self._done or len(tool_call.origin) > 0:
+            return []
+        call = tool_call.tool_call
+        if call.tool_call_id in self._asked:
+            return []
+        self._asked.add(call.tool_call_id)
+        args, raw = parse_tool_arguments(call.arguments)
+        data: dict[str, Any] = {"call_id": call.tool_call_id, "tool": call.name, "args": args}
+        if raw is not None:
+            data["raw_args"] = raw
+        data["answer"] = {"method": "POST", "path": answer_path, "decisions": ["allow", "deny"]}
+        return [DialectEvent(EventName.APPROVAL_REQUEST, data)]
 
     def fail(self, code: str, message: str) -> list[DialectEvent]:
         """An unrecoverable failure outside the messages (engine crash, hub gone)."""

@@ -196,9 +196,9 @@ async def test_bad_resume_ids_are_refused(
                                    json={"prompt": "x"})  # fmt: skip
             assert r.status_code == status, r.text
             if code is not None:
-                assert r.json()["code"] == code
+                assert r.json()["error"]["code"] == code
         r = await http.get("/v1/runs")
-        assert r.status_code == 400 and "Last-Event-ID" in r.json()["message"]
+        assert r.status_code == 400 and "Last-Event-ID" in r.json()["error"]["message"]
 
 
 async def test_a_run_gone_from_the_buffer_cannot_resume(tmp_path: Path) -> None:
@@ -206,5 +206,5 @@ async def test_a_run_gone_from_the_buffer_cannot_resume(tmp_path: Path) -> None:
         session_id, run = await frames(http, "POST", body={"prompt": "a long enough reply"})
         r = await http.get("/v1/runs", headers={"last-event-id": run[0].id})
         assert r.status_code == 409
-        assert r.json()["code"] == "resume_unavailable"
-        assert f"/api/sessions/{session_id}/messages" in r.json()["message"]
+        assert r.json()["error"]["code"] == "resume_unavailable"
+        assert f"/api/sessions/{session_id}/messages" in r.json()["error"]["message"]

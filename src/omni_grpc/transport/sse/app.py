@@ -123,10 +123,7 @@ class SseRoutes:
 
     async def stream(self, request: Request) -> Response:
         session_id = request.path_params["sid"]
-        last = request.headers.get(LAST_EVENT_ID_HEADER) or request.query_params.get(
-            LAST_EVENT_ID_PARAM
-        )
-        subscription = await self.hub.attach(session_id, last or None)
+        subscription = await self.hub.attach(session_id, _last_event_id(request))
         return EventStreamResponse(event_frames(subscription, heartbeat=self.heartbeat))
 
     async def messages(self, request: Request) -> Response:
@@ -333,7 +330,9 @@ class _FrameIds:
 
 
 def _last_event_id(request: Request) -> str | None:
-    last = request.headers.get("last-event-id") or request.query_params.get("lastEventId")
+    last = request.headers.get(LAST_EVENT_ID_HEADER) or request.query_params.get(
+        LAST_EVENT_ID_PARAM
+    )
     return last or None
 
 

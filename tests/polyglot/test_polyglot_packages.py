@@ -1,0 +1,192 @@
+"""The stubs install the way each ecosystem installs packages, from a clean
+directory outside the repository: ``scripts/package`` packs them, and a fresh
+project of each language installs the package and calls a real server.
+
+* npm: ``npm install ./omni-grpc-*.tgz`` in a new folder, a TypeScript client
+  type-checked against the package's ``.d.ts``, then run.
+* Go: a new module requires ``github.com/omni-grpc/omni-grpc/generated/go``
+  through a ``replace`` to the packed copy, builds offline against Debian's
+  Go packages, and runs.
+* Java: the artifact built with ``mvn -o`` is installed into a Maven
+  repository, a new Maven project depending on it builds with ``mvn -o``, and
+  its program runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from polyglot.polyglot_builds import CACHE, GOCODE, missing_toolchain
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).parent / "packages"
+DEBIAN_MAVEN_REPO = Path("/usr/share/maven-repo")
+VERSION = "0.1.0"
+
+
+def run(cmd: list[str], cwd: Path, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600, **kwargs)
+    assert done.returncode == 0, f"{cmd}:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def pack(kind: str, out: Path) -> Path:
+    run([str(ROOT / "scripts" / "package"), str(out), kind], ROOT)
+    return out / kind
+
+
+@pytest.fixture
+def server(serve_process: Callable[..., Any]) -> str:
+    address: str = serve_process("--no-http").grpc_address
+    return address
+
+
+def outside_the_repo(path: Path) -> Path:
+    assert ROOT not in path.resolve().parents, path
+    return path
+
+
+def test_the_npm_package_installs_and_calls_the_service(server: str, tmp_path: Path) -> None:
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        missing_toolchain("Node.js and npm")
+    [tarball] = list(pack("npm", tmp_path / "dist").glob("omni-grpc-*.tgz"))
+    assert tarball.name == f"omni-grpc-{VERSION}.tgz"
+    listed = run(["tar", "-tzf", str(tarball)], tmp_path).stdout.split()
+    for name in ("index", "omni/v1/omni_pb", "omni/v1/agent_service_pb"):
+        assert f"package/dist/{name}.js" in listed and f"package/dist/{name}.d.ts" in listed
+    assert not [n for n in listed if n.endswith(".ts") and not n.endswith(".d.ts")]
+
+    app = outside_the_repo(tmp_path / "app")
+    app.mkdir()
+    shutil.copy(tarball, app)
+    (app / "package.json").write_text('{"name": "npm-user", "private": true, "type": "module"}\n')
+    run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", f"./{tarball.name}",
+         "@connectrpc/connect@2.1.2", "@connectrpc/connect-node@2.1.2"], app)  # fmt: skip
+    installed = json.loads((app / "node_modules" / "omni-grpc" / "package.json").read_text())
+    assert installed["version"] == VERSION and "devDependencies" not in installed
+    # Type-check the client against the installed .d.ts, then run it.
+    shutil.copy(HERE / "client.ts", app / "client.ts")
+    tsc = ROOT / "packaging" / "npm" / "node_modules" / ".bin" / "tsc"
+    run([str(tsc), "--strict", "--module", "NodeNext", "--moduleResolution", "NodeNext",
+         "--target", "ES2022", "--skipLibCheck", "client.ts"], app)  # fmt: skip
+    result = json.loads(run(["node", "client.js", server], app).stdout)
+    assert result["session"].startswith("session-")
+    assert result["kinds"][0] == "text" and result["kinds"][-1] == "@taskState"
+    assert "toolCall" in result["kinds"] and result["assistantTexts"] > 0
+    assert result["listed"] == [result["session"]]
+
+
+def _vendor(app: Path, module_dir: Path) -> None:
+    """vendor/ for an offline build: Debian's Go packages, and the module
+    replaced by the packed copy (as examples/go/vendor.sh does)."""
+    for path in ("google.golang.org/grpc", "google.golang.org/protobuf",
+                 "google.golang.org/genproto", "github.com/golang/protobuf",
+                 "golang.org/x/net", "golang.org/x/sys", "golang.org/x/text"):  # fmt: skip
+        link = app / "vendor" / path
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(GOCODE / path)
+    ours = app / "vendor" / "github.com/omni-grpc/omni-grpc/generated/go"
+    ours.parent.mkdir(parents=True, exist_ok=True)
+    ours.symlink_to(module_dir)
+    (app / "vendor" / "modules.txt").write_text(
+        f"# github.com/omni-grpc/omni-grpc/generated/go v0.0.0 => {module_dir}\n"
+        "## explicit\n"
+        "github.com/omni-grpc/omni-grpc/generated/go/omni/v1\n"
+        "# google.golang.org/grpc v1.33.3\n## explicit\n"
+        "# google.golang.org/protobuf v1.28.1\n## explicit\n"
+        "# google.golang.org/genproto v0.0.0\n"
+        "# github.com/golang/protobuf v1.5.2\n"
+        "# golang.org/x/net v0.7.0\n# golang.org/x/sys v0.5.0\n# golang.org/x/text v0.7.0\n"
+        f"# github.com/omni-grpc/omni-grpc/generated/go => {module_dir}\n"
+    )
+
+
+def test_the_go_module_is_required_through_a_replace(server: str, tmp_path: Path) -> None:
+    if shutil.which("go") is None or not (GOCODE / "google.golang.org/grpc").is_dir():
+        missing_toolchain("Go with Debian's golang-google-grpc-dev")
+    module_dir = pack("go", tmp_path / "dist")
+    go_mod = (module_dir / "go.mod").read_text()
+    # The module path is the go_package of every .proto, minus the package dir.
+    assert go_mod.startswith("module github.com/omni-grpc/omni-grpc/generated/go\n")
+    for proto in (ROOT / "proto" / "omni" / "v1").glob("*.proto"):
+        assert ('option go_package = "github.com/omni-grpc/omni-grpc/generated/go/omni/v1;omniv1"'
+                in proto.read_text()), proto  # fmt: skip
+
+    app = outside_the_repo(tmp_path / "app")
+    app.mkdir()
+    shutil.copy(HERE / "main.go", app / "main.go")
+    (app / "go.mod").write_text(
+        "module example.com/omniuser\n\ngo 1.19\n\nrequire (\n"
+        "\tgithub.com/omni-grpc/omni-grpc/generated/go v0.0.0\n"
+        "\tgoogle.golang.org/grpc v1.33.3\n\tgoogle.golang.org/protobuf v1.28.1\n)\n\n"
+        f"replace github.com/omni-grpc/omni-grpc/generated/go => {module_dir}\n"
+    )
+    _vendor(app, module_dir)
+    env = {**os.environ, "GOFLAGS": "-mod=vendor", "GOPROXY": "off",
+           "GOCACHE": str(CACHE / "gocache")}  # fmt: skip
+    run(["go", "build", "-o", "omniuser", "."], app, env=env)
+    result = json.loads(run([str(app / "omniuser"), server], app).stdout)
+    assert result["session"].startswith("session-")
+    assert result["kinds"][0] == "*omniv1.OmniMessage_Text"
+    assert result["kinds"][-1] == "@*omniv1.ServerEvent_TaskState"
+    assert "*omniv1.OmniMessage_ToolCall" in result["kinds"]
+    assert result["listed"] == [result["session"]]
+
+
+def _maven_repo(tmp_path: Path) -> Path:
+    """A Maven repository holding Debian's artifacts (linked, read-only) and
+    room for ours: io/omnigrpc is the only real directory."""
+    repo = tmp_path / "m2"
+    (repo / "io").mkdir(parents=True)
+    for entry in DEBIAN_MAVEN_REPO.iterdir():
+        if entry.name != "io":
+            (repo / entry.name).symlink_to(entry)
+    for entry in (DEBIAN_MAVEN_REPO / "io").iterdir():
+        (repo / "io" / entry.name).symlink_to(entry)
+    return repo
+
+
+def test_the_maven_artifact_builds_offline_and_serves_a_maven_project(
+    server: str, tmp_path: Path
+) -> None:
+    plugins = DEBIAN_MAVEN_REPO / "org/apache/maven/plugins/maven-compiler-plugin"
+    if shutil.which("mvn") is None or not plugins.is_dir():
+        missing_toolchain("Maven with Debian's Maven plugins (libmaven-compiler-plugin-java, ...)")
+    dist = pack("java", tmp_path / "dist")
+    jar, pom = dist / f"omni-grpc-stubs-{VERSION}.jar", dist / f"omni-grpc-stubs-{VERSION}.pom"
+    classes = zipfile.ZipFile(jar).namelist()
+    assert "io/omnigrpc/omni/v1/AgentServiceGrpc.class" in classes
+    assert "io/omnigrpc/omni/v1/OmniMessage.class" in classes
+
+    repo = _maven_repo(tmp_path)
+    mvn = ["mvn", "-o", "-q", f"-Dmaven.repo.local={repo}"]
+    run([*mvn, "org.apache.maven.plugins:maven-install-plugin:3.1.0:install-file",
+         f"-Dfile={jar}", f"-DpomFile={pom}"], tmp_path)  # fmt: skip
+    app = outside_the_repo(tmp_path / "app")
+    shutil.copytree(HERE / "java", app)
+    run([*mvn, "package"], app)
+    # Run it on the classpath Maven resolved: our jar and Debian's grpc-java.
+    installed = repo / "io/omnigrpc/omni-grpc-stubs" / VERSION / jar.name
+    debian = [
+        f"/usr/share/java/{name}.jar"
+        for name in ("grpc-api", "grpc-context", "grpc-core", "grpc-netty", "grpc-protobuf",
+                     "grpc-protobuf-lite", "grpc-stub", "protobuf", "guava", "perfmark-api",
+                     "netty-buffer", "netty-codec", "netty-codec-http", "netty-codec-http2",
+                     "netty-common", "netty-handler", "netty-resolver", "netty-transport")
+    ]  # fmt: skip
+    classpath = ":".join([str(app / "target" / "classes"), str(installed), *debian])
+    out = run(["java", "-cp", classpath, "example.Main", server], app).stdout.strip()
+    fields = dict(part.split("=", 1) for part in out.split(" "))
+    assert fields["session"].startswith("session-")
+    kinds = fields["kinds"].split(",")
+    assert kinds[0] == "TEXT" and kinds[-1] == "@TASK_STATE" and "TOOL_CALL" in kinds
+    assert fields["listed"] == fields["session"]

@@ -45,9 +45,28 @@ def pack(kind: str, out: Path) -> Path:
 
 
 @pytest.fixture
-def server(serve_process: Callable[..., Any]) -> str:
-    address: str = serve_process("--no-http").grpc_address
+def server(serve_process: Callable[..., Any], tmp_path: Path) -> str:
+    address: str = serve_process("--no-http", "--data-dir", str(tmp_path / "data")).grpc_address
     return address
+
+
+def check_exact_json(result: dict[str, Any], data: Path) -> None:
+    """What a client asked for with include_json is the protocol's own JSON:
+    GetHistory's lines are the trace file byte for byte, and Run sent each
+    recorded message as the trace records it (and every event as SSE does)."""
+    [trace] = list(data.glob(f"traces/*/{result['session']}_*.jsonl"))
+    lines = trace.read_bytes()
+    assert "".join(line + "\n" for line in result["historyJson"]).encode() == lines
+    run_json = result["runJson"]
+    assert all(run_json)
+    parsed = [json.loads(line) for line in run_json]
+    recorded = [
+        line for line, value in zip(run_json, parsed, strict=True)
+        if "payload" in value and not value["payload"]["type"].startswith("partial_")
+    ]  # fmt: skip
+    assert recorded == lines.decode().splitlines()[1:]  # the trace after its session_meta
+    events = [value for value in parsed if "payload" not in value]
+    assert (events[-1]["type"], events[-1]["state"]) == ("task_state", "idle")
 
 
 def outside_the_repo(path: Path) -> Path:
@@ -83,6 +102,8 @@ def test_the_npm_package_installs_and_calls_the_service(server: str, tmp_path: P
     assert result["kinds"][0] == "text" and result["kinds"][-1] == "@taskState"
     assert "toolCall" in result["kinds"] and result["assistantTexts"] > 0
     assert result["listed"] == [result["session"]]
+    check_exact_json(result, tmp_path / "data")
+    assert result["withoutJson"] == [""] * len(result["historyJson"])  # only when asked
 
 
 def _vendor(app: Path, module_dir: Path) -> None:
@@ -140,6 +161,7 @@ def test_the_go_module_is_required_through_a_replace(server: str, tmp_path: Path
     assert result["kinds"][-1] == "@*omniv1.ServerEvent_TaskState"
     assert "*omniv1.OmniMessage_ToolCall" in result["kinds"]
     assert result["listed"] == [result["session"]]
+    check_exact_json(result, tmp_path / "data")
 
 
 def _maven_repo(tmp_path: Path) -> Path:

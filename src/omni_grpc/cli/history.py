@@ -18,7 +18,7 @@ from omni_grpc.cli.connection import add_connection_options
 from omni_grpc.cli.exits import EXIT_OK, client_command, exit_codes
 from omni_grpc.cli.render import Output, Renderer
 from omni_grpc.client import AgentClient
-from omni_grpc.convert import message_to_dict, serialize_message
+from omni_grpc.convert import message_to_dict
 
 PROG = "omni-grpc history"
 
@@ -52,8 +52,8 @@ class HistoryRenderer(Renderer):
 async def print_history(args: argparse.Namespace, client: AgentClient, err: Console) -> int:
     if args.json:
         out = sys.stdout.buffer
-        async for message in client.history(args.session):
-            out.write(serialize_message(message) + b"\n")
+        async for line in client.history_lines(args.session):
+            out.write(line + b"\n")
         out.flush()
         return EXIT_OK
     renderer = HistoryRenderer(Output(highlight=False))

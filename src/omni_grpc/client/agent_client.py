@@ -149,14 +149,18 @@ class AgentClient:
         approval_mode: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         detach_on_cancel: bool = False,
+        include_json: bool = False,
         timeout: float | None = None,
     ) -> RunStream:
-        """Starts a task; iterate the result for its events (through ``task_state idle``)."""
+        """Starts a task; iterate the result for its events (through ``task_state idle``).
+        ``include_json`` has the server send each event's reference JSON too
+        (``StreamEvent.json``)."""
         request = pb.RunRequest(
             session_id=session_id or "",
             input=list(input),
             prompt=prompt or "",
             detach_on_cancel=detach_on_cancel,
+            include_json=include_json,
         )
         if thinking_level is not None:
             request.thinking_level = _lookup(THINKING_LEVELS, thinking_level, "thinking_level")
@@ -171,14 +175,19 @@ class AgentClient:
         )
 
     async def attach(
-        self, session_id: str, after_event_id: str | None = None, *, until_idle: bool = False
+        self,
+        session_id: str,
+        after_event_id: str | None = None,
+        *,
+        until_idle: bool = False,
+        include_json: bool = False,
     ) -> AsyncIterator[StreamEvent]:
         """The session's live stream after ``after_event_id``. It stays open across
         tasks; ``until_idle`` ends it once the session is idle (after the replay)."""
-        call = self._stub.Attach(
-            pb.AttachRequest(session_id=session_id, after_event_id=after_event_id or ""),
-            metadata=outgoing_metadata(self._metadata),
+        request = pb.AttachRequest(
+            session_id=session_id, after_event_id=after_event_id or "", include_json=include_json
         )
+        call = self._stub.Attach(request, metadata=outgoing_metadata(self._metadata))
         try:
             async for response in call:
                 event = StreamEvent.from_response(response)
@@ -211,6 +220,19 @@ class AgentClient:
         try:
             async for response in call:
                 yield response.message
+        except grpc.aio.AioRpcError as exc:
+            raise AgentError.from_rpc_error(exc) from None
+
+    async def history_lines(self, session_id: str) -> AsyncIterator[bytes]:
+        """The session's trace as the server holds it: each message's exact
+        reference JSON (a trace line without its newline)."""
+        call = self._stub.GetHistory(
+            pb.GetHistoryRequest(session_id=session_id, include_json=True),
+            metadata=outgoing_metadata(self._metadata),
+        )
+        try:
+            async for response in call:
+                yield response.json.encode("utf-8")
         except grpc.aio.AioRpcError as exc:
             raise AgentError.from_rpc_error(exc) from None
 

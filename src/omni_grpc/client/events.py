@@ -15,6 +15,9 @@ class StreamEvent:
     session_id: str
     message: omni_pb2.OmniMessage | None = None
     server_event: pb.ServerEvent | None = None
+    # The server's exact reference JSON of the event, when the call asked for
+    # it (include_json); empty otherwise.
+    json: str = ""
 
     @classmethod
     def from_response(cls, response: pb.RunResponse | pb.AttachResponse) -> StreamEvent:
@@ -24,6 +27,7 @@ class StreamEvent:
             session_id=response.session_id,
             message=response.message if kind == "message" else None,
             server_event=response.event if kind == "event" else None,
+            json=response.json,
         )
 
     @property

@@ -1,6 +1,8 @@
 // A Node program that knows omni-grpc only as the npm package: typed imports
 // from "omni-grpc" (its .d.ts, through the package's exports), Connect's gRPC
-// transport. Prints one JSON line: the session, what streamed, the listing.
+// transport. Prints one JSON line: the session, what streamed, the listing,
+// and the exact reference JSON the server sent for the run and the history
+// (include_json).
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { AgentService, ApprovalMode, type RunResponse } from "omni-grpc";
@@ -19,12 +21,33 @@ const client = createClient(
 );
 let session = "";
 const kinds: string[] = [];
+const runJson: string[] = [];
 let assistantTexts = 0;
-for await (const response of client.run({ prompt: "hi from npm", approvalMode: ApprovalMode.ALLOW_ALL })) {
+const request = { prompt: "hi from npm", approvalMode: ApprovalMode.ALLOW_ALL, includeJson: true };
+for await (const response of client.run(request)) {
   session = response.sessionId;
+  runJson.push(response.json);
   kinds.push(kindOf(response));
   const payload = response.kind.case === "message" ? response.kind.value.payload : undefined;
   if (payload?.case === "text" && payload.value.role === Role.ASSISTANT) assistantTexts += 1;
 }
 const listed = await client.listSessions({});
-console.log(JSON.stringify({ session, kinds, assistantTexts, listed: listed.sessions.map((s) => s.sessionId) }));
+const historyJson: string[] = [];
+for await (const response of client.getHistory({ sessionId: session, includeJson: true })) {
+  historyJson.push(response.json);
+}
+const withoutJson: string[] = [];
+for await (const response of client.getHistory({ sessionId: session })) {
+  withoutJson.push(response.json);
+}
+console.log(
+  JSON.stringify({
+    session,
+    kinds,
+    assistantTexts,
+    listed: listed.sessions.map((s) => s.sessionId),
+    runJson,
+    historyJson,
+    withoutJson,
+  }),
+);

@@ -1,6 +1,8 @@
 // A Go program that knows omni-grpc only as the module
 // github.com/omni-grpc/omni-grpc/generated/go, required through a replace.
-// Prints one JSON line: the session, the payload kinds streamed, the listing.
+// Prints one JSON line: the session, the payload kinds streamed, the listing,
+// and the exact reference JSON the server sent for the run and the history
+// (include_json).
 package main
 
 import (
@@ -27,12 +29,13 @@ func main() {
 	client := omniv1.NewAgentServiceClient(conn)
 	stream, err := client.Run(ctx, &omniv1.RunRequest{
 		Prompt: "hi from go", ApprovalMode: omniv1.ApprovalMode_APPROVAL_MODE_ALLOW_ALL,
+		IncludeJson: true,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	session, kinds := "", []string{}
+	session, kinds, runJSON := "", []string{}, []string{}
 	for {
 		response, err := stream.Recv()
 		if err == io.EOF {
@@ -43,6 +46,7 @@ func main() {
 			os.Exit(1)
 		}
 		session = response.GetSessionId()
+		runJSON = append(runJSON, response.GetJson())
 		if message := response.GetMessage(); message != nil {
 			kinds = append(kinds, fmt.Sprintf("%T", message.GetPayload()))
 		} else {
@@ -58,6 +62,25 @@ func main() {
 	for _, s := range listed.GetSessions() {
 		ids = append(ids, s.GetSessionId())
 	}
-	out, _ := json.Marshal(map[string]interface{}{"session": session, "kinds": kinds, "listed": ids})
+	history, err := client.GetHistory(ctx, &omniv1.GetHistoryRequest{SessionId: session, IncludeJson: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	historyJSON := []string{}
+	for {
+		response, err := history.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		historyJSON = append(historyJSON, response.GetJson())
+	}
+	out, _ := json.Marshal(map[string]interface{}{
+		"session": session, "kinds": kinds, "listed": ids, "runJson": runJSON, "historyJson": historyJSON,
+	})
 	fmt.Println(string(out))
 }

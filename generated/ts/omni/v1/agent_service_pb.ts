@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file omni/v1/agent_service.proto.
  */
 export const file_omni_v1_agent_service: GenFile = /*@__PURE__*/
-  fileDesc("ChtvbW5pL3YxL2FnZW50X3NlcnZpY2UucHJvdG8SB29tbmkudjEi+AEKClJ1blJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIjCgVpbnB1dBgCIAMoCzIULm9tbmkudjEuT21uaU1lc3NhZ2USDgoGcHJvbXB0GAMgASgJEi4KDnRoaW5raW5nX2xldmVsGAQgASgOMhYub21uaS52MS5UaGlua2luZ0xldmVsEiwKDWFwcHJvdmFsX21vZGUYBSABKA4yFS5vbW5pLnYxLkFwcHJvdmFsTW9kZRIpCghtZXRhZGF0YRgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSGAoQZGV0YWNoX29uX2NhbmNlbBgHIAEoCCKLAQoLUnVuUmVzcG9uc2USEAoIZXZlbnRfaWQYASABKAkSJwoHbWVzc2FnZRgCIAEoCzIULm9tbmkudjEuT21uaU1lc3NhZ2VIABIlCgVldmVudBgDIAEoCzIULm9tbmkudjEuU2VydmVyRXZlbnRIABISCgpzZXNzaW9uX2lkGAQgASgJQgYKBGtpbmQiOwoNQXR0YWNoUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhYKDmFmdGVyX2V2ZW50X2lkGAIgASgJIo4BCg5BdHRhY2hSZXNwb25zZRIQCghldmVudF9pZBgBIAEoCRInCgdtZXNzYWdlGAIgASgLMhQub21uaS52MS5PbW5pTWVzc2FnZUgAEiUKBWV2ZW50GAMgASgLMhQub21uaS52MS5TZXJ2ZXJFdmVudEgAEhIKCnNlc3Npb25faWQYBCABKAlCBgoEa2luZCK0AgoLU2VydmVyRXZlbnQSKAoKdGFza19zdGF0ZRgBIAEoCzISLm9tbmkudjEuVGFza1N0YXRlSAASNAoQYXBwcm92YWxfcmVxdWVzdBgCIAEoCzIYLm9tbmkudjEuQXBwcm92YWxSZXF1ZXN0SAASMgoPcmVzeW5jX3JlcXVpcmVkGAMgASgLMhcub21uaS52MS5SZXN5bmNSZXF1aXJlZEgAEi4KB3Vua25vd24YZCABKAsyGy5vbW5pLnYxLlVua25vd25TZXJ2ZXJFdmVudEgAEiUKCmtleV9vcmRlcnMYZiADKAsyES5vbW5pLnYxLktleU9yZGVyEiUKCnJhd192YWx1ZXMYZyADKAsyES5vbW5pLnYxLlJhd1ZhbHVlQgYKBGtpbmRKBAhlEGZSBXNoYXBlIlEKCVRhc2tTdGF0ZRIkCgVzdGF0ZRgBIAEoDjIVLm9tbmkudjEuU2Vzc2lvblN0YXRlEhMKBnF1ZXVlZBgCIAEoA0gAiAEBQgkKB19xdWV1ZWQiSgoPQXBwcm92YWxSZXF1ZXN0EicKCXRvb2xfY2FsbBgBIAEoCzIULm9tbmkudjEuT21uaU1lc3NhZ2USDgoGb3JpZ2luGAIgAygJIhAKDlJlc3luY1JlcXVpcmVkIjAKElVua25vd25TZXJ2ZXJFdmVudBIMCgR0eXBlGAEgASgJEgwKBGpzb24YAiABKAkiXwoOQXBwcm92ZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgx0b29sX2NhbGxfaWQYAiABKAkSIwoIZGVjaXNpb24YAyABKA4yES5vbW5pLnYxLkRlY2lzaW9uIhEKD0FwcHJvdmVSZXNwb25zZSIyCgxBYm9ydFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiJAoNQWJvcnRSZXNwb25zZRITCgt3YXNfcnVubmluZxgBIAEoCCInChFHZXRIaXN0b3J5UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIjsKEkdldEhpc3RvcnlSZXNwb25zZRIlCgdtZXNzYWdlGAEgASgLMhQub21uaS52MS5PbW5pTWVzc2FnZSIVChNMaXN0U2Vzc2lvbnNSZXF1ZXN0Ij4KFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiYKCHNlc3Npb25zGAEgAygLMhQub21uaS52MS5TZXNzaW9uSW5mbyKdAQoLU2Vzc2lvbkluZm8SEgoKc2Vzc2lvbl9pZBgBIAEoCRIkCgVzdGF0ZRgCIAEoDjIVLm9tbmkudjEuU2Vzc2lvblN0YXRlEhIKCmNyZWF0ZWRfYXQYAyABKAkSEgoKdXBkYXRlZF9hdBgEIAEoCRIVCg1tZXNzYWdlX2NvdW50GAUgASgDEhUKDWxhc3RfZXZlbnRfaWQYBiABKAkqmgEKDEFwcHJvdmFsTW9kZRIdChlBUFBST1ZBTF9NT0RFX1VOU1BFQ0lGSUVEEAASGwoXQVBQUk9WQUxfTU9ERV9BTExPV19BTEwQARIaChZBUFBST1ZBTF9NT0RFX0RFTllfQUxMEAISGwoXQVBQUk9WQUxfTU9ERV9SRUFEX09OTFkQAxIVChFBUFBST1ZBTF9NT0RFX0FTSxAEKsYBCg1UaGlua2luZ0xldmVsEh4KGlRISU5LSU5HX0xFVkVMX1VOU1BFQ0lGSUVEEAASFwoTVEhJTktJTkdfTEVWRUxfTk9ORRABEhYKElRISU5LSU5HX0xFVkVMX0xPVxACEhkKFVRISU5LSU5HX0xFVkVMX01FRElVTRADEhcKE1RISU5LSU5HX0xFVkVMX0hJR0gQBBIYChRUSElOS0lOR19MRVZFTF9YSElHSBAFEhYKElRISU5LSU5HX0xFVkVMX01BWBAGKn4KDFNlc3Npb25TdGF0ZRIdChlTRVNTSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASFgoSU0VTU0lPTl9TVEFURV9JRExFEAESGQoVU0VTU0lPTl9TVEFURV9SVU5OSU5HEAISHAoYU0VTU0lPTl9TVEFURV9DT01QQUNUSU5HEAMyiwMKDEFnZW50U2VydmljZRIyCgNSdW4SEy5vbW5pLnYxLlJ1blJlcXVlc3QaFC5vbW5pLnYxLlJ1blJlc3BvbnNlMAESOwoGQXR0YWNoEhYub21uaS52MS5BdHRhY2hSZXF1ZXN0Ghcub21uaS52MS5BdHRhY2hSZXNwb25zZTABEjwKB0FwcHJvdmUSFy5vbW5pLnYxLkFwcHJvdmVSZXF1ZXN0Ghgub21uaS52MS5BcHByb3ZlUmVzcG9uc2USNgoFQWJvcnQSFS5vbW5pLnYxLkFib3J0UmVxdWVzdBoWLm9tbmkudjEuQWJvcnRSZXNwb25zZRJHCgpHZXRIaXN0b3J5Ehoub21uaS52MS5HZXRIaXN0b3J5UmVxdWVzdBobLm9tbmkudjEuR2V0SGlzdG9yeVJlc3BvbnNlMAESSwoMTGlzdFNlc3Npb25zEhwub21uaS52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0Gh0ub21uaS52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZUJmChNpby5vbW5pZ3JwYy5vbW5pLnYxQhFBZ2VudFNlcnZpY2VQcm90b1ABWjpnaXRodWIuY29tL29tbmktZ3JwYy9vbW5pLWdycGMvZ2VuZXJhdGVkL2dvL29tbmkvdjE7b21uaXYxYgZwcm90bzM", [file_google_protobuf_struct, file_omni_v1_omni]);
+  fileDesc("ChtvbW5pL3YxL2FnZW50X3NlcnZpY2UucHJvdG8SB29tbmkudjEijgIKClJ1blJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIjCgVpbnB1dBgCIAMoCzIULm9tbmkudjEuT21uaU1lc3NhZ2USDgoGcHJvbXB0GAMgASgJEi4KDnRoaW5raW5nX2xldmVsGAQgASgOMhYub21uaS52MS5UaGlua2luZ0xldmVsEiwKDWFwcHJvdmFsX21vZGUYBSABKA4yFS5vbW5pLnYxLkFwcHJvdmFsTW9kZRIpCghtZXRhZGF0YRgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSGAoQZGV0YWNoX29uX2NhbmNlbBgHIAEoCBIUCgxpbmNsdWRlX2pzb24YCCABKAgimQEKC1J1blJlc3BvbnNlEhAKCGV2ZW50X2lkGAEgASgJEicKB21lc3NhZ2UYAiABKAsyFC5vbW5pLnYxLk9tbmlNZXNzYWdlSAASJQoFZXZlbnQYAyABKAsyFC5vbW5pLnYxLlNlcnZlckV2ZW50SAASEgoKc2Vzc2lvbl9pZBgEIAEoCRIMCgRqc29uGAUgASgJQgYKBGtpbmQiUQoNQXR0YWNoUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhYKDmFmdGVyX2V2ZW50X2lkGAIgASgJEhQKDGluY2x1ZGVfanNvbhgDIAEoCCKcAQoOQXR0YWNoUmVzcG9uc2USEAoIZXZlbnRfaWQYASABKAkSJwoHbWVzc2FnZRgCIAEoCzIULm9tbmkudjEuT21uaU1lc3NhZ2VIABIlCgVldmVudBgDIAEoCzIULm9tbmkudjEuU2VydmVyRXZlbnRIABISCgpzZXNzaW9uX2lkGAQgASgJEgwKBGpzb24YBSABKAlCBgoEa2luZCK0AgoLU2VydmVyRXZlbnQSKAoKdGFza19zdGF0ZRgBIAEoCzISLm9tbmkudjEuVGFza1N0YXRlSAASNAoQYXBwcm92YWxfcmVxdWVzdBgCIAEoCzIYLm9tbmkudjEuQXBwcm92YWxSZXF1ZXN0SAASMgoPcmVzeW5jX3JlcXVpcmVkGAMgASgLMhcub21uaS52MS5SZXN5bmNSZXF1aXJlZEgAEi4KB3Vua25vd24YZCABKAsyGy5vbW5pLnYxLlVua25vd25TZXJ2ZXJFdmVudEgAEiUKCmtleV9vcmRlcnMYZiADKAsyES5vbW5pLnYxLktleU9yZGVyEiUKCnJhd192YWx1ZXMYZyADKAsyES5vbW5pLnYxLlJhd1ZhbHVlQgYKBGtpbmRKBAhlEGZSBXNoYXBlIlEKCVRhc2tTdGF0ZRIkCgVzdGF0ZRgBIAEoDjIVLm9tbmkudjEuU2Vzc2lvblN0YXRlEhMKBnF1ZXVlZBgCIAEoA0gAiAEBQgkKB19xdWV1ZWQiSgoPQXBwcm92YWxSZXF1ZXN0EicKCXRvb2xfY2FsbBgBIAEoCzIULm9tbmkudjEuT21uaU1lc3NhZ2USDgoGb3JpZ2luGAIgAygJIhAKDlJlc3luY1JlcXVpcmVkIjAKElVua25vd25TZXJ2ZXJFdmVudBIMCgR0eXBlGAEgASgJEgwKBGpzb24YAiABKAkiXwoOQXBwcm92ZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgx0b29sX2NhbGxfaWQYAiABKAkSIwoIZGVjaXNpb24YAyABKA4yES5vbW5pLnYxLkRlY2lzaW9uIhEKD0FwcHJvdmVSZXNwb25zZSIyCgxBYm9ydFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiJAoNQWJvcnRSZXNwb25zZRITCgt3YXNfcnVubmluZxgBIAEoCCI9ChFHZXRIaXN0b3J5UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDGluY2x1ZGVfanNvbhgCIAEoCCJJChJHZXRIaXN0b3J5UmVzcG9uc2USJQoHbWVzc2FnZRgBIAEoCzIULm9tbmkudjEuT21uaU1lc3NhZ2USDAoEanNvbhgCIAEoCSIVChNMaXN0U2Vzc2lvbnNSZXF1ZXN0Ij4KFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiYKCHNlc3Npb25zGAEgAygLMhQub21uaS52MS5TZXNzaW9uSW5mbyKdAQoLU2Vzc2lvbkluZm8SEgoKc2Vzc2lvbl9pZBgBIAEoCRIkCgVzdGF0ZRgCIAEoDjIVLm9tbmkudjEuU2Vzc2lvblN0YXRlEhIKCmNyZWF0ZWRfYXQYAyABKAkSEgoKdXBkYXRlZF9hdBgEIAEoCRIVCg1tZXNzYWdlX2NvdW50GAUgASgDEhUKDWxhc3RfZXZlbnRfaWQYBiABKAkqmgEKDEFwcHJvdmFsTW9kZRIdChlBUFBST1ZBTF9NT0RFX1VOU1BFQ0lGSUVEEAASGwoXQVBQUk9WQUxfTU9ERV9BTExPV19BTEwQARIaChZBUFBST1ZBTF9NT0RFX0RFTllfQUxMEAISGwoXQVBQUk9WQUxfTU9ERV9SRUFEX09OTFkQAxIVChFBUFBST1ZBTF9NT0RFX0FTSxAEKsYBCg1UaGlua2luZ0xldmVsEh4KGlRISU5LSU5HX0xFVkVMX1VOU1BFQ0lGSUVEEAASFwoTVEhJTktJTkdfTEVWRUxfTk9ORRABEhYKElRISU5LSU5HX0xFVkVMX0xPVxACEhkKFVRISU5LSU5HX0xFVkVMX01FRElVTRADEhcKE1RISU5LSU5HX0xFVkVMX0hJR0gQBBIYChRUSElOS0lOR19MRVZFTF9YSElHSBAFEhYKElRISU5LSU5HX0xFVkVMX01BWBAGKn4KDFNlc3Npb25TdGF0ZRIdChlTRVNTSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASFgoSU0VTU0lPTl9TVEFURV9JRExFEAESGQoVU0VTU0lPTl9TVEFURV9SVU5OSU5HEAISHAoYU0VTU0lPTl9TVEFURV9DT01QQUNUSU5HEAMyiwMKDEFnZW50U2VydmljZRIyCgNSdW4SEy5vbW5pLnYxLlJ1blJlcXVlc3QaFC5vbW5pLnYxLlJ1blJlc3BvbnNlMAESOwoGQXR0YWNoEhYub21uaS52MS5BdHRhY2hSZXF1ZXN0Ghcub21uaS52MS5BdHRhY2hSZXNwb25zZTABEjwKB0FwcHJvdmUSFy5vbW5pLnYxLkFwcHJvdmVSZXF1ZXN0Ghgub21uaS52MS5BcHByb3ZlUmVzcG9uc2USNgoFQWJvcnQSFS5vbW5pLnYxLkFib3J0UmVxdWVzdBoWLm9tbmkudjEuQWJvcnRSZXNwb25zZRJHCgpHZXRIaXN0b3J5Ehoub21uaS52MS5HZXRIaXN0b3J5UmVxdWVzdBobLm9tbmkudjEuR2V0SGlzdG9yeVJlc3BvbnNlMAESSwoMTGlzdFNlc3Npb25zEhwub21uaS52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0Gh0ub21uaS52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZUJmChNpby5vbW5pZ3JwYy5vbW5pLnYxQhFBZ2VudFNlcnZpY2VQcm90b1ABWjpnaXRodWIuY29tL29tbmktZ3JwYy9vbW5pLWdycGMvZ2VuZXJhdGVkL2dvL29tbmkvdjE7b21uaXYxYgZwcm90bzM", [file_google_protobuf_struct, file_omni_v1_omni]);
 
 /**
  * @generated from message omni.v1.RunRequest
@@ -66,6 +66,13 @@ export type RunRequest = Message<"omni.v1.RunRequest"> & {
    * @generated from field: bool detach_on_cancel = 7;
    */
   detachOnCancel: boolean;
+
+  /**
+   * Also send each response's exact reference JSON in its json field.
+   *
+   * @generated from field: bool include_json = 8;
+   */
+  includeJson: boolean;
 };
 
 /**
@@ -107,6 +114,16 @@ export type RunResponse = Message<"omni.v1.RunResponse"> & {
    * @generated from field: string session_id = 4;
    */
   sessionId: string;
+
+  /**
+   * With include_json: the message or event as the protocol's own JSON, the
+   * exact bytes the trace and the SSE stream carry (key order, number text,
+   * unknown keys). Generic tools (buf curl, grpcurl, proto-loader) print
+   * ProtoJSON instead, which is not that.
+   *
+   * @generated from field: string json = 5;
+   */
+  json: string;
 };
 
 /**
@@ -131,6 +148,13 @@ export type AttachRequest = Message<"omni.v1.AttachRequest"> & {
    * @generated from field: string after_event_id = 2;
    */
   afterEventId: string;
+
+  /**
+   * Also send each response's exact reference JSON in its json field.
+   *
+   * @generated from field: bool include_json = 3;
+   */
+  includeJson: boolean;
 };
 
 /**
@@ -170,6 +194,16 @@ export type AttachResponse = Message<"omni.v1.AttachResponse"> & {
    * @generated from field: string session_id = 4;
    */
   sessionId: string;
+
+  /**
+   * With include_json: the message or event as the protocol's own JSON, the
+   * exact bytes the trace and the SSE stream carry (key order, number text,
+   * unknown keys). Generic tools (buf curl, grpcurl, proto-loader) print
+   * ProtoJSON instead, which is not that.
+   *
+   * @generated from field: string json = 5;
+   */
+  json: string;
 };
 
 /**
@@ -415,6 +449,13 @@ export type GetHistoryRequest = Message<"omni.v1.GetHistoryRequest"> & {
    * @generated from field: string session_id = 1;
    */
   sessionId: string;
+
+  /**
+   * Also send each message's exact reference JSON in its json field.
+   *
+   * @generated from field: bool include_json = 2;
+   */
+  includeJson: boolean;
 };
 
 /**
@@ -432,6 +473,14 @@ export type GetHistoryResponse = Message<"omni.v1.GetHistoryResponse"> & {
    * @generated from field: omni.v1.OmniMessage message = 1;
    */
   message?: OmniMessage | undefined;
+
+  /**
+   * With include_json: the message as its trace line holds it (without the
+   * newline), byte for byte.
+   *
+   * @generated from field: string json = 2;
+   */
+  json: string;
 };
 
 /**

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from omni_grpc.convert import serialize_message
 from omni_grpc.runtime.bodies import is_task_end
 from omni_grpc.runtime.errors import BackendUnavailable, HubError
 from omni_grpc.runtime.events import HubEvent
@@ -33,20 +34,28 @@ _FAILURE_CODES = {
 }
 
 
-def run_response(event: HubEvent, session_id: str) -> pb.RunResponse:
-    if event.message is not None:
-        return pb.RunResponse(event_id=event.event_id, message=event.message, session_id=session_id)
-    return pb.RunResponse(event_id=event.event_id, event=event.server_event, session_id=session_id)
+def run_response(event: HubEvent, session_id: str, *, with_json: bool = False) -> pb.RunResponse:
+    response = pb.RunResponse(event_id=event.event_id, session_id=session_id)
+    _fill(response, event, with_json)
+    return response
 
 
-def attach_response(event: HubEvent, session_id: str) -> pb.AttachResponse:
+def attach_response(
+    event: HubEvent, session_id: str, *, with_json: bool = False
+) -> pb.AttachResponse:
+    response = pb.AttachResponse(event_id=event.event_id, session_id=session_id)
+    _fill(response, event, with_json)
+    return response
+
+
+def _fill(response: pb.RunResponse | pb.AttachResponse, event: HubEvent, with_json: bool) -> None:
     if event.message is not None:
-        return pb.AttachResponse(
-            event_id=event.event_id, message=event.message, session_id=session_id
-        )
-    return pb.AttachResponse(
-        event_id=event.event_id, event=event.server_event, session_id=session_id
-    )
+        response.message.CopyFrom(event.message)
+    elif event.server_event is not None:
+        response.event.CopyFrom(event.server_event)
+    if with_json:
+        # The hub serialized the event once for the trace and SSE: the same bytes.
+        response.json = event.data.decode("utf-8")
 
 
 def session_info(info: SessionInfo) -> pb.SessionInfo:
@@ -78,7 +87,7 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
             await context.send_initial_metadata(((SESSION_HEADER, session_id),))
             try:
                 async for event in sub:
-                    yield run_response(event, session_id)
+                    yield run_response(event, session_id, with_json=request.include_json)
                     if is_task_end(event):
                         finished = True
                         if event.failure is not None:
@@ -109,7 +118,7 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
             await context.send_initial_metadata(((SESSION_HEADER, session_id),))
             try:
                 async for event in sub:
-                    yield attach_response(event, session_id)
+                    yield attach_response(event, session_id, with_json=request.include_json)
             except BackendUnavailable as exc:  # the shared log went away mid-stream
                 await abort_with(context, exc)
         finally:
@@ -146,7 +155,11 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
         except HubError as exc:
             await abort_with(context, exc)
         async for message in messages:
-            yield pb.GetHistoryResponse(message=message)
+            response = pb.GetHistoryResponse(message=message)
+            if request.include_json:
+                # The codec gives back each trace line's exact bytes.
+                response.json = serialize_message(message).decode("utf-8")
+            yield response
 
     async def ListSessions(
         self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext

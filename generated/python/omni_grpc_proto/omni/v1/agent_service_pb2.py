@@ -26,7 +26,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from omni_grpc_proto.omni.v1 import omni_pb2 as omni_dot_v1_dot_omni__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bomni/v1/agent_service.proto\x12\x07omni.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x12omni/v1/omni.proto\"\xc9\x02\n\nRunRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12*\n\x05input\x18\x02 \x03(\x0b\x32\x14.omni.v1.OmniMessageR\x05input\x12\x16\n\x06prompt\x18\x03 \x01(\tR\x06prompt\x12=\n\x0ethinking_level\x18\x04 \x01(\x0e\x32\x16.omni.v1.ThinkingLevelR\rthinkingLevel\x12:\n\rapproval_mode\x18\x05 \x01(\x0e\x32\x15.omni.v1.ApprovalModeR\x0c\x61pprovalMode\x12\x33\n\x08metadata\x18\x06 \x01(\x0b\x32\x17.google.protobuf.StructR\x08metadata\x12(\n\x10\x64\x65tach_on_cancel\x18\x07 \x01(\x08R\x0e\x64\x65tachOnCancel\"\xaf\x01\n\x0bRunResponse\x12\x19\n\x08\x65vent_id\x18\x01 \x01(\tR\x07\x65ventId\x12\x30\n\x07message\x18\x02 \x01(\x0b\x32\x14.omni.v1.OmniMessageH\x00R\x07message\x12,\n\x05\x65vent\x18\x03 \x01(\x0b\x32\x14.omni.v1.ServerEventH\x00R\x05\x65vent\x12\x1d\n\nsession_id\x18\x04 \x01(\tR\tsessionIdB\x06\n\x04kind\"T\n\rAttachRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12$\n\x0e\x61\x66ter_event_id\x18\x02 \x01(\tR\x0c\x61\x66terEventId\"\xb2\x01\n\x0e\x41ttachResponse\x12\x19\n\x08\x65vent_id\x18\x01 \x01(\tR\x07\x65ventId\x12\x30\n\x07message\x18\x02 \x01(\x0b\x32\x14.omni.v1.OmniMessageH\x00R\x07message\x12,\n\x05\x65vent\x18\x03 \x01(\x0b\x32\x14.omni.v1.ServerEventH\x00R\x05\x65vent\x12\x1d\n\nsession_id\x18\x04 \x01(\tR\tsessionIdB\x06\n\x04kind\"\xff\x02\n\x0bServerEvent\x12\x33\n\ntask_state\x18\x01 \x01(\x0b\x32\x12.omni.v1.TaskStateH\x00R\ttaskState\x12\x45\n\x10\x61pproval_request\x18\x02 \x01(\x0b\x32\x18.omni.v1.ApprovalRequestH\x00R\x0f\x61pprovalRequest\x12\x42\n\x0fresync_required\x18\x03 \x01(\x0b\x32\x17.omni.v1.ResyncRequiredH\x00R\x0eresyncRequired\x12\x37\n\x07unknown\x18\x64 \x01(\x0b\x32\x1b.omni.v1.UnknownServerEventH\x00R\x07unknown\x12\x30\n\nkey_orders\x18\x66 \x03(\x0b\x32\x11.omni.v1.KeyOrderR\tkeyOrders\x12\x30\n\nraw_values\x18g \x03(\x0b\x32\x11.omni.v1.RawValueR\trawValuesB\x06\n\x04kindJ\x04\x08\x65\x10\x66R\x05shape\"`\n\tTaskState\x12+\n\x05state\x18\x01 \x01(\x0e\x32\x15.omni.v1.SessionStateR\x05state\x12\x1b\n\x06queued\x18\x02 \x01(\x03H\x00R\x06queued\x88\x01\x01\x42\t\n\x07_queued\"\\\n\x0f\x41pprovalRequest\x12\x31\n\ttool_call\x18\x01 \x01(\x0b\x32\x14.omni.v1.OmniMessageR\x08toolCall\x12\x16\n\x06origin\x18\x02 \x03(\tR\x06origin\"\x10\n\x0eResyncRequired\"<\n\x12UnknownServerEvent\x12\x12\n\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n\x04json\x18\x02 \x01(\tR\x04json\"\x80\x01\n\x0e\x41pproveRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12 \n\x0ctool_call_id\x18\x02 \x01(\tR\ntoolCallId\x12-\n\x08\x64\x65\x63ision\x18\x03 \x01(\x0e\x32\x11.omni.v1.DecisionR\x08\x64\x65\x63ision\"\x11\n\x0f\x41pproveResponse\"E\n\x0c\x41\x62ortRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\"0\n\rAbortResponse\x12\x1f\n\x0bwas_running\x18\x01 \x01(\x08R\nwasRunning\"2\n\x11GetHistoryRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\"D\n\x12GetHistoryResponse\x12.\n\x07message\x18\x01 \x01(\x0b\x32\x14.omni.v1.OmniMessageR\x07message\"\x15\n\x13ListSessionsRequest\"H\n\x14ListSessionsResponse\x12\x30\n\x08sessions\x18\x01 \x03(\x0b\x32\x14.omni.v1.SessionInfoR\x08sessions\"\xe0\x01\n\x0bSessionInfo\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12+\n\x05state\x18\x02 \x01(\x0e\x32\x15.omni.v1.SessionStateR\x05state\x12\x1d\n\ncreated_at\x18\x03 \x01(\tR\tcreatedAt\x12\x1d\n\nupdated_at\x18\x04 \x01(\tR\tupdatedAt\x12#\n\rmessage_count\x18\x05 \x01(\x03R\x0cmessageCount\x12\"\n\rlast_event_id\x18\x06 \x01(\tR\x0blastEventId*\x9a\x01\n\x0c\x41pprovalMode\x12\x1d\n\x19\x41PPROVAL_MODE_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x41PPROVAL_MODE_ALLOW_ALL\x10\x01\x12\x1a\n\x16\x41PPROVAL_MODE_DENY_ALL\x10\x02\x12\x1b\n\x17\x41PPROVAL_MODE_READ_ONLY\x10\x03\x12\x15\n\x11\x41PPROVAL_MODE_ASK\x10\x04*\xc6\x01\n\rThinkingLevel\x12\x1e\n\x1aTHINKING_LEVEL_UNSPECIFIED\x10\x00\x12\x17\n\x13THINKING_LEVEL_NONE\x10\x01\x12\x16\n\x12THINKING_LEVEL_LOW\x10\x02\x12\x19\n\x15THINKING_LEVEL_MEDIUM\x10\x03\x12\x17\n\x13THINKING_LEVEL_HIGH\x10\x04\x12\x18\n\x14THINKING_LEVEL_XHIGH\x10\x05\x12\x16\n\x12THINKING_LEVEL_MAX\x10\x06*~\n\x0cSessionState\x12\x1d\n\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12SESSION_STATE_IDLE\x10\x01\x12\x19\n\x15SESSION_STATE_RUNNING\x10\x02\x12\x1c\n\x18SESSION_STATE_COMPACTING\x10\x03\x32\x8b\x03\n\x0c\x41gentService\x12\x32\n\x03Run\x12\x13.omni.v1.RunRequest\x1a\x14.omni.v1.RunResponse0\x01\x12;\n\x06\x41ttach\x12\x16.omni.v1.AttachRequest\x1a\x17.omni.v1.AttachResponse0\x01\x12<\n\x07\x41pprove\x12\x17.omni.v1.ApproveRequest\x1a\x18.omni.v1.ApproveResponse\x12\x36\n\x05\x41\x62ort\x12\x15.omni.v1.AbortRequest\x1a\x16.omni.v1.AbortResponse\x12G\n\nGetHistory\x12\x1a.omni.v1.GetHistoryRequest\x1a\x1b.omni.v1.GetHistoryResponse0\x01\x12K\n\x0cListSessions\x12\x1c.omni.v1.ListSessionsRequest\x1a\x1d.omni.v1.ListSessionsResponseBf\n\x13io.omnigrpc.omni.v1B\x11\x41gentServiceProtoP\x01Z:github.com/omni-grpc/omni-grpc/generated/go/omni/v1;omniv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bomni/v1/agent_service.proto\x12\x07omni.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x12omni/v1/omni.proto\"\xec\x02\n\nRunRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12*\n\x05input\x18\x02 \x03(\x0b\x32\x14.omni.v1.OmniMessageR\x05input\x12\x16\n\x06prompt\x18\x03 \x01(\tR\x06prompt\x12=\n\x0ethinking_level\x18\x04 \x01(\x0e\x32\x16.omni.v1.ThinkingLevelR\rthinkingLevel\x12:\n\rapproval_mode\x18\x05 \x01(\x0e\x32\x15.omni.v1.ApprovalModeR\x0c\x61pprovalMode\x12\x33\n\x08metadata\x18\x06 \x01(\x0b\x32\x17.google.protobuf.StructR\x08metadata\x12(\n\x10\x64\x65tach_on_cancel\x18\x07 \x01(\x08R\x0e\x64\x65tachOnCancel\x12!\n\x0cinclude_json\x18\x08 \x01(\x08R\x0bincludeJson\"\xc3\x01\n\x0bRunResponse\x12\x19\n\x08\x65vent_id\x18\x01 \x01(\tR\x07\x65ventId\x12\x30\n\x07message\x18\x02 \x01(\x0b\x32\x14.omni.v1.OmniMessageH\x00R\x07message\x12,\n\x05\x65vent\x18\x03 \x01(\x0b\x32\x14.omni.v1.ServerEventH\x00R\x05\x65vent\x12\x1d\n\nsession_id\x18\x04 \x01(\tR\tsessionId\x12\x12\n\x04json\x18\x05 \x01(\tR\x04jsonB\x06\n\x04kind\"w\n\rAttachRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12$\n\x0e\x61\x66ter_event_id\x18\x02 \x01(\tR\x0c\x61\x66terEventId\x12!\n\x0cinclude_json\x18\x03 \x01(\x08R\x0bincludeJson\"\xc6\x01\n\x0e\x41ttachResponse\x12\x19\n\x08\x65vent_id\x18\x01 \x01(\tR\x07\x65ventId\x12\x30\n\x07message\x18\x02 \x01(\x0b\x32\x14.omni.v1.OmniMessageH\x00R\x07message\x12,\n\x05\x65vent\x18\x03 \x01(\x0b\x32\x14.omni.v1.ServerEventH\x00R\x05\x65vent\x12\x1d\n\nsession_id\x18\x04 \x01(\tR\tsessionId\x12\x12\n\x04json\x18\x05 \x01(\tR\x04jsonB\x06\n\x04kind\"\xff\x02\n\x0bServerEvent\x12\x33\n\ntask_state\x18\x01 \x01(\x0b\x32\x12.omni.v1.TaskStateH\x00R\ttaskState\x12\x45\n\x10\x61pproval_request\x18\x02 \x01(\x0b\x32\x18.omni.v1.ApprovalRequestH\x00R\x0f\x61pprovalRequest\x12\x42\n\x0fresync_required\x18\x03 \x01(\x0b\x32\x17.omni.v1.ResyncRequiredH\x00R\x0eresyncRequired\x12\x37\n\x07unknown\x18\x64 \x01(\x0b\x32\x1b.omni.v1.UnknownServerEventH\x00R\x07unknown\x12\x30\n\nkey_orders\x18\x66 \x03(\x0b\x32\x11.omni.v1.KeyOrderR\tkeyOrders\x12\x30\n\nraw_values\x18g \x03(\x0b\x32\x11.omni.v1.RawValueR\trawValuesB\x06\n\x04kindJ\x04\x08\x65\x10\x66R\x05shape\"`\n\tTaskState\x12+\n\x05state\x18\x01 \x01(\x0e\x32\x15.omni.v1.SessionStateR\x05state\x12\x1b\n\x06queued\x18\x02 \x01(\x03H\x00R\x06queued\x88\x01\x01\x42\t\n\x07_queued\"\\\n\x0f\x41pprovalRequest\x12\x31\n\ttool_call\x18\x01 \x01(\x0b\x32\x14.omni.v1.OmniMessageR\x08toolCall\x12\x16\n\x06origin\x18\x02 \x03(\tR\x06origin\"\x10\n\x0eResyncRequired\"<\n\x12UnknownServerEvent\x12\x12\n\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n\x04json\x18\x02 \x01(\tR\x04json\"\x80\x01\n\x0e\x41pproveRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12 \n\x0ctool_call_id\x18\x02 \x01(\tR\ntoolCallId\x12-\n\x08\x64\x65\x63ision\x18\x03 \x01(\x0e\x32\x11.omni.v1.DecisionR\x08\x64\x65\x63ision\"\x11\n\x0f\x41pproveResponse\"E\n\x0c\x41\x62ortRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x16\n\x06reason\x18\x02 \x01(\tR\x06reason\"0\n\rAbortResponse\x12\x1f\n\x0bwas_running\x18\x01 \x01(\x08R\nwasRunning\"U\n\x11GetHistoryRequest\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12!\n\x0cinclude_json\x18\x02 \x01(\x08R\x0bincludeJson\"X\n\x12GetHistoryResponse\x12.\n\x07message\x18\x01 \x01(\x0b\x32\x14.omni.v1.OmniMessageR\x07message\x12\x12\n\x04json\x18\x02 \x01(\tR\x04json\"\x15\n\x13ListSessionsRequest\"H\n\x14ListSessionsResponse\x12\x30\n\x08sessions\x18\x01 \x03(\x0b\x32\x14.omni.v1.SessionInfoR\x08sessions\"\xe0\x01\n\x0bSessionInfo\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12+\n\x05state\x18\x02 \x01(\x0e\x32\x15.omni.v1.SessionStateR\x05state\x12\x1d\n\ncreated_at\x18\x03 \x01(\tR\tcreatedAt\x12\x1d\n\nupdated_at\x18\x04 \x01(\tR\tupdatedAt\x12#\n\rmessage_count\x18\x05 \x01(\x03R\x0cmessageCount\x12\"\n\rlast_event_id\x18\x06 \x01(\tR\x0blastEventId*\x9a\x01\n\x0c\x41pprovalMode\x12\x1d\n\x19\x41PPROVAL_MODE_UNSPECIFIED\x10\x00\x12\x1b\n\x17\x41PPROVAL_MODE_ALLOW_ALL\x10\x01\x12\x1a\n\x16\x41PPROVAL_MODE_DENY_ALL\x10\x02\x12\x1b\n\x17\x41PPROVAL_MODE_READ_ONLY\x10\x03\x12\x15\n\x11\x41PPROVAL_MODE_ASK\x10\x04*\xc6\x01\n\rThinkingLevel\x12\x1e\n\x1aTHINKING_LEVEL_UNSPECIFIED\x10\x00\x12\x17\n\x13THINKING_LEVEL_NONE\x10\x01\x12\x16\n\x12THINKING_LEVEL_LOW\x10\x02\x12\x19\n\x15THINKING_LEVEL_MEDIUM\x10\x03\x12\x17\n\x13THINKING_LEVEL_HIGH\x10\x04\x12\x18\n\x14THINKING_LEVEL_XHIGH\x10\x05\x12\x16\n\x12THINKING_LEVEL_MAX\x10\x06*~\n\x0cSessionState\x12\x1d\n\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12SESSION_STATE_IDLE\x10\x01\x12\x19\n\x15SESSION_STATE_RUNNING\x10\x02\x12\x1c\n\x18SESSION_STATE_COMPACTING\x10\x03\x32\x8b\x03\n\x0c\x41gentService\x12\x32\n\x03Run\x12\x13.omni.v1.RunRequest\x1a\x14.omni.v1.RunResponse0\x01\x12;\n\x06\x41ttach\x12\x16.omni.v1.AttachRequest\x1a\x17.omni.v1.AttachResponse0\x01\x12<\n\x07\x41pprove\x12\x17.omni.v1.ApproveRequest\x1a\x18.omni.v1.ApproveResponse\x12\x36\n\x05\x41\x62ort\x12\x15.omni.v1.AbortRequest\x1a\x16.omni.v1.AbortResponse\x12G\n\nGetHistory\x12\x1a.omni.v1.GetHistoryRequest\x1a\x1b.omni.v1.GetHistoryResponse0\x01\x12K\n\x0cListSessions\x12\x1c.omni.v1.ListSessionsRequest\x1a\x1d.omni.v1.ListSessionsResponseBf\n\x13io.omnigrpc.omni.v1B\x11\x41gentServiceProtoP\x01Z:github.com/omni-grpc/omni-grpc/generated/go/omni/v1;omniv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,48 +34,48 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'omni.v1.agent_service_pb2',
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\023io.omnigrpc.omni.v1B\021AgentServiceProtoP\001Z:github.com/omni-grpc/omni-grpc/generated/go/omni/v1;omniv1'
-  _globals['_APPROVALMODE']._serialized_start=2243
-  _globals['_APPROVALMODE']._serialized_end=2397
-  _globals['_THINKINGLEVEL']._serialized_start=2400
-  _globals['_THINKINGLEVEL']._serialized_end=2598
-  _globals['_SESSIONSTATE']._serialized_start=2600
-  _globals['_SESSIONSTATE']._serialized_end=2726
+  _globals['_APPROVALMODE']._serialized_start=2408
+  _globals['_APPROVALMODE']._serialized_end=2562
+  _globals['_THINKINGLEVEL']._serialized_start=2565
+  _globals['_THINKINGLEVEL']._serialized_end=2763
+  _globals['_SESSIONSTATE']._serialized_start=2765
+  _globals['_SESSIONSTATE']._serialized_end=2891
   _globals['_RUNREQUEST']._serialized_start=91
-  _globals['_RUNREQUEST']._serialized_end=420
-  _globals['_RUNRESPONSE']._serialized_start=423
-  _globals['_RUNRESPONSE']._serialized_end=598
-  _globals['_ATTACHREQUEST']._serialized_start=600
-  _globals['_ATTACHREQUEST']._serialized_end=684
-  _globals['_ATTACHRESPONSE']._serialized_start=687
-  _globals['_ATTACHRESPONSE']._serialized_end=865
-  _globals['_SERVEREVENT']._serialized_start=868
-  _globals['_SERVEREVENT']._serialized_end=1251
-  _globals['_TASKSTATE']._serialized_start=1253
-  _globals['_TASKSTATE']._serialized_end=1349
-  _globals['_APPROVALREQUEST']._serialized_start=1351
-  _globals['_APPROVALREQUEST']._serialized_end=1443
-  _globals['_RESYNCREQUIRED']._serialized_start=1445
-  _globals['_RESYNCREQUIRED']._serialized_end=1461
-  _globals['_UNKNOWNSERVEREVENT']._serialized_start=1463
-  _globals['_UNKNOWNSERVEREVENT']._serialized_end=1523
-  _globals['_APPROVEREQUEST']._serialized_start=1526
-  _globals['_APPROVEREQUEST']._serialized_end=1654
-  _globals['_APPROVERESPONSE']._serialized_start=1656
-  _globals['_APPROVERESPONSE']._serialized_end=1673
-  _globals['_ABORTREQUEST']._serialized_start=1675
-  _globals['_ABORTREQUEST']._serialized_end=1744
-  _globals['_ABORTRESPONSE']._serialized_start=1746
-  _globals['_ABORTRESPONSE']._serialized_end=1794
-  _globals['_GETHISTORYREQUEST']._serialized_start=1796
-  _globals['_GETHISTORYREQUEST']._serialized_end=1846
-  _globals['_GETHISTORYRESPONSE']._serialized_start=1848
-  _globals['_GETHISTORYRESPONSE']._serialized_end=1916
-  _globals['_LISTSESSIONSREQUEST']._serialized_start=1918
-  _globals['_LISTSESSIONSREQUEST']._serialized_end=1939
-  _globals['_LISTSESSIONSRESPONSE']._serialized_start=1941
-  _globals['_LISTSESSIONSRESPONSE']._serialized_end=2013
-  _globals['_SESSIONINFO']._serialized_start=2016
-  _globals['_SESSIONINFO']._serialized_end=2240
-  _globals['_AGENTSERVICE']._serialized_start=2729
-  _globals['_AGENTSERVICE']._serialized_end=3124
+  _globals['_RUNREQUEST']._serialized_end=455
+  _globals['_RUNRESPONSE']._serialized_start=458
+  _globals['_RUNRESPONSE']._serialized_end=653
+  _globals['_ATTACHREQUEST']._serialized_start=655
+  _globals['_ATTACHREQUEST']._serialized_end=774
+  _globals['_ATTACHRESPONSE']._serialized_start=777
+  _globals['_ATTACHRESPONSE']._serialized_end=975
+  _globals['_SERVEREVENT']._serialized_start=978
+  _globals['_SERVEREVENT']._serialized_end=1361
+  _globals['_TASKSTATE']._serialized_start=1363
+  _globals['_TASKSTATE']._serialized_end=1459
+  _globals['_APPROVALREQUEST']._serialized_start=1461
+  _globals['_APPROVALREQUEST']._serialized_end=1553
+  _globals['_RESYNCREQUIRED']._serialized_start=1555
+  _globals['_RESYNCREQUIRED']._serialized_end=1571
+  _globals['_UNKNOWNSERVEREVENT']._serialized_start=1573
+  _globals['_UNKNOWNSERVEREVENT']._serialized_end=1633
+  _globals['_APPROVEREQUEST']._serialized_start=1636
+  _globals['_APPROVEREQUEST']._serialized_end=1764
+  _globals['_APPROVERESPONSE']._serialized_start=1766
+  _globals['_APPROVERESPONSE']._serialized_end=1783
+  _globals['_ABORTREQUEST']._serialized_start=1785
+  _globals['_ABORTREQUEST']._serialized_end=1854
+  _globals['_ABORTRESPONSE']._serialized_start=1856
+  _globals['_ABORTRESPONSE']._serialized_end=1904
+  _globals['_GETHISTORYREQUEST']._serialized_start=1906
+  _globals['_GETHISTORYREQUEST']._serialized_end=1991
+  _globals['_GETHISTORYRESPONSE']._serialized_start=1993
+  _globals['_GETHISTORYRESPONSE']._serialized_end=2081
+  _globals['_LISTSESSIONSREQUEST']._serialized_start=2083
+  _globals['_LISTSESSIONSREQUEST']._serialized_end=2104
+  _globals['_LISTSESSIONSRESPONSE']._serialized_start=2106
+  _globals['_LISTSESSIONSRESPONSE']._serialized_end=2178
+  _globals['_SESSIONINFO']._serialized_start=2181
+  _globals['_SESSIONINFO']._serialized_end=2405
+  _globals['_AGENTSERVICE']._serialized_start=2894
+  _globals['_AGENTSERVICE']._serialized_end=3289
 # @@protoc_insertion_point(module_scope)

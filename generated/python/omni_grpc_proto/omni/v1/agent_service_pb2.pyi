@@ -51,7 +51,7 @@ SESSION_STATE_RUNNING: SessionState
 SESSION_STATE_COMPACTING: SessionState
 
 class RunRequest(_message.Message):
-    __slots__ = ("session_id", "input", "prompt", "thinking_level", "approval_mode", "metadata", "detach_on_cancel")
+    __slots__ = ("session_id", "input", "prompt", "thinking_level", "approval_mode", "metadata", "detach_on_cancel", "include_json")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     PROMPT_FIELD_NUMBER: _ClassVar[int]
@@ -59,6 +59,7 @@ class RunRequest(_message.Message):
     APPROVAL_MODE_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     DETACH_ON_CANCEL_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_JSON_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     input: _containers.RepeatedCompositeFieldContainer[_omni_pb2.OmniMessage]
     prompt: str
@@ -66,39 +67,46 @@ class RunRequest(_message.Message):
     approval_mode: ApprovalMode
     metadata: _struct_pb2.Struct
     detach_on_cancel: bool
-    def __init__(self, session_id: _Optional[str] = ..., input: _Optional[_Iterable[_Union[_omni_pb2.OmniMessage, _Mapping]]] = ..., prompt: _Optional[str] = ..., thinking_level: _Optional[_Union[ThinkingLevel, str]] = ..., approval_mode: _Optional[_Union[ApprovalMode, str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., detach_on_cancel: _Optional[bool] = ...) -> None: ...
+    include_json: bool
+    def __init__(self, session_id: _Optional[str] = ..., input: _Optional[_Iterable[_Union[_omni_pb2.OmniMessage, _Mapping]]] = ..., prompt: _Optional[str] = ..., thinking_level: _Optional[_Union[ThinkingLevel, str]] = ..., approval_mode: _Optional[_Union[ApprovalMode, str]] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., detach_on_cancel: _Optional[bool] = ..., include_json: _Optional[bool] = ...) -> None: ...
 
 class RunResponse(_message.Message):
-    __slots__ = ("event_id", "message", "event", "session_id")
+    __slots__ = ("event_id", "message", "event", "session_id", "json")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     EVENT_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     message: _omni_pb2.OmniMessage
     event: ServerEvent
     session_id: str
-    def __init__(self, event_id: _Optional[str] = ..., message: _Optional[_Union[_omni_pb2.OmniMessage, _Mapping]] = ..., event: _Optional[_Union[ServerEvent, _Mapping]] = ..., session_id: _Optional[str] = ...) -> None: ...
+    json: str
+    def __init__(self, event_id: _Optional[str] = ..., message: _Optional[_Union[_omni_pb2.OmniMessage, _Mapping]] = ..., event: _Optional[_Union[ServerEvent, _Mapping]] = ..., session_id: _Optional[str] = ..., json: _Optional[str] = ...) -> None: ...
 
 class AttachRequest(_message.Message):
-    __slots__ = ("session_id", "after_event_id")
+    __slots__ = ("session_id", "after_event_id", "include_json")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_EVENT_ID_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_JSON_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     after_event_id: str
-    def __init__(self, session_id: _Optional[str] = ..., after_event_id: _Optional[str] = ...) -> None: ...
+    include_json: bool
+    def __init__(self, session_id: _Optional[str] = ..., after_event_id: _Optional[str] = ..., include_json: _Optional[bool] = ...) -> None: ...
 
 class AttachResponse(_message.Message):
-    __slots__ = ("event_id", "message", "event", "session_id")
+    __slots__ = ("event_id", "message", "event", "session_id", "json")
     EVENT_ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     EVENT_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
     event_id: str
     message: _omni_pb2.OmniMessage
     event: ServerEvent
     session_id: str
-    def __init__(self, event_id: _Optional[str] = ..., message: _Optional[_Union[_omni_pb2.OmniMessage, _Mapping]] = ..., event: _Optional[_Union[ServerEvent, _Mapping]] = ..., session_id: _Optional[str] = ...) -> None: ...
+    json: str
+    def __init__(self, event_id: _Optional[str] = ..., message: _Optional[_Union[_omni_pb2.OmniMessage, _Mapping]] = ..., event: _Optional[_Union[ServerEvent, _Mapping]] = ..., session_id: _Optional[str] = ..., json: _Optional[str] = ...) -> None: ...
 
 class ServerEvent(_message.Message):
     __slots__ = ("task_state", "approval_request", "resync_required", "unknown", "key_orders", "raw_values")
@@ -173,16 +181,20 @@ class AbortResponse(_message.Message):
     def __init__(self, was_running: _Optional[bool] = ...) -> None: ...
 
 class GetHistoryRequest(_message.Message):
-    __slots__ = ("session_id",)
+    __slots__ = ("session_id", "include_json")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_JSON_FIELD_NUMBER: _ClassVar[int]
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+    include_json: bool
+    def __init__(self, session_id: _Optional[str] = ..., include_json: _Optional[bool] = ...) -> None: ...
 
 class GetHistoryResponse(_message.Message):
-    __slots__ = ("message",)
+    __slots__ = ("message", "json")
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
     message: _omni_pb2.OmniMessage
-    def __init__(self, message: _Optional[_Union[_omni_pb2.OmniMessage, _Mapping]] = ...) -> None: ...
+    json: str
+    def __init__(self, message: _Optional[_Union[_omni_pb2.OmniMessage, _Mapping]] = ..., json: _Optional[str] = ...) -> None: ...
 
 class ListSessionsRequest(_message.Message):
     __slots__ = ()

@@ -115,7 +115,7 @@ public final class AgentServiceProto {
     java.lang.String[] descriptorData = {
       "\n\033omni/v1/agent_service.proto\022\007omni.v1\032\034" +
       "google/protobuf/struct.proto\032\022omni/v1/om" +
-      "ni.proto\"\311\002\n\nRunRequest\022\035\n\nsession_id\030\001 " +
+      "ni.proto\"\354\002\n\nRunRequest\022\035\n\nsession_id\030\001 " +
       "\001(\tR\tsessionId\022*\n\005input\030\002 \003(\0132\024.omni.v1." +
       "OmniMessageR\005input\022\026\n\006prompt\030\003 \001(\tR\006prom" +
       "pt\022=\n\016thinking_level\030\004 \001(\0162\026.omni.v1.Thi" +
@@ -123,77 +123,82 @@ public final class AgentServiceProto {
       "de\030\005 \001(\0162\025.omni.v1.ApprovalModeR\014approva" +
       "lMode\0223\n\010metadata\030\006 \001(\0132\027.google.protobu" +
       "f.StructR\010metadata\022(\n\020detach_on_cancel\030\007" +
-      " \001(\010R\016detachOnCancel\"\257\001\n\013RunResponse\022\031\n\010" +
-      "event_id\030\001 \001(\tR\007eventId\0220\n\007message\030\002 \001(\013" +
-      "2\024.omni.v1.OmniMessageH\000R\007message\022,\n\005eve" +
-      "nt\030\003 \001(\0132\024.omni.v1.ServerEventH\000R\005event\022" +
-      "\035\n\nsession_id\030\004 \001(\tR\tsessionIdB\006\n\004kind\"T" +
-      "\n\rAttachRequest\022\035\n\nsession_id\030\001 \001(\tR\tses" +
-      "sionId\022$\n\016after_event_id\030\002 \001(\tR\014afterEve" +
-      "ntId\"\262\001\n\016AttachResponse\022\031\n\010event_id\030\001 \001(" +
-      "\tR\007eventId\0220\n\007message\030\002 \001(\0132\024.omni.v1.Om" +
-      "niMessageH\000R\007message\022,\n\005event\030\003 \001(\0132\024.om" +
-      "ni.v1.ServerEventH\000R\005event\022\035\n\nsession_id" +
-      "\030\004 \001(\tR\tsessionIdB\006\n\004kind\"\377\002\n\013ServerEven" +
-      "t\0223\n\ntask_state\030\001 \001(\0132\022.omni.v1.TaskStat" +
-      "eH\000R\ttaskState\022E\n\020approval_request\030\002 \001(\013" +
-      "2\030.omni.v1.ApprovalRequestH\000R\017approvalRe" +
-      "quest\022B\n\017resync_required\030\003 \001(\0132\027.omni.v1" +
-      ".ResyncRequiredH\000R\016resyncRequired\0227\n\007unk" +
-      "nown\030d \001(\0132\033.omni.v1.UnknownServerEventH" +
-      "\000R\007unknown\0220\n\nkey_orders\030f \003(\0132\021.omni.v1" +
-      ".KeyOrderR\tkeyOrders\0220\n\nraw_values\030g \003(\013" +
-      "2\021.omni.v1.RawValueR\trawValuesB\006\n\004kindJ\004" +
-      "\010e\020fR\005shape\"`\n\tTaskState\022+\n\005state\030\001 \001(\0162" +
-      "\025.omni.v1.SessionStateR\005state\022\033\n\006queued\030" +
-      "\002 \001(\003H\000R\006queued\210\001\001B\t\n\007_queued\"\\\n\017Approva" +
-      "lRequest\0221\n\ttool_call\030\001 \001(\0132\024.omni.v1.Om" +
-      "niMessageR\010toolCall\022\026\n\006origin\030\002 \003(\tR\006ori" +
-      "gin\"\020\n\016ResyncRequired\"<\n\022UnknownServerEv" +
-      "ent\022\022\n\004type\030\001 \001(\tR\004type\022\022\n\004json\030\002 \001(\tR\004j" +
-      "son\"\200\001\n\016ApproveRequest\022\035\n\nsession_id\030\001 \001" +
-      "(\tR\tsessionId\022 \n\014tool_call_id\030\002 \001(\tR\ntoo" +
-      "lCallId\022-\n\010decision\030\003 \001(\0162\021.omni.v1.Deci" +
-      "sionR\010decision\"\021\n\017ApproveResponse\"E\n\014Abo" +
-      "rtRequest\022\035\n\nsession_id\030\001 \001(\tR\tsessionId" +
-      "\022\026\n\006reason\030\002 \001(\tR\006reason\"0\n\rAbortRespons" +
-      "e\022\037\n\013was_running\030\001 \001(\010R\nwasRunning\"2\n\021Ge" +
-      "tHistoryRequest\022\035\n\nsession_id\030\001 \001(\tR\tses" +
-      "sionId\"D\n\022GetHistoryResponse\022.\n\007message\030" +
-      "\001 \001(\0132\024.omni.v1.OmniMessageR\007message\"\025\n\023" +
-      "ListSessionsRequest\"H\n\024ListSessionsRespo" +
-      "nse\0220\n\010sessions\030\001 \003(\0132\024.omni.v1.SessionI" +
-      "nfoR\010sessions\"\340\001\n\013SessionInfo\022\035\n\nsession" +
-      "_id\030\001 \001(\tR\tsessionId\022+\n\005state\030\002 \001(\0162\025.om" +
-      "ni.v1.SessionStateR\005state\022\035\n\ncreated_at\030" +
-      "\003 \001(\tR\tcreatedAt\022\035\n\nupdated_at\030\004 \001(\tR\tup" +
-      "datedAt\022#\n\rmessage_count\030\005 \001(\003R\014messageC" +
-      "ount\022\"\n\rlast_event_id\030\006 \001(\tR\013lastEventId" +
-      "*\232\001\n\014ApprovalMode\022\035\n\031APPROVAL_MODE_UNSPE" +
-      "CIFIED\020\000\022\033\n\027APPROVAL_MODE_ALLOW_ALL\020\001\022\032\n" +
-      "\026APPROVAL_MODE_DENY_ALL\020\002\022\033\n\027APPROVAL_MO" +
-      "DE_READ_ONLY\020\003\022\025\n\021APPROVAL_MODE_ASK\020\004*\306\001" +
-      "\n\rThinkingLevel\022\036\n\032THINKING_LEVEL_UNSPEC" +
-      "IFIED\020\000\022\027\n\023THINKING_LEVEL_NONE\020\001\022\026\n\022THIN" +
-      "KING_LEVEL_LOW\020\002\022\031\n\025THINKING_LEVEL_MEDIU" +
-      "M\020\003\022\027\n\023THINKING_LEVEL_HIGH\020\004\022\030\n\024THINKING" +
-      "_LEVEL_XHIGH\020\005\022\026\n\022THINKING_LEVEL_MAX\020\006*~" +
-      "\n\014SessionState\022\035\n\031SESSION_STATE_UNSPECIF" +
-      "IED\020\000\022\026\n\022SESSION_STATE_IDLE\020\001\022\031\n\025SESSION" +
-      "_STATE_RUNNING\020\002\022\034\n\030SESSION_STATE_COMPAC" +
-      "TING\020\0032\213\003\n\014AgentService\0222\n\003Run\022\023.omni.v1" +
-      ".RunRequest\032\024.omni.v1.RunResponse0\001\022;\n\006A" +
-      "ttach\022\026.omni.v1.AttachRequest\032\027.omni.v1." +
-      "AttachResponse0\001\022<\n\007Approve\022\027.omni.v1.Ap" +
-      "proveRequest\032\030.omni.v1.ApproveResponse\0226" +
-      "\n\005Abort\022\025.omni.v1.AbortRequest\032\026.omni.v1" +
-      ".AbortResponse\022G\n\nGetHistory\022\032.omni.v1.G" +
-      "etHistoryRequest\032\033.omni.v1.GetHistoryRes" +
-      "ponse0\001\022K\n\014ListSessions\022\034.omni.v1.ListSe" +
-      "ssionsRequest\032\035.omni.v1.ListSessionsResp" +
-      "onseBf\n\023io.omnigrpc.omni.v1B\021AgentServic" +
-      "eProtoP\001Z:github.com/omni-grpc/omni-grpc" +
-      "/generated/go/omni/v1;omniv1b\006proto3"
+      " \001(\010R\016detachOnCancel\022!\n\014include_json\030\010 \001" +
+      "(\010R\013includeJson\"\303\001\n\013RunResponse\022\031\n\010event" +
+      "_id\030\001 \001(\tR\007eventId\0220\n\007message\030\002 \001(\0132\024.om" +
+      "ni.v1.OmniMessageH\000R\007message\022,\n\005event\030\003 " +
+      "\001(\0132\024.omni.v1.ServerEventH\000R\005event\022\035\n\nse" +
+      "ssion_id\030\004 \001(\tR\tsessionId\022\022\n\004json\030\005 \001(\tR" +
+      "\004jsonB\006\n\004kind\"w\n\rAttachRequest\022\035\n\nsessio" +
+      "n_id\030\001 \001(\tR\tsessionId\022$\n\016after_event_id\030" +
+      "\002 \001(\tR\014afterEventId\022!\n\014include_json\030\003 \001(" +
+      "\010R\013includeJson\"\306\001\n\016AttachResponse\022\031\n\010eve" +
+      "nt_id\030\001 \001(\tR\007eventId\0220\n\007message\030\002 \001(\0132\024." +
+      "omni.v1.OmniMessageH\000R\007message\022,\n\005event\030" +
+      "\003 \001(\0132\024.omni.v1.ServerEventH\000R\005event\022\035\n\n" +
+      "session_id\030\004 \001(\tR\tsessionId\022\022\n\004json\030\005 \001(" +
+      "\tR\004jsonB\006\n\004kind\"\377\002\n\013ServerEvent\0223\n\ntask_" +
+      "state\030\001 \001(\0132\022.omni.v1.TaskStateH\000R\ttaskS" +
+      "tate\022E\n\020approval_request\030\002 \001(\0132\030.omni.v1" +
+      ".ApprovalRequestH\000R\017approvalRequest\022B\n\017r" +
+      "esync_required\030\003 \001(\0132\027.omni.v1.ResyncReq" +
+      "uiredH\000R\016resyncRequired\0227\n\007unknown\030d \001(\013" +
+      "2\033.omni.v1.UnknownServerEventH\000R\007unknown" +
+      "\0220\n\nkey_orders\030f \003(\0132\021.omni.v1.KeyOrderR" +
+      "\tkeyOrders\0220\n\nraw_values\030g \003(\0132\021.omni.v1" +
+      ".RawValueR\trawValuesB\006\n\004kindJ\004\010e\020fR\005shap" +
+      "e\"`\n\tTaskState\022+\n\005state\030\001 \001(\0162\025.omni.v1." +
+      "SessionStateR\005state\022\033\n\006queued\030\002 \001(\003H\000R\006q" +
+      "ueued\210\001\001B\t\n\007_queued\"\\\n\017ApprovalRequest\0221" +
+      "\n\ttool_call\030\001 \001(\0132\024.omni.v1.OmniMessageR" +
+      "\010toolCall\022\026\n\006origin\030\002 \003(\tR\006origin\"\020\n\016Res" +
+      "yncRequired\"<\n\022UnknownServerEvent\022\022\n\004typ" +
+      "e\030\001 \001(\tR\004type\022\022\n\004json\030\002 \001(\tR\004json\"\200\001\n\016Ap" +
+      "proveRequest\022\035\n\nsession_id\030\001 \001(\tR\tsessio" +
+      "nId\022 \n\014tool_call_id\030\002 \001(\tR\ntoolCallId\022-\n" +
+      "\010decision\030\003 \001(\0162\021.omni.v1.DecisionR\010deci" +
+      "sion\"\021\n\017ApproveResponse\"E\n\014AbortRequest\022" +
+      "\035\n\nsession_id\030\001 \001(\tR\tsessionId\022\026\n\006reason" +
+      "\030\002 \001(\tR\006reason\"0\n\rAbortResponse\022\037\n\013was_r" +
+      "unning\030\001 \001(\010R\nwasRunning\"U\n\021GetHistoryRe" +
+      "quest\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\022!\n\014" +
+      "include_json\030\002 \001(\010R\013includeJson\"X\n\022GetHi" +
+      "storyResponse\022.\n\007message\030\001 \001(\0132\024.omni.v1" +
+      ".OmniMessageR\007message\022\022\n\004json\030\002 \001(\tR\004jso" +
+      "n\"\025\n\023ListSessionsRequest\"H\n\024ListSessions" +
+      "Response\0220\n\010sessions\030\001 \003(\0132\024.omni.v1.Ses" +
+      "sionInfoR\010sessions\"\340\001\n\013SessionInfo\022\035\n\nse" +
+      "ssion_id\030\001 \001(\tR\tsessionId\022+\n\005state\030\002 \001(\016" +
+      "2\025.omni.v1.SessionStateR\005state\022\035\n\ncreate" +
+      "d_at\030\003 \001(\tR\tcreatedAt\022\035\n\nupdated_at\030\004 \001(" +
+      "\tR\tupdatedAt\022#\n\rmessage_count\030\005 \001(\003R\014mes" +
+      "sageCount\022\"\n\rlast_event_id\030\006 \001(\tR\013lastEv" +
+      "entId*\232\001\n\014ApprovalMode\022\035\n\031APPROVAL_MODE_" +
+      "UNSPECIFIED\020\000\022\033\n\027APPROVAL_MODE_ALLOW_ALL" +
+      "\020\001\022\032\n\026APPROVAL_MODE_DENY_ALL\020\002\022\033\n\027APPROV" +
+      "AL_MODE_READ_ONLY\020\003\022\025\n\021APPROVAL_MODE_ASK" +
+      "\020\004*\306\001\n\rThinkingLevel\022\036\n\032THINKING_LEVEL_U" +
+      "NSPECIFIED\020\000\022\027\n\023THINKING_LEVEL_NONE\020\001\022\026\n" +
+      "\022THINKING_LEVEL_LOW\020\002\022\031\n\025THINKING_LEVEL_" +
+      "MEDIUM\020\003\022\027\n\023THINKING_LEVEL_HIGH\020\004\022\030\n\024THI" +
+      "NKING_LEVEL_XHIGH\020\005\022\026\n\022THINKING_LEVEL_MA" +
+      "X\020\006*~\n\014SessionState\022\035\n\031SESSION_STATE_UNS" +
+      "PECIFIED\020\000\022\026\n\022SESSION_STATE_IDLE\020\001\022\031\n\025SE" +
+      "SSION_STATE_RUNNING\020\002\022\034\n\030SESSION_STATE_C" +
+      "OMPACTING\020\0032\213\003\n\014AgentService\0222\n\003Run\022\023.om" +
+      "ni.v1.RunRequest\032\024.omni.v1.RunResponse0\001" +
+      "\022;\n\006Attach\022\026.omni.v1.AttachRequest\032\027.omn" +
+      "i.v1.AttachResponse0\001\022<\n\007Approve\022\027.omni." +
+      "v1.ApproveRequest\032\030.omni.v1.ApproveRespo" +
+      "nse\0226\n\005Abort\022\025.omni.v1.AbortRequest\032\026.om" +
+      "ni.v1.AbortResponse\022G\n\nGetHistory\022\032.omni" +
+      ".v1.GetHistoryRequest\032\033.omni.v1.GetHisto" +
+      "ryResponse0\001\022K\n\014ListSessions\022\034.omni.v1.L" +
+      "istSessionsRequest\032\035.omni.v1.ListSession" +
+      "sResponseBf\n\023io.omnigrpc.omni.v1B\021AgentS" +
+      "erviceProtoP\001Z:github.com/omni-grpc/omni" +
+      "-grpc/generated/go/omni/v1;omniv1b\006proto" +
+      "3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -206,25 +211,25 @@ public final class AgentServiceProto {
     internal_static_omni_v1_RunRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_RunRequest_descriptor,
-        new java.lang.String[] { "SessionId", "Input", "Prompt", "ThinkingLevel", "ApprovalMode", "Metadata", "DetachOnCancel", });
+        new java.lang.String[] { "SessionId", "Input", "Prompt", "ThinkingLevel", "ApprovalMode", "Metadata", "DetachOnCancel", "IncludeJson", });
     internal_static_omni_v1_RunResponse_descriptor =
       getDescriptor().getMessageTypes().get(1);
     internal_static_omni_v1_RunResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_RunResponse_descriptor,
-        new java.lang.String[] { "EventId", "Message", "Event", "SessionId", "Kind", });
+        new java.lang.String[] { "EventId", "Message", "Event", "SessionId", "Json", "Kind", });
     internal_static_omni_v1_AttachRequest_descriptor =
       getDescriptor().getMessageTypes().get(2);
     internal_static_omni_v1_AttachRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_AttachRequest_descriptor,
-        new java.lang.String[] { "SessionId", "AfterEventId", });
+        new java.lang.String[] { "SessionId", "AfterEventId", "IncludeJson", });
     internal_static_omni_v1_AttachResponse_descriptor =
       getDescriptor().getMessageTypes().get(3);
     internal_static_omni_v1_AttachResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_AttachResponse_descriptor,
-        new java.lang.String[] { "EventId", "Message", "Event", "SessionId", "Kind", });
+        new java.lang.String[] { "EventId", "Message", "Event", "SessionId", "Json", "Kind", });
     internal_static_omni_v1_ServerEvent_descriptor =
       getDescriptor().getMessageTypes().get(4);
     internal_static_omni_v1_ServerEvent_fieldAccessorTable = new
@@ -284,13 +289,13 @@ public final class AgentServiceProto {
     internal_static_omni_v1_GetHistoryRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_GetHistoryRequest_descriptor,
-        new java.lang.String[] { "SessionId", });
+        new java.lang.String[] { "SessionId", "IncludeJson", });
     internal_static_omni_v1_GetHistoryResponse_descriptor =
       getDescriptor().getMessageTypes().get(14);
     internal_static_omni_v1_GetHistoryResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_GetHistoryResponse_descriptor,
-        new java.lang.String[] { "Message", });
+        new java.lang.String[] { "Message", "Json", });
     internal_static_omni_v1_ListSessionsRequest_descriptor =
       getDescriptor().getMessageTypes().get(15);
     internal_static_omni_v1_ListSessionsRequest_fieldAccessorTable = new

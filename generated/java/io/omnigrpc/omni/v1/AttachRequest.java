@@ -131,6 +131,21 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int INCLUDE_JSON_FIELD_NUMBER = 3;
+  private boolean includeJson_ = false;
+  /**
+   * <pre>
+   * Also send each response's exact reference JSON in its json field.
+   * </pre>
+   *
+   * <code>bool include_json = 3 [json_name = "includeJson"];</code>
+   * @return The includeJson.
+   */
+  @java.lang.Override
+  public boolean getIncludeJson() {
+    return includeJson_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -151,6 +166,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(afterEventId_)) {
       com.google.protobuf.GeneratedMessageV3.writeString(output, 2, afterEventId_);
     }
+    if (includeJson_ != false) {
+      output.writeBool(3, includeJson_);
+    }
     getUnknownFields().writeTo(output);
   }
 
@@ -165,6 +183,10 @@ private static final long serialVersionUID = 0L;
     }
     if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(afterEventId_)) {
       size += com.google.protobuf.GeneratedMessageV3.computeStringSize(2, afterEventId_);
+    }
+    if (includeJson_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(3, includeJson_);
     }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
@@ -185,6 +207,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getSessionId())) return false;
     if (!getAfterEventId()
         .equals(other.getAfterEventId())) return false;
+    if (getIncludeJson()
+        != other.getIncludeJson()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -200,6 +224,9 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getSessionId().hashCode();
     hash = (37 * hash) + AFTER_EVENT_ID_FIELD_NUMBER;
     hash = (53 * hash) + getAfterEventId().hashCode();
+    hash = (37 * hash) + INCLUDE_JSON_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getIncludeJson());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -331,6 +358,7 @@ private static final long serialVersionUID = 0L;
       bitField0_ = 0;
       sessionId_ = "";
       afterEventId_ = "";
+      includeJson_ = false;
       return this;
     }
 
@@ -369,6 +397,9 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00000002) != 0)) {
         result.afterEventId_ = afterEventId_;
+      }
+      if (((from_bitField0_ & 0x00000004) != 0)) {
+        result.includeJson_ = includeJson_;
       }
     }
 
@@ -426,6 +457,9 @@ private static final long serialVersionUID = 0L;
         bitField0_ |= 0x00000002;
         onChanged();
       }
+      if (other.getIncludeJson() != false) {
+        setIncludeJson(other.getIncludeJson());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -462,6 +496,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000002;
               break;
             } // case 18
+            case 24: {
+              includeJson_ = input.readBool();
+              bitField0_ |= 0x00000004;
+              break;
+            } // case 24
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -639,6 +678,50 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       afterEventId_ = value;
       bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
+    }
+
+    private boolean includeJson_ ;
+    /**
+     * <pre>
+     * Also send each response's exact reference JSON in its json field.
+     * </pre>
+     *
+     * <code>bool include_json = 3 [json_name = "includeJson"];</code>
+     * @return The includeJson.
+     */
+    @java.lang.Override
+    public boolean getIncludeJson() {
+      return includeJson_;
+    }
+    /**
+     * <pre>
+     * Also send each response's exact reference JSON in its json field.
+     * </pre>
+     *
+     * <code>bool include_json = 3 [json_name = "includeJson"];</code>
+     * @param value The includeJson to set.
+     * @return This builder for chaining.
+     */
+    public Builder setIncludeJson(boolean value) {
+      
+      includeJson_ = value;
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Also send each response's exact reference JSON in its json field.
+     * </pre>
+     *
+     * <code>bool include_json = 3 [json_name = "includeJson"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearIncludeJson() {
+      bitField0_ = (bitField0_ & ~0x00000004);
+      includeJson_ = false;
       onChanged();
       return this;
     }

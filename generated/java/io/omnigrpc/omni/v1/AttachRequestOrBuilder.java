@@ -38,4 +38,14 @@ public interface AttachRequestOrBuilder extends
    */
   com.google.protobuf.ByteString
       getAfterEventIdBytes();
+
+  /**
+   * <pre>
+   * Also send each response's exact reference JSON in its json field.
+   * </pre>
+   *
+   * <code>bool include_json = 3 [json_name = "includeJson"];</code>
+   * @return The includeJson.
+   */
+  boolean getIncludeJson();
 }

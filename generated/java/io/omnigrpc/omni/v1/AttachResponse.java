@@ -18,6 +18,7 @@ private static final long serialVersionUID = 0L;
   private AttachResponse() {
     eventId_ = "";
     sessionId_ = "";
+    json_ = "";
   }
 
   @java.lang.Override
@@ -226,6 +227,59 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int JSON_FIELD_NUMBER = 5;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object json_ = "";
+  /**
+   * <pre>
+   * With include_json: the message or event as the protocol's own JSON, the
+   * exact bytes the trace and the SSE stream carry (key order, number text,
+   * unknown keys). Generic tools (buf curl, grpcurl, proto-loader) print
+   * ProtoJSON instead, which is not that.
+   * </pre>
+   *
+   * <code>string json = 5 [json_name = "json"];</code>
+   * @return The json.
+   */
+  @java.lang.Override
+  public java.lang.String getJson() {
+    java.lang.Object ref = json_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      json_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * With include_json: the message or event as the protocol's own JSON, the
+   * exact bytes the trace and the SSE stream carry (key order, number text,
+   * unknown keys). Generic tools (buf curl, grpcurl, proto-loader) print
+   * ProtoJSON instead, which is not that.
+   * </pre>
+   *
+   * <code>string json = 5 [json_name = "json"];</code>
+   * @return The bytes for json.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getJsonBytes() {
+    java.lang.Object ref = json_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      json_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -252,6 +306,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(sessionId_)) {
       com.google.protobuf.GeneratedMessageV3.writeString(output, 4, sessionId_);
     }
+    if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(json_)) {
+      com.google.protobuf.GeneratedMessageV3.writeString(output, 5, json_);
+    }
     getUnknownFields().writeTo(output);
   }
 
@@ -275,6 +332,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(sessionId_)) {
       size += com.google.protobuf.GeneratedMessageV3.computeStringSize(4, sessionId_);
     }
+    if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(json_)) {
+      size += com.google.protobuf.GeneratedMessageV3.computeStringSize(5, json_);
+    }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
     return size;
@@ -294,6 +354,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getEventId())) return false;
     if (!getSessionId()
         .equals(other.getSessionId())) return false;
+    if (!getJson()
+        .equals(other.getJson())) return false;
     if (!getKindCase().equals(other.getKindCase())) return false;
     switch (kindCase_) {
       case 2:
@@ -322,6 +384,8 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getEventId().hashCode();
     hash = (37 * hash) + SESSION_ID_FIELD_NUMBER;
     hash = (53 * hash) + getSessionId().hashCode();
+    hash = (37 * hash) + JSON_FIELD_NUMBER;
+    hash = (53 * hash) + getJson().hashCode();
     switch (kindCase_) {
       case 2:
         hash = (37 * hash) + MESSAGE_FIELD_NUMBER;
@@ -471,6 +535,7 @@ private static final long serialVersionUID = 0L;
         eventBuilder_.clear();
       }
       sessionId_ = "";
+      json_ = "";
       kindCase_ = 0;
       kind_ = null;
       return this;
@@ -512,6 +577,9 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00000008) != 0)) {
         result.sessionId_ = sessionId_;
+      }
+      if (((from_bitField0_ & 0x00000010) != 0)) {
+        result.json_ = json_;
       }
     }
 
@@ -582,6 +650,11 @@ private static final long serialVersionUID = 0L;
         bitField0_ |= 0x00000008;
         onChanged();
       }
+      if (!other.getJson().isEmpty()) {
+        json_ = other.json_;
+        bitField0_ |= 0x00000010;
+        onChanged();
+      }
       switch (other.getKindCase()) {
         case MESSAGE: {
           mergeMessage(other.getMessage());
@@ -645,6 +718,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000008;
               break;
             } // case 34
+            case 42: {
+              json_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000010;
+              break;
+            } // case 42
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1101,6 +1179,113 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       sessionId_ = value;
       bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object json_ = "";
+    /**
+     * <pre>
+     * With include_json: the message or event as the protocol's own JSON, the
+     * exact bytes the trace and the SSE stream carry (key order, number text,
+     * unknown keys). Generic tools (buf curl, grpcurl, proto-loader) print
+     * ProtoJSON instead, which is not that.
+     * </pre>
+     *
+     * <code>string json = 5 [json_name = "json"];</code>
+     * @return The json.
+     */
+    public java.lang.String getJson() {
+      java.lang.Object ref = json_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        json_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * With include_json: the message or event as the protocol's own JSON, the
+     * exact bytes the trace and the SSE stream carry (key order, number text,
+     * unknown keys). Generic tools (buf curl, grpcurl, proto-loader) print
+     * ProtoJSON instead, which is not that.
+     * </pre>
+     *
+     * <code>string json = 5 [json_name = "json"];</code>
+     * @return The bytes for json.
+     */
+    public com.google.protobuf.ByteString
+        getJsonBytes() {
+      java.lang.Object ref = json_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        json_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * With include_json: the message or event as the protocol's own JSON, the
+     * exact bytes the trace and the SSE stream carry (key order, number text,
+     * unknown keys). Generic tools (buf curl, grpcurl, proto-loader) print
+     * ProtoJSON instead, which is not that.
+     * </pre>
+     *
+     * <code>string json = 5 [json_name = "json"];</code>
+     * @param value The json to set.
+     * @return This builder for chaining.
+     */
+    public Builder setJson(
+        java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      json_ = value;
+      bitField0_ |= 0x00000010;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * With include_json: the message or event as the protocol's own JSON, the
+     * exact bytes the trace and the SSE stream carry (key order, number text,
+     * unknown keys). Generic tools (buf curl, grpcurl, proto-loader) print
+     * ProtoJSON instead, which is not that.
+     * </pre>
+     *
+     * <code>string json = 5 [json_name = "json"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearJson() {
+      json_ = getDefaultInstance().getJson();
+      bitField0_ = (bitField0_ & ~0x00000010);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * With include_json: the message or event as the protocol's own JSON, the
+     * exact bytes the trace and the SSE stream carry (key order, number text,
+     * unknown keys). Generic tools (buf curl, grpcurl, proto-loader) print
+     * ProtoJSON instead, which is not that.
+     * </pre>
+     *
+     * <code>string json = 5 [json_name = "json"];</code>
+     * @param value The bytes for json to set.
+     * @return This builder for chaining.
+     */
+    public Builder setJsonBytes(
+        com.google.protobuf.ByteString value) {
+      if (value == null) { throw new NullPointerException(); }
+      checkByteStringIsUtf8(value);
+      json_ = value;
+      bitField0_ |= 0x00000010;
       onChanged();
       return this;
     }

@@ -83,6 +83,21 @@ private static final long serialVersionUID = 0L;
     }
   }
 
+  public static final int INCLUDE_JSON_FIELD_NUMBER = 2;
+  private boolean includeJson_ = false;
+  /**
+   * <pre>
+   * Also send each message's exact reference JSON in its json field.
+   * </pre>
+   *
+   * <code>bool include_json = 2 [json_name = "includeJson"];</code>
+   * @return The includeJson.
+   */
+  @java.lang.Override
+  public boolean getIncludeJson() {
+    return includeJson_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -100,6 +115,9 @@ private static final long serialVersionUID = 0L;
     if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(sessionId_)) {
       com.google.protobuf.GeneratedMessageV3.writeString(output, 1, sessionId_);
     }
+    if (includeJson_ != false) {
+      output.writeBool(2, includeJson_);
+    }
     getUnknownFields().writeTo(output);
   }
 
@@ -111,6 +129,10 @@ private static final long serialVersionUID = 0L;
     size = 0;
     if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(sessionId_)) {
       size += com.google.protobuf.GeneratedMessageV3.computeStringSize(1, sessionId_);
+    }
+    if (includeJson_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(2, includeJson_);
     }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
@@ -129,6 +151,8 @@ private static final long serialVersionUID = 0L;
 
     if (!getSessionId()
         .equals(other.getSessionId())) return false;
+    if (getIncludeJson()
+        != other.getIncludeJson()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -142,6 +166,9 @@ private static final long serialVersionUID = 0L;
     hash = (19 * hash) + getDescriptor().hashCode();
     hash = (37 * hash) + SESSION_ID_FIELD_NUMBER;
     hash = (53 * hash) + getSessionId().hashCode();
+    hash = (37 * hash) + INCLUDE_JSON_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getIncludeJson());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -272,6 +299,7 @@ private static final long serialVersionUID = 0L;
       super.clear();
       bitField0_ = 0;
       sessionId_ = "";
+      includeJson_ = false;
       return this;
     }
 
@@ -307,6 +335,9 @@ private static final long serialVersionUID = 0L;
       int from_bitField0_ = bitField0_;
       if (((from_bitField0_ & 0x00000001) != 0)) {
         result.sessionId_ = sessionId_;
+      }
+      if (((from_bitField0_ & 0x00000002) != 0)) {
+        result.includeJson_ = includeJson_;
       }
     }
 
@@ -359,6 +390,9 @@ private static final long serialVersionUID = 0L;
         bitField0_ |= 0x00000001;
         onChanged();
       }
+      if (other.getIncludeJson() != false) {
+        setIncludeJson(other.getIncludeJson());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -390,6 +424,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000001;
               break;
             } // case 10
+            case 16: {
+              includeJson_ = input.readBool();
+              bitField0_ |= 0x00000002;
+              break;
+            } // case 16
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -475,6 +514,50 @@ private static final long serialVersionUID = 0L;
       checkByteStringIsUtf8(value);
       sessionId_ = value;
       bitField0_ |= 0x00000001;
+      onChanged();
+      return this;
+    }
+
+    private boolean includeJson_ ;
+    /**
+     * <pre>
+     * Also send each message's exact reference JSON in its json field.
+     * </pre>
+     *
+     * <code>bool include_json = 2 [json_name = "includeJson"];</code>
+     * @return The includeJson.
+     */
+    @java.lang.Override
+    public boolean getIncludeJson() {
+      return includeJson_;
+    }
+    /**
+     * <pre>
+     * Also send each message's exact reference JSON in its json field.
+     * </pre>
+     *
+     * <code>bool include_json = 2 [json_name = "includeJson"];</code>
+     * @param value The includeJson to set.
+     * @return This builder for chaining.
+     */
+    public Builder setIncludeJson(boolean value) {
+      
+      includeJson_ = value;
+      bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Also send each message's exact reference JSON in its json field.
+     * </pre>
+     *
+     * <code>bool include_json = 2 [json_name = "includeJson"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearIncludeJson() {
+      bitField0_ = (bitField0_ & ~0x00000002);
+      includeJson_ = false;
       onChanged();
       return this;
     }

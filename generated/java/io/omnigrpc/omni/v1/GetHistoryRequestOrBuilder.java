@@ -18,4 +18,14 @@ public interface GetHistoryRequestOrBuilder extends
    */
   com.google.protobuf.ByteString
       getSessionIdBytes();
+
+  /**
+   * <pre>
+   * Also send each message's exact reference JSON in its json field.
+   * </pre>
+   *
+   * <code>bool include_json = 2 [json_name = "includeJson"];</code>
+   * @return The includeJson.
+   */
+  boolean getIncludeJson();
 }

@@ -16,6 +16,7 @@ private static final long serialVersionUID = 0L;
     super(builder);
   }
   private GetHistoryResponse() {
+    json_ = "";
   }
 
   @java.lang.Override
@@ -69,6 +70,55 @@ private static final long serialVersionUID = 0L;
     return message_ == null ? io.omnigrpc.omni.v1.OmniMessage.getDefaultInstance() : message_;
   }
 
+  public static final int JSON_FIELD_NUMBER = 2;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object json_ = "";
+  /**
+   * <pre>
+   * With include_json: the message as its trace line holds it (without the
+   * newline), byte for byte.
+   * </pre>
+   *
+   * <code>string json = 2 [json_name = "json"];</code>
+   * @return The json.
+   */
+  @java.lang.Override
+  public java.lang.String getJson() {
+    java.lang.Object ref = json_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      json_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * With include_json: the message as its trace line holds it (without the
+   * newline), byte for byte.
+   * </pre>
+   *
+   * <code>string json = 2 [json_name = "json"];</code>
+   * @return The bytes for json.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getJsonBytes() {
+    java.lang.Object ref = json_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      json_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -86,6 +136,9 @@ private static final long serialVersionUID = 0L;
     if (message_ != null) {
       output.writeMessage(1, getMessage());
     }
+    if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(json_)) {
+      com.google.protobuf.GeneratedMessageV3.writeString(output, 2, json_);
+    }
     getUnknownFields().writeTo(output);
   }
 
@@ -98,6 +151,9 @@ private static final long serialVersionUID = 0L;
     if (message_ != null) {
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(1, getMessage());
+    }
+    if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(json_)) {
+      size += com.google.protobuf.GeneratedMessageV3.computeStringSize(2, json_);
     }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
@@ -119,6 +175,8 @@ private static final long serialVersionUID = 0L;
       if (!getMessage()
           .equals(other.getMessage())) return false;
     }
+    if (!getJson()
+        .equals(other.getJson())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -134,6 +192,8 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + MESSAGE_FIELD_NUMBER;
       hash = (53 * hash) + getMessage().hashCode();
     }
+    hash = (37 * hash) + JSON_FIELD_NUMBER;
+    hash = (53 * hash) + getJson().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -268,6 +328,7 @@ private static final long serialVersionUID = 0L;
         messageBuilder_.dispose();
         messageBuilder_ = null;
       }
+      json_ = "";
       return this;
     }
 
@@ -305,6 +366,9 @@ private static final long serialVersionUID = 0L;
         result.message_ = messageBuilder_ == null
             ? message_
             : messageBuilder_.build();
+      }
+      if (((from_bitField0_ & 0x00000002) != 0)) {
+        result.json_ = json_;
       }
     }
 
@@ -355,6 +419,11 @@ private static final long serialVersionUID = 0L;
       if (other.hasMessage()) {
         mergeMessage(other.getMessage());
       }
+      if (!other.getJson().isEmpty()) {
+        json_ = other.json_;
+        bitField0_ |= 0x00000002;
+        onChanged();
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -388,6 +457,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000001;
               break;
             } // case 10
+            case 18: {
+              json_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000002;
+              break;
+            } // case 18
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -522,6 +596,103 @@ private static final long serialVersionUID = 0L;
         message_ = null;
       }
       return messageBuilder_;
+    }
+
+    private java.lang.Object json_ = "";
+    /**
+     * <pre>
+     * With include_json: the message as its trace line holds it (without the
+     * newline), byte for byte.
+     * </pre>
+     *
+     * <code>string json = 2 [json_name = "json"];</code>
+     * @return The json.
+     */
+    public java.lang.String getJson() {
+      java.lang.Object ref = json_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        json_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * With include_json: the message as its trace line holds it (without the
+     * newline), byte for byte.
+     * </pre>
+     *
+     * <code>string json = 2 [json_name = "json"];</code>
+     * @return The bytes for json.
+     */
+    public com.google.protobuf.ByteString
+        getJsonBytes() {
+      java.lang.Object ref = json_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        json_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * With include_json: the message as its trace line holds it (without the
+     * newline), byte for byte.
+     * </pre>
+     *
+     * <code>string json = 2 [json_name = "json"];</code>
+     * @param value The json to set.
+     * @return This builder for chaining.
+     */
+    public Builder setJson(
+        java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      json_ = value;
+      bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * With include_json: the message as its trace line holds it (without the
+     * newline), byte for byte.
+     * </pre>
+     *
+     * <code>string json = 2 [json_name = "json"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearJson() {
+      json_ = getDefaultInstance().getJson();
+      bitField0_ = (bitField0_ & ~0x00000002);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * With include_json: the message as its trace line holds it (without the
+     * newline), byte for byte.
+     * </pre>
+     *
+     * <code>string json = 2 [json_name = "json"];</code>
+     * @param value The bytes for json to set.
+     * @return This builder for chaining.
+     */
+    public Builder setJsonBytes(
+        com.google.protobuf.ByteString value) {
+      if (value == null) { throw new NullPointerException(); }
+      checkByteStringIsUtf8(value);
+      json_ = value;
+      bitField0_ |= 0x00000002;
+      onChanged();
+      return this;
     }
     @java.lang.Override
     public final Builder setUnknownFields(

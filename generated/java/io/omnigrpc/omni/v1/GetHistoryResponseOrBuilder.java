@@ -21,4 +21,26 @@ public interface GetHistoryResponseOrBuilder extends
    * <code>.omni.v1.OmniMessage message = 1 [json_name = "message"];</code>
    */
   io.omnigrpc.omni.v1.OmniMessageOrBuilder getMessageOrBuilder();
+
+  /**
+   * <pre>
+   * With include_json: the message as its trace line holds it (without the
+   * newline), byte for byte.
+   * </pre>
+   *
+   * <code>string json = 2 [json_name = "json"];</code>
+   * @return The json.
+   */
+  java.lang.String getJson();
+  /**
+   * <pre>
+   * With include_json: the message as its trace line holds it (without the
+   * newline), byte for byte.
+   * </pre>
+   *
+   * <code>string json = 2 [json_name = "json"];</code>
+   * @return The bytes for json.
+   */
+  com.google.protobuf.ByteString
+      getJsonBytes();
 }

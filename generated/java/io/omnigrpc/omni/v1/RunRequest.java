@@ -292,6 +292,21 @@ private static final long serialVersionUID = 0L;
     return detachOnCancel_;
   }
 
+  public static final int INCLUDE_JSON_FIELD_NUMBER = 8;
+  private boolean includeJson_ = false;
+  /**
+   * <pre>
+   * Also send each response's exact reference JSON in its json field.
+   * </pre>
+   *
+   * <code>bool include_json = 8 [json_name = "includeJson"];</code>
+   * @return The includeJson.
+   */
+  @java.lang.Override
+  public boolean getIncludeJson() {
+    return includeJson_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -326,6 +341,9 @@ private static final long serialVersionUID = 0L;
     }
     if (detachOnCancel_ != false) {
       output.writeBool(7, detachOnCancel_);
+    }
+    if (includeJson_ != false) {
+      output.writeBool(8, includeJson_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -362,6 +380,10 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(7, detachOnCancel_);
     }
+    if (includeJson_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(8, includeJson_);
+    }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
     return size;
@@ -392,6 +414,8 @@ private static final long serialVersionUID = 0L;
     }
     if (getDetachOnCancel()
         != other.getDetachOnCancel()) return false;
+    if (getIncludeJson()
+        != other.getIncludeJson()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -422,6 +446,9 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + DETACH_ON_CANCEL_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getDetachOnCancel());
+    hash = (37 * hash) + INCLUDE_JSON_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getIncludeJson());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -568,6 +595,7 @@ private static final long serialVersionUID = 0L;
         metadataBuilder_ = null;
       }
       detachOnCancel_ = false;
+      includeJson_ = false;
       return this;
     }
 
@@ -633,6 +661,9 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00000040) != 0)) {
         result.detachOnCancel_ = detachOnCancel_;
+      }
+      if (((from_bitField0_ & 0x00000080) != 0)) {
+        result.includeJson_ = includeJson_;
       }
     }
 
@@ -728,6 +759,9 @@ private static final long serialVersionUID = 0L;
       if (other.getDetachOnCancel() != false) {
         setDetachOnCancel(other.getDetachOnCancel());
       }
+      if (other.getIncludeJson() != false) {
+        setIncludeJson(other.getIncludeJson());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -799,6 +833,11 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000040;
               break;
             } // case 56
+            case 64: {
+              includeJson_ = input.readBool();
+              bitField0_ |= 0x00000080;
+              break;
+            } // case 64
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -1613,6 +1652,50 @@ private static final long serialVersionUID = 0L;
     public Builder clearDetachOnCancel() {
       bitField0_ = (bitField0_ & ~0x00000040);
       detachOnCancel_ = false;
+      onChanged();
+      return this;
+    }
+
+    private boolean includeJson_ ;
+    /**
+     * <pre>
+     * Also send each response's exact reference JSON in its json field.
+     * </pre>
+     *
+     * <code>bool include_json = 8 [json_name = "includeJson"];</code>
+     * @return The includeJson.
+     */
+    @java.lang.Override
+    public boolean getIncludeJson() {
+      return includeJson_;
+    }
+    /**
+     * <pre>
+     * Also send each response's exact reference JSON in its json field.
+     * </pre>
+     *
+     * <code>bool include_json = 8 [json_name = "includeJson"];</code>
+     * @param value The includeJson to set.
+     * @return This builder for chaining.
+     */
+    public Builder setIncludeJson(boolean value) {
+      
+      includeJson_ = value;
+      bitField0_ |= 0x00000080;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Also send each response's exact reference JSON in its json field.
+     * </pre>
+     *
+     * <code>bool include_json = 8 [json_name = "includeJson"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearIncludeJson() {
+      bitField0_ = (bitField0_ & ~0x00000080);
+      includeJson_ = false;
       onChanged();
       return this;
     }

@@ -149,4 +149,14 @@ public interface RunRequestOrBuilder extends
    * @return The detachOnCancel.
    */
   boolean getDetachOnCancel();
+
+  /**
+   * <pre>
+   * Also send each response's exact reference JSON in its json field.
+   * </pre>
+   *
+   * <code>bool include_json = 8 [json_name = "includeJson"];</code>
+   * @return The includeJson.
+   */
+  boolean getIncludeJson();
 }

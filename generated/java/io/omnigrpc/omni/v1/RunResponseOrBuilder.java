@@ -69,5 +69,31 @@ public interface RunResponseOrBuilder extends
   com.google.protobuf.ByteString
       getSessionIdBytes();
 
+  /**
+   * <pre>
+   * With include_json: the message or event as the protocol's own JSON, the
+   * exact bytes the trace and the SSE stream carry (key order, number text,
+   * unknown keys). Generic tools (buf curl, grpcurl, proto-loader) print
+   * ProtoJSON instead, which is not that.
+   * </pre>
+   *
+   * <code>string json = 5 [json_name = "json"];</code>
+   * @return The json.
+   */
+  java.lang.String getJson();
+  /**
+   * <pre>
+   * With include_json: the message or event as the protocol's own JSON, the
+   * exact bytes the trace and the SSE stream carry (key order, number text,
+   * unknown keys). Generic tools (buf curl, grpcurl, proto-loader) print
+   * ProtoJSON instead, which is not that.
+   * </pre>
+   *
+   * <code>string json = 5 [json_name = "json"];</code>
+   * @return The bytes for json.
+   */
+  com.google.protobuf.ByteString
+      getJsonBytes();
+
   public io.omnigrpc.omni.v1.RunResponse.KindCase getKindCase();
 }

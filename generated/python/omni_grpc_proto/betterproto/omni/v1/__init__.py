@@ -626,6 +626,11 @@ class AttachRequest(betterproto2.Message):
     The last event id seen; empty attaches to the live stream only.
     """
 
+    include_json: "bool" = betterproto2.field(3, betterproto2.TYPE_BOOL)
+    """
+    Also send each response's exact reference JSON in its json field.
+    """
+
 
 default_message_pool.register_message("omni.v1", "AttachRequest", AttachRequest)
 
@@ -650,6 +655,14 @@ class AttachResponse(betterproto2.Message):
     )
 
     session_id: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+
+    json: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
+    """
+    With include_json: the message or event as the protocol's own JSON, the
+    exact bytes the trace and the SSE stream carry (key order, number text,
+    unknown keys). Generic tools (buf curl, grpcurl, proto-loader) print
+    ProtoJSON instead, which is not that.
+    """
 
 
 default_message_pool.register_message("omni.v1", "AttachResponse", AttachResponse)
@@ -707,6 +720,11 @@ default_message_pool.register_message("omni.v1", "CompactionEnd", CompactionEnd)
 class GetHistoryRequest(betterproto2.Message):
     session_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
 
+    include_json: "bool" = betterproto2.field(2, betterproto2.TYPE_BOOL)
+    """
+    Also send each message's exact reference JSON in its json field.
+    """
+
 
 default_message_pool.register_message("omni.v1", "GetHistoryRequest", GetHistoryRequest)
 
@@ -714,6 +732,12 @@ default_message_pool.register_message("omni.v1", "GetHistoryRequest", GetHistory
 @dataclass(eq=False, repr=False)
 class GetHistoryResponse(betterproto2.Message):
     message: "OmniMessage | None" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, optional=True)
+
+    json: "str" = betterproto2.field(2, betterproto2.TYPE_STRING)
+    """
+    With include_json: the message as its trace line holds it (without the
+    newline), byte for byte.
+    """
 
 
 default_message_pool.register_message("omni.v1", "GetHistoryResponse", GetHistoryResponse)
@@ -1214,6 +1238,11 @@ class RunRequest(betterproto2.Message):
     Keep the task running when this call is cancelled, for a later Attach.
     """
 
+    include_json: "bool" = betterproto2.field(8, betterproto2.TYPE_BOOL)
+    """
+    Also send each response's exact reference JSON in its json field.
+    """
+
 
 default_message_pool.register_message("omni.v1", "RunRequest", RunRequest)
 
@@ -1241,6 +1270,14 @@ class RunResponse(betterproto2.Message):
     )
 
     session_id: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+
+    json: "str" = betterproto2.field(5, betterproto2.TYPE_STRING)
+    """
+    With include_json: the message or event as the protocol's own JSON, the
+    exact bytes the trace and the SSE stream carry (key order, number text,
+    unknown keys). Generic tools (buf curl, grpcurl, proto-loader) print
+    ProtoJSON instead, which is not that.
+    """
 
 
 default_message_pool.register_message("omni.v1", "RunResponse", RunResponse)

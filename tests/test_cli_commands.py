@@ -110,12 +110,13 @@ def test_sessions_lists_newest_first_with_state(
     serve_process: ServeFactory, tmp_path: Path
 ) -> None:
     data = tmp_path / "data"
-    served = serve_process("--data-dir", str(data), "--no-http", "--approval-mode", "ask")
+    served = serve_process("--data-dir", str(data), "--no-http")
     target = ["--target", served.grpc_address]
     done = omni("run", "old", *target, "--approve", "allow", "--json")
     assert done.returncode == 0, done.stderr
     old_id = done.stderr.split("session ", 1)[1].split()[0]
-    detached = omni("run", "new", *target, "--detach")  # the server asks: it stays running
+    # Asked about its tool call, with nobody to answer: it stays running.
+    detached = omni("run", "new", *target, "--approve", "ask", "--detach")
     assert detached.returncode == 0, detached.stderr
     new_id = detached.stdout.strip()
     listed = omni("sessions", *target, "--json")

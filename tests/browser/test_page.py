@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 
 from omni_grpc.engines.demo import DemoEngine
@@ -116,3 +117,40 @@ async def test_the_page_reports_a_wrong_token(tmp_path: Path) -> None:
             "const n = document.querySelector('.note.error'); return n && n.textContent"
         )
         assert "bearer token" in message
+
+
+async def test_without_a_session_the_page_lists_them_newest_first(tmp_path: Path) -> None:
+    async with page_server(tmp_path) as (_, url), chromium() as browser:
+        headers = {"Authorization": "Bearer browser-token"}
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as http:
+            ids = []
+            for prompt in ("first", "second"):
+                r = await http.post("/v1/runs", json={"prompt": prompt})
+                assert r.status_code == 200, r.text
+                ids.append(r.headers["omni-session-id"])
+            # The newest waits for an approval: running, in ask mode.
+            r = await http.post("/api/sessions", json={})
+            asking = r.json()["session"]["sessionId"]
+            r = await http.post(f"/api/sessions/{asking}/tasks",
+                                json={"input": [{"type": "text", "text": "third"}],
+                                      "approvalMode": "ask"})  # fmt: skip
+            assert r.status_code == 202, r.text
+        await browser.get(f"{url}/?access_token=browser-token")
+        rows = await browser.wait_for(
+            """
+            const rows = [...document.querySelectorAll('.session-link')];
+            return rows.length === 3 && rows.map((r) => [r.dataset.sessionId,
+              r.querySelector('.state').textContent]);
+            """
+        )
+        assert rows == [[asking, "running"], [ids[1], "idle"], [ids[0], "idle"]]
+        # Opening one shows its conversation, and the selector its mode.
+        await browser.click(f".session-link[data-session-id='{ids[0]}']")
+        await browser.wait_for("return document.querySelectorAll('.assistant').length === 2")
+        assert await browser.js("return document.body.dataset.session") == ids[0]
+        search = await browser.js("return location.search")
+        assert search.count("access_token=browser-token") == 1
+        assert "first" in await browser.js("return document.querySelector('.user').textContent")
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as http:
+            mode = (await http.get(f"/api/sessions/{ids[0]}")).json()["session"]["approvalMode"]
+        assert await browser.js("return document.getElementById('mode').value") == mode

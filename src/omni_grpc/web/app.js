@@ -201,16 +201,56 @@ function renderServerEvent(event) {
   }
 }
 
+// ---- the sessions, when no ?session= names one ----------------------------
+
+// Session bodies spell modes as the reference does; the selector uses ours.
+const MODE_WORDS = { "always-ask": "ask" };
+
+function showMode(mode) {
+  const select = $("mode");
+  const word = MODE_WORDS[mode] || mode;
+  if ([...select.options].some((option) => option.value === word)) select.value = word;
+}
+
+function sessionHref(id) {
+  const next = new URLSearchParams(params);
+  next.set("session", id);
+  return "?" + next.toString();
+}
+
+async function listSessions() {
+  const { sessions } = await api("GET", "api/sessions");
+  // Newest first; ISO-8601 UTC times sort as strings.
+  sessions.sort((a, b) => (a.createdAt < b.createdAt ? 1 : a.createdAt > b.createdAt ? -1 : 0));
+  const list = el("nav", "sessions");
+  list.append(el("h2", "", sessions.length ? "Sessions" : "No sessions yet: ask something to start one."));
+  for (const s of sessions) {
+    const link = el("a", "session-link");
+    link.href = sessionHref(s.sessionId);
+    link.dataset.sessionId = s.sessionId;
+    link.append(
+      el("span", "id", s.sessionId), " ",
+      el("span", "state " + s.status, s.status), " ",
+      el("span", "when", s.lastActiveAt || s.createdAt),
+    );
+    list.append(link);
+  }
+  logEl.replaceChildren(list);
+}
+
 // ---- the session and its stream ------------------------------------------
 
 function connect() {
   if (ready) return ready;
   ready = (async () => {
     if (!sessionId) {
+      logEl.replaceChildren(); // the session list gives way to the new conversation
       sessionId = (await api("POST", "api/sessions", {})).session.sessionId;
       params.set("session", sessionId);
       history.replaceState(null, "", "?" + params.toString());
     } else {
+      // The selector shows the mode this session runs with, not the page's default.
+      showMode((await api("GET", `api/sessions/${sessionId}`)).session.approvalMode);
       await renderHistory();
     }
     $("session").textContent = sessionId;
@@ -254,3 +294,4 @@ $("abort").addEventListener("click", () => {
 });
 
 if (sessionId) connect();
+else listSessions().catch((error) => note("sessions: " + error.message, true));

@@ -124,7 +124,7 @@ async def test_a_dropped_detached_run_resumes_live_without_loss_or_duplicates(
             check_run(run)
             await hub.wait_idle(session_id)
             # The deltas add up to the reply, exactly once.
-            history = [m async for m in hub.history(session_id)]
+            history = [m async for m in await hub.history(session_id)]
             replies = [m.text.text for m in history if m.WhichOneof("payload") == "text"
                        and m.text.role == 2]  # fmt: skip
             said = "".join(f.data["delta"] for f in run if f.event == "message")

@@ -207,8 +207,13 @@ async def make_log(backend_kind: str, request: pytest.FixtureRequest) -> AsyncIt
     ) -> EventLog:
         log: EventLog
         if backend_kind == "memory":
+            # A reader that stops is let go quickly (the contract's cut-off cases).
             log = MemoryEventLog(
-                bodies.resync_required_body(), epoch=epoch, max_count=max_count, max_bytes=max_bytes
+                bodies.resync_required_body(),
+                epoch=epoch,
+                max_count=max_count,
+                max_bytes=max_bytes,
+                stall_timeout=0.05,
             )
         else:
             from omni_grpc.runtime.redis.connection import RedisConnection

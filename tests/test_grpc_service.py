@@ -226,6 +226,23 @@ async def test_attach_with_an_evicted_id_gets_resync(server_factory: ServerFacto
     assert [e.event_id for e in replayed] == [e.event_id for e in events[-2:]]
 
 
+async def test_a_lone_fast_reader_gets_a_run_many_times_the_buffer(
+    server_factory: ServerFactory,
+) -> None:
+    # Zero pacing: the engine writes far faster than gRPC sends. The run's only
+    # reader reads as fast as it can, so it holds the engine back instead of
+    # being cut off (it used to get a few thousand events, then resync_required).
+    server = await server_factory(buffer_events=50, engine_options={"repeat": "200"})
+    assert server.grpc is not None
+    async with AgentClient(server.grpc.address) as client:
+        events = await collect(client.run("a long answer"))
+    kinds = [e.kind for e in events]
+    assert "@resync_required" not in kinds and kinds[-1] == "@task_state"
+    assert len(events) > 20 * 50
+    seqs = [int(e.event_id.rsplit("-", 1)[1]) for e in events]
+    assert seqs == list(range(1, len(events) + 1))  # every event, none skipped
+
+
 async def test_a_busy_session_is_refused_with_details(server_factory: ServerFactory) -> None:
     server = await server_factory(engine_options={"pacing": "0.05"})
     assert server.grpc is not None

@@ -12,6 +12,7 @@ from conftest import MakeLog
 
 from omni_grpc.runtime.event_log import EventLog
 from omni_grpc.runtime.events import EventBody, HubEvent, parse_event_id, utf16_length
+from omni_grpc.runtime.memory_log import MemoryEventLog
 from omni_grpc_proto.omni.v1 import agent_service_pb2
 
 CONFORMANCE = Path(__file__).parent / "conformance"
@@ -228,3 +229,71 @@ async def test_a_subscribe_racing_publishes_misses_and_repeats_nothing(make_log:
         buffered = [e for e in seen if e.buffered]
         assert [e.seq for e in buffered] == [s for s in sorted(kept) if s > first.seq]
         assert all(kept[e.seq] == e.data for e in buffered)
+
+
+# ---- back-pressure (the memory log: its writer and readers share a process) ----
+
+
+async def write_all(log: MemoryEventLog, count: int) -> None:
+    """A writer as the hub is one: it waits only when the log says so."""
+    for n in range(count):
+        future = log.publish_nowait(body(f'"{n}"'))
+        if log.congested:
+            await future
+
+
+async def test_a_lone_reader_that_keeps_up_is_never_cut_off() -> None:
+    # A run many times longer than the window, read by one reader that takes
+    # one event per loop turn while the writer could write hundreds.
+    log = MemoryEventLog(RESYNC, max_count=20)
+    sub = await log.subscribe()
+    got: list[HubEvent] = []
+
+    async def read(count: int) -> None:
+        while len(got) < count:
+            event = await sub.next()
+            assert event is not None
+            got.append(event)
+            await asyncio.sleep(0)
+
+    reader = asyncio.create_task(read(1000))
+    await write_all(log, 1000)
+    await asyncio.wait_for(reader, 30)
+    assert [e.data for e in got] == [f'"{n}"'.encode() for n in range(1000)]
+    assert sub.cutoffs == 0
+
+
+async def test_a_reader_that_stops_is_let_go_and_cut_off_while_others_keep_up() -> None:
+    log = MemoryEventLog(RESYNC, max_count=20, stall_timeout=0.05)
+    stuck = await log.subscribe()
+    fast = await log.subscribe()
+    got: list[HubEvent] = []
+
+    async def read() -> None:
+        while len(got) < 300:
+            event = await fast.next()
+            assert event is not None
+            got.append(event)
+            await asyncio.sleep(0)
+
+    reader = asyncio.create_task(read())
+    await write_all(log, 300)
+    await asyncio.wait_for(reader, 30)
+    # The one that kept up got everything; the one that stopped held the
+    # writer only until its stall timeout, then fell out of the window.
+    assert [e.data for e in got] == [f'"{n}"'.encode() for n in range(300)]
+    assert fast.cutoffs == 0 and stuck.cutoffs >= 1
+    first = await stuck.next()
+    assert first is not None and first.data == b'{"type":"resync_required"}'
+
+
+async def test_a_closed_reader_releases_the_writer() -> None:
+    log = MemoryEventLog(RESYNC, max_count=10)
+    sub = await log.subscribe()
+    for n in range(9):
+        log.publish_nowait(body(f'"{n}"'))
+    held = log.publish_nowait(body('"9"'))
+    assert log.congested and not held.done()
+    sub.close()
+    event = await asyncio.wait_for(held, 5)
+    assert event.data == b'"9"' and not log.congested

@@ -103,8 +103,8 @@ class ObservedEventLog:
         self._inner.forgive(fence)
 
     @property
-    def backlog(self) -> int:
-        return self._inner.backlog
+    def congested(self) -> bool:
+        return self._inner.congested
 
     async def publish_many(
         self, items: Sequence[EventBody], *, fence: int | None = None

@@ -18,9 +18,12 @@ Semantics (the reference server's SSE channel):
 * ``subscribe`` is atomic: no event is published between the replayed gap,
   the initial events and the first live event, so a subscriber sees strictly
   increasing seqs with no hole a reconnect could fall into.
-* A subscriber never slows the publisher: one that falls behind the window is
-  cut off (its queue dropped) and told ``resync_required``; it then keeps
-  receiving live events.
+* A subscriber that keeps up is never cut off: when its queue nears the
+  window, a writer that waits on ``congested`` waits for it. One that really
+  falls behind (does not read down within a stall timeout) no longer holds the
+  writer back, and is cut off (its queue dropped) and told
+  ``resync_required`` once the window moves past it; it then keeps receiving
+  live events.
 """
 
 from __future__ import annotations
@@ -110,8 +113,10 @@ class EventLog(Protocol):
         ...
 
     @property
-    def backlog(self) -> int:
-        """Events queued by ``publish_nowait`` and not yet in the log."""
+    def congested(self) -> bool:
+        """The writer should wait for its last ``publish_nowait`` before writing
+        more: the backend is behind (queued writes), or a subscriber that keeps
+        up is about to fall out of the window (back-pressure)."""
         ...
 
     async def publish_many(

@@ -89,9 +89,6 @@ BACKEND_PING_SECONDS = 1.0
 # Builds a session's event log (tests); the default comes from the backend.
 LogFactory = Callable[[str], MemoryEventLog]
 
-# Events a run may have queued for its log before its engine waits for them.
-_MAX_BACKLOG = 1000
-
 # Idle logs are looked for this often (memory is freed on a timer, not only
 # when the next request happens to come).
 _RECLAIM_EVERY = 60.0
@@ -564,10 +561,10 @@ class Hub:
         if written:
             self._count_soon(run)
         # Queued, not awaited: the engine goes on while the backend writes what
-        # queued meanwhile in one round trip. A backlog this long means the
-        # backend is slower than the engine: then the engine waits.
+        # queued meanwhile in one round trip. When the backend is behind, or a
+        # reader that keeps up is about to fall out of the window, it waits.
         run.last_publish = run.log.publish_nowait(body, fence=run.lease.token)
-        if run.log.backlog > _MAX_BACKLOG:
+        if run.log.congested:
             await run.last_publish
         run.observed.message(msg, arm, kind)
 

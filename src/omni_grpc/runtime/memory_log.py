@@ -18,14 +18,26 @@ DEFAULT_MAX_BYTES = ReplayWindow().max_bytes
 RunEnder = Callable[[int], object]
 
 
+# Back-pressure: a subscriber whose queue fills this share of the window holds
+# the writer back until it has read down to LOW_WATER, unless it has not done
+# so within the log's stall timeout (then it is let go, and cut off as before
+# once the window moves past its queue).
+HIGH_WATER = 0.9
+LOW_WATER = 0.5
+DEFAULT_STALL_TIMEOUT = 2.0
+
+
 class MemorySubscription:
     """A subscriber's bounded queue. The log fills it; the transport drains it."""
 
     def __init__(self, log: MemoryEventLog) -> None:
         self._log = log
         self._queue: deque[HubEvent] = deque()
+        self._bytes = 0
         self._wakeup = asyncio.Event()
         self._closed = False
+        # Let go by the back-pressure: it did not read down in time.
+        self.lagging = False
         # Events dropped by cut-offs, for tests and metrics.
         self.cutoffs = 0
 
@@ -33,7 +45,13 @@ class MemorySubscription:
         if self._closed:
             return
         self._queue.append(event)
+        self._bytes += event.body.size
         self._wakeup.set()
+
+    def level(self) -> float:
+        """How full the queue is, as a share of the log's window."""
+        log = self._log
+        return max(len(self._queue) / log._max_count, self._bytes / log._max_bytes)
 
     def _oldest_seq(self) -> int | None:
         return self._queue[0].seq if self._queue else None
@@ -42,6 +60,8 @@ class MemorySubscription:
         """Drops the backlog this subscriber can no longer be served from."""
         self.cutoffs += 1
         self._queue.clear()
+        self._bytes = 0
+        self.lagging = False
         self._push(resync)
 
     def _end(self) -> None:
@@ -58,7 +78,13 @@ class MemorySubscription:
                 return None
             self._wakeup.clear()
             await self._wakeup.wait()
-        return self._queue.popleft()
+        event = self._queue.popleft()
+        self._bytes -= event.body.size
+        if self.level() <= LOW_WATER:
+            self.lagging = False
+            if self._log._pressed_by is self:
+                self._log._relieve()
+        return event
 
     def __aiter__(self) -> AsyncIterator[HubEvent]:
         return self._iterate()
@@ -70,8 +96,11 @@ class MemorySubscription:
     def close(self) -> None:
         if not self._closed:
             self._queue.clear()
+            self._bytes = 0
             self._end()
             self._log._subscribers.discard(self)
+            if self._log._pressed_by is self:
+                self._log._relieve()
 
 
 class MemoryEventLog:
@@ -87,6 +116,7 @@ class MemoryEventLog:
         max_count: int = DEFAULT_MAX_COUNT,
         max_bytes: int = DEFAULT_MAX_BYTES,
         epoch: str | None = None,
+        stall_timeout: float = DEFAULT_STALL_TIMEOUT,
     ) -> None:
         if max_count < 1 or max_bytes < 1:
             raise ValueError("max_count and max_bytes must be positive")
@@ -104,6 +134,13 @@ class MemoryEventLog:
         self.last_activity = time.monotonic()
         # Releases the run lease (wired by the memory backend).
         self.end_run: RunEnder | None = None
+        # Back-pressure: the subscriber the writer waits for, the futures of the
+        # writes made meanwhile, and the timer that lets a stalled one go.
+        self.stall_timeout = stall_timeout
+        self._pressed_by: MemorySubscription | None = None
+        self._held: list[asyncio.Future[HubEvent]] = []
+        self._held_events: dict[asyncio.Future[HubEvent], HubEvent] = {}
+        self._stall_timer: asyncio.TimerHandle | None = None
 
     @property
     def epoch(self) -> str:
@@ -128,17 +165,51 @@ class MemoryEventLog:
         return HubEvent(seq, format_event_id(self._epoch, seq), body, buffered)
 
     @property
-    def backlog(self) -> int:
-        return 0
+    def congested(self) -> bool:
+        return self._pressed_by is not None
 
     def publish_nowait(
         self, body: EventBody, *, fence: int | None = None, end_run: bool = False
     ) -> asyncio.Future[HubEvent]:
-        future: asyncio.Future[HubEvent] = asyncio.get_running_loop().create_future()
-        future.set_result(self._publish(body))
+        """Publishes at once. The future is done at once too, unless a subscriber
+        that keeps up has nearly filled its queue: then it resolves when that
+        subscriber has read down (or has stalled), so a writer that waits for
+        it goes at the reader's pace instead of cutting the reader off."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[HubEvent] = loop.create_future()
+        event = self._publish(body)
         if end_run and fence is not None and self.end_run is not None:
             self.end_run(fence)
+        if self._pressed_by is None:
+            pressing = [s for s in self._subscribers if not s.lagging and s.level() >= HIGH_WATER]
+            if pressing:
+                self._pressed_by = max(pressing, key=lambda s: s.level())
+                self._stall_timer = loop.call_later(self.stall_timeout, self._stalled)
+        if self._pressed_by is None:
+            future.set_result(event)
+        else:
+            self._held.append(future)
+            self._held_events[future] = event
         return future
+
+    def _relieve(self) -> None:
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
+        self._pressed_by = None
+        held, self._held = self._held, []
+        for future in held:
+            event = self._held_events.pop(future)
+            if not future.done():
+                future.set_result(event)
+
+    def _stalled(self) -> None:
+        """The subscriber did not read down in time: it no longer holds the
+        writer back (and is cut off once the window passes its queue)."""
+        if self._pressed_by is not None:
+            self._pressed_by.lagging = True
+        self._stall_timer = None
+        self._relieve()
 
     def forgive(self, fence: int | None) -> None:
         return None
@@ -147,15 +218,13 @@ class MemoryEventLog:
         self, body: EventBody, *, fence: int | None = None, end_run: bool = False
     ) -> HubEvent:
         # One process holds every lease, so there is no stale writer to fence.
-        event = self._publish(body)
-        if end_run and fence is not None and self.end_run is not None:
-            self.end_run(fence)
-        return event
+        return await self.publish_nowait(body, fence=fence, end_run=end_run)
 
     async def publish_many(
         self, items: Sequence[EventBody], *, fence: int | None = None
     ) -> list[HubEvent]:
-        return [self._publish(body) for body in items]
+        futures = [self.publish_nowait(body, fence=fence) for body in items]
+        return [await f for f in futures]
 
     def _publish(self, body: EventBody) -> HubEvent:
         self.last_activity = time.monotonic()
@@ -232,6 +301,7 @@ class MemoryEventLog:
         for sub in list(self._subscribers):
             sub._end()
         self._subscribers.clear()
+        self._relieve()
 
 
 class MemoryEventLogs:

@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 # A flush sends at most this many events / bytes of JSON in one script call.
 _BATCH_EVENTS = 500
 _BATCH_BYTES = 1 << 20
+# Writes queued before the writer is told to wait (congested).
+_MAX_QUEUED = 1000
 
 
 @dataclass
@@ -227,8 +229,11 @@ class RedisEventLog:
         return format_event_id(epoch.decode(), int(top))
 
     @property
-    def backlog(self) -> int:
-        return len(self._queue)
+    def congested(self) -> bool:
+        """Redis is behind the writer. (Local subscribers are fed by this
+        replica's reader and cut off when their queue passes the window; they
+        do not hold back a writer that may run on another replica.)"""
+        return len(self._queue) > _MAX_QUEUED
 
     def publish_nowait(
         self, body: EventBody, *, fence: int | None = None, end_run: bool = False

@@ -195,3 +195,102 @@ def test_prepending_an_origin_hop_keeps_the_other_hops_exact_text() -> None:
     msg.origin.insert(0, "parent")
     out = serialize_message(msg).decode()
     assert out.endswith('"origin":["parent","a\\ud800","b"]}')
+
+
+# ---- depth, numbers, encoding: every place a value can nest -----------------
+
+
+def nest(levels: int) -> str:
+    """A JSON value ``levels`` deep: arrays and objects in turn, a number at the bottom."""
+    opening = ["[" if n % 2 == 0 else '{"k":' for n in range(levels)]
+    closing = ["]" if n % 2 == 0 else ',"a":1.5e-7}' for n in reversed(range(levels))]
+    return "".join(opening) + "9007199254740993" + "".join(closing)
+
+
+# Where opaque JSON rides, and the path its depth counts from (the envelope is level 1).
+PLACES = {
+    "fidelity": (
+        lambda v: (
+            f'{{{T},"type":"model_msg","payload":{{"type":"text","role":"user","text":"x",'
+            f'"fidelity":{{"deep":{v}}}}}}}'
+        ),
+        3,
+        "/payload/fidelity/deep",
+    ),
+    "tool schema": (
+        lambda v: (
+            f'{{{T},"type":"event_msg","payload":{{"type":"tool_list_ready","tools":[{{'
+            f'"name":"n","description":"","parameters":{{"p":{v}}}}}]}}}}'
+        ),
+        5,
+        "/payload/tools/0/parameters/p",
+    ),
+    "unknown key": (
+        lambda v: f'{{{T},"type":"event_msg","payload":{{"type":"request_begin","x":{v}}}}}',
+        2,
+        "/payload/x",
+    ),
+    "unknown envelope key": (
+        lambda v: f'{{{T},"type":"event_msg","payload":{{"type":"request_begin"}},"x":{v}}}',
+        1,
+        "/x",
+    ),
+    "unknown payload": (
+        lambda v: f'{{{T},"type":"event_msg","payload":{{"type":"future","x":{v}}}}}',
+        2,
+        "/payload/x",
+    ),
+}
+
+
+@pytest.mark.parametrize("place", sorted(PLACES))
+def test_any_depth_up_to_the_limit_round_trips(place: str) -> None:
+    make, above, _ = PLACES[place]
+    for levels in (1, 17, 40, 254, 255, 1000, 1024 - above):
+        line = make(nest(levels))
+        msg = parse_message(line)
+        assert serialize_message(msg).decode() == line, levels
+        wire = omni_pb2.OmniMessage.FromString(msg.SerializeToString())  # upb's default limit
+        assert serialize_message(wire).decode() == line, levels
+
+
+@pytest.mark.parametrize("place", sorted(PLACES))
+@pytest.mark.parametrize("levels", [1024, 1100, 5000, 200_000])
+def test_past_the_limit_is_one_error_with_line_and_path(place: str, levels: int) -> None:
+    make, above, path = PLACES[place]
+    with pytest.raises(ConversionError) as caught:
+        parse_message(make(nest(levels - above + 1)), line=9)
+    assert caught.value.line == 9
+    assert caught.value.path.startswith(path), caught.value.path
+    assert "nested deeper than 1024 levels" in caught.value.reason
+
+
+@pytest.mark.parametrize(
+    "number", ["1e400", "-1e400", "1E+999", "9" * 400, "-" + "9" * 309, "1" + "0" * 5000]
+)
+@pytest.mark.parametrize("place", sorted(PLACES))
+def test_numbers_javascript_reads_as_infinity_are_refused_by_path(number: str, place: str) -> None:
+    make, _, path = PLACES[place]
+    with pytest.raises(ConversionError) as caught:
+        parse_message(make(f"[1,{number}]"), line=2)
+    assert caught.value.path == path + "/1"
+    assert "outside the range of a double" in caught.value.reason
+
+
+def test_numbers_near_the_double_range_are_kept() -> None:
+    make, _, _ = PLACES["fidelity"]
+    for number in ["1.7976931348623157e+308", "9" * 300, "5e-324", "-" + "1" * 308]:
+        line = make(f"[{number}]")
+        assert serialize_message(parse_message(line)).decode() == line
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"\xed\xa0\x80", b"\xed\xbf\xbf", b"\xff", b"\xc3", b"\xf4\x90\x80\x80", b"\xc0\xaf"],
+)
+def test_bytes_that_are_not_utf8_are_refused(raw: bytes) -> None:
+    line = b'{"timestamp":"t","type":"model_msg","payload":{"type":"text","role":"user","text":"'
+    with pytest.raises(ConversionError, match="not UTF-8"):
+        parse_message(line + raw + b'"}}', line=1)
+    with pytest.raises(ConversionError, match="not UTF-8"):
+        parse_message(line + b"\\u00e9" + raw + b'"}}', line=1)  # the exact-parser path too

@@ -251,11 +251,19 @@ def fidelity_twin(value: dict[str, Any]) -> Any:
         return DECLINE
     if plain == orjson.dumps(value, option=orjson.OPT_SORT_KEYS) and not _BIG_INT.search(plain):
         return None
-    return _twin_of_text(plain)
+    # Cached for the sizes that repeat; a large one must not stay pinned.
+    return _twin_of_text(plain) if len(plain) <= _CACHED_TWIN else _twin_uncached(plain)
+
+
+_CACHED_TWIN = 64 * 1024
 
 
 @functools.lru_cache(maxsize=1024)
 def _twin_of_text(plain: bytes) -> str | None:
+    return _twin_uncached(plain)
+
+
+def _twin_uncached(plain: bytes) -> str | None:
     # orjson's own text of a value it parsed reads back as the same value.
     value = orjson.loads(plain)
     exact = jt.dump_value(value)

@@ -361,7 +361,6 @@ def _slow_text(value: Any) -> str:
     return "".join(out)
 
 
-@functools.lru_cache(maxsize=256)
 def canonical(text: str) -> str:
     """``text`` as one compact JSON value, for embedding in a line.
 
@@ -371,7 +370,28 @@ def canonical(text: str) -> str:
     line break can ride along). Text already in that form comes back as it
     is, so exact bytes from JavaScript survive.
     """
-    raw = text.encode("utf-8")
+    if len(text) <= _CACHED_TEXT:
+        return _canonical_cached(text)
+    return _canonical(text)
+
+
+# Texts repeat (the same tool schemas in every session), so small ones are
+# cached; large ones are not, so the cache cannot pin megabytes of schemas.
+_CACHED_TEXT = 64 * 1024
+
+
+@functools.lru_cache(maxsize=512)
+def _canonical_cached(text: str) -> str:
+    return _canonical(text)
+
+
+def _canonical(text: str) -> str:
+    try:
+        raw = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ConversionError(
+            f"not valid JSON: not UTF-8 (a lone surrogate at character {exc.start})"
+        ) from None
     try:
         quick = orjson.dumps(orjson.loads(raw))
     except (orjson.JSONDecodeError, orjson.JSONEncodeError):

@@ -42,7 +42,9 @@ json_values = st.recursive(
 
 def value_for(field: Field) -> st.SearchStrategy[Any]:
     if isinstance(field, Enum):
-        return st.sampled_from(sorted(field.to_number)) | strings
+        # Known and unknown strings, and numbers: a newer schema's enum values
+        # are written as JSON numbers, and any number must survive.
+        return st.sampled_from(sorted(field.to_number)) | strings | numbers
     if isinstance(field, NumberOrLabel):
         return numbers | strings
     if isinstance(field, Int):

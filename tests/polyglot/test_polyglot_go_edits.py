@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import io
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -133,3 +135,37 @@ def test_messages_built_in_go_are_identity_both_ways(go_build: GoBuild) -> None:
         assert back.SerializeToString(deterministic=True) == message.SerializeToString(
             deterministic=True
         )
+
+
+def test_the_pipeline_docs_polyglot_shows(go_build: GoBuild, tmp_path: Path) -> None:
+    """docs/polyglot.md: omni-edit with three ops, then omni-grpc convert."""
+    doc = (Path(__file__).parents[2] / "docs" / "polyglot.md").read_text()
+    ops = ['set-fidelity=phase="b"', "prepend-origin=parent", "clear-images"]
+    assert "omni-edit 'set-fidelity=phase=\"b\"' prepend-origin=parent clear-images <" in doc
+    line = (
+        f'{{{T},"type":"model_msg","payload":{{"type":"text","role":"assistant","text":"x",'
+        '"fidelity":{"z":1,"phase":"a"}},"origin":["child"]}'
+    )
+    source = tmp_path / "in.binpb"
+    sink = io.BytesIO()
+    write_binpb([parse_message(line)], sink)
+    source.write_bytes(sink.getvalue())
+    with source.open("rb") as stdin, (tmp_path / "out.binpb").open("wb") as stdout:
+        subprocess.run([str(go_build.edit), *ops], stdin=stdin, stdout=stdout, check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "omni_grpc",
+            "convert",
+            tmp_path / "out.binpb",
+            tmp_path / "o.jsonl",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    # clear-images finds no images on a text; the other two change only their part.
+    assert (tmp_path / "o.jsonl").read_text() == (
+        f'{{{T},"type":"model_msg","payload":{{"type":"text","role":"assistant","text":"x",'
+        '"fidelity":{"z":1,"phase":"b"}},"origin":["parent","child"]}\n'
+    )

@@ -12,6 +12,7 @@ import java.util.concurrent.TimeUnit;
  * OmniClient run [--addr HOST:PORT] [--approve] [--abort-after N] [--drop-after N] PROMPT
  * OmniClient trace FILE.binpb   # print a trace written by `omni-grpc convert`
  * OmniClient echo               # delimited OmniMessages: stdin -> parse -> stdout
+ * OmniClient build              # messages built from typed fields only, delimited, on stdout
  * </pre>
  *
  * run prints the streamed assistant text on stdout and what happens around it
@@ -31,6 +32,7 @@ public final class OmniClient {
         TraceCommand.print(java.nio.file.Path.of(args[1]), System.out);
       }
       case "echo" -> TraceCommand.echo(System.in, System.out);
+      case "build" -> BuildCommand.write(System.out);
       default -> usage();
     }
   }
@@ -67,7 +69,7 @@ public final class OmniClient {
   }
 
   private static void usage() {
-    System.err.println("usage: OmniClient run [options] PROMPT | trace FILE | echo");
+    System.err.println("usage: OmniClient run [options] PROMPT | trace FILE | echo | build");
     System.exit(2);
   }
 

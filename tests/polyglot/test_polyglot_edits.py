@@ -5,7 +5,8 @@ record with proto.Unmarshal's defaults, edits the typed fields the way Go code
 does (set a field to nil, prepend to a slice, set one Struct key, set an enum
 number) and writes the records again; Python then writes JSON from what came
 back. Clearing a field gives absence, the parts not edited keep their exact
-bytes, and messages Go builds from typed fields alone convert both ways.
+bytes, and messages Go and Java build from typed fields alone (no envelope
+type, no hints) convert both ways with identical protobuf bytes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 
 from omni_grpc.convert import parse_message, serialize_message
 from omni_grpc.trace import read_binpb, write_binpb
-from polyglot.polyglot_builds import GoBuild
+from polyglot.polyglot_builds import GoBuild, build_java
 
 T = '"timestamp":"2026-01-02T03:04:05.678Z"'
 
@@ -169,3 +170,27 @@ def test_the_pipeline_docs_polyglot_shows(go_build: GoBuild, tmp_path: Path) -> 
         f'{{{T},"type":"model_msg","payload":{{"type":"text","role":"assistant","text":"x",'
         '"fidelity":{"z":1,"phase":"b"}},"origin":["parent","child"]}\n'
     )
+
+
+def test_messages_built_in_java_are_identity_both_ways() -> None:
+    java = build_java()
+    done = subprocess.run([*java, "build"], capture_output=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    built = [r.message for r in read_binpb(io.BytesIO(done.stdout))]
+    lines = [serialize_message(m).decode() for m in built]
+    assert lines == [
+        f'{{{T},"type":"model_msg","payload":{{"type":"text","role":"assistant",'
+        '"text":"built in Java","stop_reason":"completed","fidelity":{"alpha":[1.5,"x"],'
+        '"zeta":1}}}',
+        f'{{{T},"type":"event_msg","payload":{{"type":"tool_list_ready","tools":[{{"name":"ls",'
+        '"description":"list","parameters":{"type":"object","properties":{}}}]}}',
+        f'{{{T},"type":"event_msg","payload":{{"type":"token_usage","session":{{"cache_read":0,'
+        '"cache_write":0,"output":0,"total":0},"request":{"cache_read":0,"cache_write":0,'
+        '"output":3,"total":3}},"origin":["child"]}',
+        f'{{{T},"type":"event_msg","payload":{{"type":"abort","reason":null}}}}',
+    ]
+    for message, line in zip(built, lines, strict=True):
+        back = parse_message(line)
+        assert back.SerializeToString(deterministic=True) == message.SerializeToString(
+            deterministic=True
+        )

@@ -367,3 +367,20 @@ async def test_a_stale_owner_that_comes_back_is_fenced(replicas: Replicas, tmp_p
     records = trace_records(data_dir, session_id)
     assert records[: len(trace_after_close)] == trace_after_close
     assert records[len(trace_after_close)]["payload"]["text"] == "x"  # type: ignore[index]
+
+
+def test_serve_with_an_unreachable_redis_says_so_and_exits_1(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from redis_server import free_port
+
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    done = subprocess.run(
+        [sys.executable, "-m", "omni_grpc", "serve", "--grpc-port", "0", "--no-http",
+         "--data-dir", str(tmp_path / "data"), "--redis-url", url],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "omni-grpc ready" not in done.stdout
+    assert "--redis-url: the session store is unavailable" in done.stderr

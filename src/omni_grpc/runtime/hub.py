@@ -214,6 +214,9 @@ class Hub:
         await asyncio.shield(self._started)
 
     async def _start(self) -> None:
+        # A shared backend that cannot be reached now fails the start, whether
+        # or not the data dir has sessions to index (BackendUnavailable).
+        await self.backend.ping()
         await self.restore()
         await self.backend.control.listen(self.replica_id, self._on_command)
         self._background.append(asyncio.create_task(self._reclaim_loop()))

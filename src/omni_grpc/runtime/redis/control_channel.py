@@ -38,15 +38,20 @@ class RedisControlChannel:
     async def _read(self, inbox: str, handler: CommandHandler) -> None:
         position = "0-0"
         delay = 0.2
+        down = False
         while True:
             try:
                 with unavailable_on_failure():
                     response = await self._conn.blocking.xread(
                         {inbox: position}, block=BLOCK_MS, count=100
                     )
-                delay = 0.2
+                if down:
+                    log.warning("control inbox reachable again")
+                down, delay = False, 0.2
             except BackendUnavailable as exc:
-                log.warning("control inbox unreachable (retrying): %s", exc)
+                if not down:  # once per outage; health says the rest
+                    log.warning("control inbox unreachable (retrying): %s", exc)
+                down = True
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue

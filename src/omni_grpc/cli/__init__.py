@@ -22,14 +22,17 @@ _COMMANDS = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or (``only``) one subcommand's: ``serve`` imports the
+    server and grpc, which ``convert`` and ``validate`` should not pay for."""
     parser = argparse.ArgumentParser(
         prog="omni-grpc",
         description="The OmniMessage agent protocol over gRPC, protobuf and SSE.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in _COMMANDS:
-        importlib.import_module(name).register(sub)
+        if only is None or name == only:
+            importlib.import_module(name).register(sub)
     return parser
 
 
@@ -54,7 +57,9 @@ def _refuse(parser: argparse.ArgumentParser, unknown: list[str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else list(argv)
+    named = f"omni_grpc.cli.{words[0]}" if words else None
+    parser = build_parser(named if named in _COMMANDS else None)
     # argparse hands a subcommand's unknown flags up to the top-level parser,
     # whose usage says nothing about them, and a misspelt flag's value is then
     # read as a positional (`convert --frm jsonl a b` took "jsonl" as the

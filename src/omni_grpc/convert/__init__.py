@@ -6,7 +6,10 @@ languages (typed fields only) come out in the reference builders' form.
 See docs/lossless.md for how.
 """
 
-from omni_grpc.convert._betterproto import from_betterproto, to_betterproto
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from omni_grpc.convert._errors import ConversionError
 from omni_grpc.convert._events import (
     parse_server_event,
@@ -23,6 +26,20 @@ from omni_grpc.convert._message import (
     parse_message,
     serialize_message,
 )
+
+if TYPE_CHECKING:
+    from omni_grpc.convert._betterproto import from_betterproto, to_betterproto
+
+
+def __getattr__(name: str) -> Any:
+    # The betterproto2 bridge imports betterproto2 and grpc (about three
+    # quarters of a CLI process's import time); only its users pay for it.
+    if name in ("from_betterproto", "to_betterproto"):
+        from omni_grpc.convert import _betterproto
+
+        return getattr(_betterproto, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_MAX_BYTES",

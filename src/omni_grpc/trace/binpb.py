@@ -16,6 +16,7 @@ from omni_grpc_proto.omni.v1.omni_pb2 import OmniMessage
 
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
 _MAX_VARINT_BYTES = 10
+_CHUNK_BYTES = 1024 * 1024
 
 ReadFn = Callable[[int], bytes]
 
@@ -66,43 +67,74 @@ def read_binpb(
 
 
 def _read_frames(stream: BinaryIO, max_frame_bytes: int) -> Iterator[TraceRecord]:
-    offset = 0
-    record = 0
+    # Reads in chunks and parses the length prefixes from the buffer: one
+    # read(1) per varint byte cost more than decoding the record itself.
     read = stream.read
+    buf = b""
+    pos = 0  # start of the next frame in buf
+    offset = 0  # its offset in the stream
+    record = 0
     while True:
-        record += 1
-        length, prefix_size = _read_length(read, record, offset)
-        if length is None:
+        if len(buf) - pos < _MAX_VARINT_BYTES:
+            buf = _fill(read, buf[pos:], _MAX_VARINT_BYTES)
+            pos = 0
+        if pos == len(buf):
             return
+        record += 1
+        length, start = _parse_length(buf, pos, record, offset)
         if length > max_frame_bytes:
             raise FrameError(
                 record, offset, f"frame of {length} bytes exceeds the {max_frame_bytes} limit"
             )
-        body = read(length) if length else b""
-        if len(body) < length:
-            raise FrameError(
-                record,
-                offset,
-                f"truncated frame: {length} bytes announced, {len(body)} present",
-            )
+        frame_size = start - pos + length
+        end = start + length
+        if end <= len(buf):
+            body = buf[start:end]
+            pos = end
+        else:
+            rest = _fill(read, buf[start:], length)
+            if len(rest) < length:
+                raise FrameError(
+                    record,
+                    offset,
+                    f"truncated frame: {length} bytes announced, {len(rest)} present",
+                )
+            body, buf, pos = rest[:length], rest, length
         try:
             msg = OmniMessage.FromString(body)
         except DecodeError as exc:
             raise FrameError(record, offset, f"not a valid OmniMessage ({exc})") from exc
         yield TraceRecord(record, msg)
-        offset += prefix_size + length
+        offset += frame_size
 
 
-def _read_length(read: ReadFn, record: int, offset: int) -> tuple[int | None, int]:
-    """The varint at the current position; ``(None, 0)`` at a clean end of stream."""
+def _fill(read: ReadFn, head: bytes, wanted: int) -> bytes:
+    """``head`` plus what the stream holds, until at least ``wanted`` bytes or
+    the end of the stream (a raw stream may return short reads)."""
+    parts = [head]
+    have = len(head)
+    while have < wanted:
+        chunk = read(max(wanted - have, _CHUNK_BYTES))
+        if not chunk:
+            break
+        parts.append(chunk)
+        have += len(chunk)
+    return b"".join(parts) if len(parts) > 1 else head
+
+
+def _parse_length(buf: bytes, pos: int, record: int, offset: int) -> tuple[int, int]:
+    """The varint at ``buf[pos]`` and the index just after it."""
     value = 0
-    for i in range(_MAX_VARINT_BYTES):
-        byte = read(1)
-        if not byte:
-            if i == 0:
-                return None, 0
+    shift = 0
+    i = pos
+    while True:
+        if i - pos == _MAX_VARINT_BYTES:
+            raise FrameError(record, offset, "malformed length prefix (longer than 10 bytes)")
+        if i == len(buf):
             raise FrameError(record, offset, "truncated length prefix")
-        value |= (byte[0] & 0x7F) << (7 * i)
-        if byte[0] < 0x80:
-            return value, i + 1
-    raise FrameError(record, offset, "malformed length prefix (longer than 10 bytes)")
+        byte = buf[i]
+        i += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, i

@@ -9,6 +9,7 @@ from omni_grpc.convert import _jsontext as jt
 from omni_grpc.convert._errors import ConversionError
 from omni_grpc.convert._fastpath import decoder_for, encoder_for
 from omni_grpc.convert._fields import MISSING, StrList, wrong_type
+from omni_grpc.convert._native import NATIVE
 from omni_grpc.convert._objects import decode_object, encode_object
 from omni_grpc.convert._schema import (
     ENVELOPE_TYPE_OF_ARM,
@@ -40,6 +41,10 @@ def parse_message(
     except ConversionError as exc:
         raise exc.at_line(line) from None
     if clean and type(obj) is dict:
+        if NATIVE is not None:
+            wire = NATIVE.encode(obj)
+            if wire is not None:
+                return OmniMessage.FromString(wire)
         fast = _fast_decode(obj)
         if fast is not None:
             return fast
@@ -49,6 +54,10 @@ def parse_message(
 def message_from_dict(obj: Mapping[str, Any], *, line: int | None = None) -> OmniMessage:
     """A parsed JSON object as an OmniMessage."""
     if type(obj) is dict:
+        if NATIVE is not None:
+            wire = NATIVE.encode(obj)
+            if wire is not None:
+                return OmniMessage.FromString(wire)
         try:
             fast = _fast_decode(obj)
         except (UnicodeEncodeError, ValueError, TypeError, OverflowError):
@@ -209,6 +218,10 @@ def message_to_jsonable(msg: OmniMessage) -> Any:
 
 
 def _to_jsonable(msg: OmniMessage) -> Any:
+    if NATIVE is not None:
+        native = NATIVE.decode(msg.SerializeToString())
+        if native is not None:
+            return native
     if not has_hints(msg):
         arm = msg.WhichOneof("payload")
         if arm is not None and arm != "unknown":

@@ -205,6 +205,10 @@ def serialize_message(msg: OmniMessage) -> bytes:
     protocol keys agree with the typed fields and appear once, or a
     ``ConversionError`` naming what is inconsistent.
     """
+    if NATIVE is not None:  # the common case without the layers below
+        native = NATIVE.decode(msg.SerializeToString())
+        if native is not None:
+            return jt.dumps(native)
     return jt.dumps(message_to_jsonable(msg))
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import warnings
 from typing import Any, Protocol
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
@@ -181,7 +182,14 @@ def _load() -> NativeCodec | None:
         module: NativeCodec = importlib.import_module("omni_grpc.convert._codec")
     except ImportError:
         return None  # built without a C compiler: the Python codec does everything
-    _configure(module)
+    try:
+        _configure(module)
+    except (TypeError, ValueError, KeyError, RuntimeError) as exc:
+        # A schema the tables cannot describe (or a stale build): the Python
+        # codec is complete, so say so and go on without the native path.
+        # In CI, tests/test_convert_native.py fails when this happens.
+        warnings.warn(f"omni-grpc: native codec disabled: {exc}", RuntimeWarning, stacklevel=2)
+        return None
     return module
 
 

@@ -55,6 +55,7 @@ async def server_factory(tmp_path: Path) -> AsyncIterator[ServerFactory]:
         client_modes: tuple[ApprovalMode, ...] | None = None,
         data_dir: Path | None = None,
         buffer_events: int = 10_000,
+        max_streams_per_session: int | None = None,
         **grpc_overrides: Any,
     ) -> OmniServer:
         grpc_config = GrpcConfig(host="127.0.0.1", port=0, **grpc_overrides)
@@ -67,6 +68,7 @@ async def server_factory(tmp_path: Path) -> AsyncIterator[ServerFactory]:
             grpc=grpc_config,
             shutdown_grace=1.0,
             buffer_events=buffer_events,
+            max_streams_per_session=max_streams_per_session,
         )
         server = build_server(config)
         await server.start()

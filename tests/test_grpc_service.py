@@ -243,6 +243,29 @@ async def test_a_lone_fast_reader_gets_a_run_many_times_the_buffer(
     assert seqs == list(range(1, len(events) + 1))  # every event, none skipped
 
 
+async def test_a_stream_past_the_session_limit_is_resource_exhausted(
+    server_factory: ServerFactory,
+) -> None:
+    server = await server_factory(max_streams_per_session=1)
+    assert server.grpc is not None
+    async with AgentClient(server.grpc.address) as client:
+        session_id = (await collect(client.run("hi")))[0].session_id
+        watching = client.attach(session_id)
+        await anext(watching)  # one stream open
+        with pytest.raises(AgentError) as refused:
+            await anext(client.attach(session_id))
+        await watching.aclose()
+    assert refused.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "--max-streams-per-session" in str(refused.value)
+
+
+def test_the_stream_limit_is_429_over_http() -> None:
+    from omni_grpc.runtime.errors import TooManyStreams
+    from omni_grpc.transport.sse.errors import hub_error_status
+
+    assert hub_error_status(TooManyStreams("s1", 3)) == (429, "too_many_streams")
+
+
 async def test_a_busy_session_is_refused_with_details(server_factory: ServerFactory) -> None:
     server = await server_factory(engine_options={"pacing": "0.05"})
     assert server.grpc is not None

@@ -27,6 +27,7 @@ from omni_grpc.runtime import (
 )
 from omni_grpc.runtime.backend import Backend, memory_backend
 from omni_grpc.runtime.bodies import is_task_end
+from omni_grpc.runtime.errors import TooManyStreams
 from omni_grpc.runtime.event_log import Subscription
 from omni_grpc.runtime.events import HubEvent
 from omni_grpc.runtime.hub import Hub, RunRequest
@@ -384,3 +385,23 @@ async def test_concurrent_runs_start_one_task_even_when_subscribe_awaits(tmp_pat
     assert len(refused) == 4 and all(isinstance(r, SessionBusy) for r in refused)
     events = await until_end(started[0][1])  # type: ignore[index]
     assert sum(1 for e in events if label(e) == "@task_state:running") == 1
+
+
+async def test_streams_past_the_operators_limit_are_refused(
+    tmp_path: Path, make_backend: MakeBackend
+) -> None:
+    hub = Hub(DemoEngine(), tmp_path, backend=make_backend(), max_streams_per_session=2)
+    session_id, sub = await hub.run(prompt())
+    await until_end(sub)
+    sub.close()
+    first = await hub.attach(session_id, None)
+    second = await hub.attach(session_id, None)
+    with pytest.raises(TooManyStreams) as refused:
+        await hub.attach(session_id, None)
+    assert refused.value.limit == 2
+    with pytest.raises(TooManyStreams):
+        await hub.run(prompt(session_id=session_id))
+    first.close()
+    again = await hub.attach(session_id, None)  # room again once one closed
+    again.close()
+    second.close()

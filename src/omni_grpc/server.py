@@ -57,6 +57,8 @@ class ServerConfig:
     buffer_bytes: int = ReplayWindow.max_bytes
     # Seconds an engine gets to yield its abort before the hub closes the run.
     abort_grace: float = 10.0
+    # Open streams one session may have on one replica (None: no limit).
+    max_streams_per_session: int | None = None
     # Prometheus metrics (on /metrics of the HTTP app, and on metrics_port if set).
     metrics: bool = True
     metrics_port: int | None = None
@@ -158,6 +160,7 @@ def build_server(config: ServerConfig, *, backend: Backend | None = None) -> Omn
         default_approval=config.approval_mode,
         client_modes=config.client_modes,
         abort_grace=config.abort_grace,
+        max_streams_per_session=config.max_streams_per_session,
         observer=telemetry.hub_observer(),
         backend=backend or build_backend(config),
     )

@@ -154,6 +154,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "whose replica died (default %(default)s)",
     )
     parser.add_argument(
+        "--max-streams-per-session",
+        type=checks.at_least(1),
+        default=None,
+        help="refuse a Run or Attach past this many open streams of one session on this "
+        "server (RESOURCE_EXHAUSTED / HTTP 429); default: no limit",
+    )
+    parser.add_argument(
         "--log-format",
         choices=LOG_FORMATS,
         default="text",
@@ -248,6 +255,7 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
         public_metrics=args.public_metrics,
         redis_url=args.redis_url or None,
         owner_loss_timeout=args.owner_loss_timeout,
+        max_streams_per_session=args.max_streams_per_session,
     )
 
 

@@ -57,6 +57,18 @@ class ModeNotAllowed(HubError):
         self.allowed = allowed
 
 
+class TooManyStreams(HubError):
+    """The session already has as many open streams here as the operator allows."""
+
+    def __init__(self, session_id: str, limit: int) -> None:
+        super().__init__(
+            f"session {session_id!r} already has {limit} open streams on this server "
+            "(--max-streams-per-session)"
+        )
+        self.session_id = session_id
+        self.limit = limit
+
+
 class StorageUnavailable(HubError):
     """The trace storage is failing (full or read-only): no run can be recorded."""
 

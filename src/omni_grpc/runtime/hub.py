@@ -53,6 +53,7 @@ from omni_grpc.runtime.errors import (
     SessionBusy,
     SessionNotFound,
     StorageUnavailable,
+    TooManyStreams,
 )
 from omni_grpc.runtime.event_log import EventLog, Subscription
 from omni_grpc.runtime.events import EventBody, HubEvent
@@ -177,6 +178,7 @@ class Hub:
         abort_grace: float = 10.0,
         replica_id: str | None = None,
         observer: HubObserver | None = None,
+        max_streams_per_session: int | None = None,
     ) -> None:
         self.engine = engine
         self.observer = observer or HubObserver()
@@ -185,6 +187,8 @@ class Hub:
         # The approval modes a run may ask for (a policy: wider ones are refused).
         self.client_modes = client_modes or default_client_modes(default_approval)
         self.abort_grace = abort_grace
+        # Open streams (Run and Attach) one session may have on this replica.
+        self.max_streams_per_session = max_streams_per_session
         self.backend = backend or memory_backend(log_factory=log_factory)
         self.backend.logs.observe(self.observer.event_log)
         # Names this process in run leases and the control channel.
@@ -357,6 +361,7 @@ class Hub:
         else:
             record = await self._new_record()
         session_id = record.session_id
+        self._check_streams(session_id)
         # The claim: atomic in every backend, so of two concurrent Runs exactly
         # one gets past here, whatever the awaits around it.
         lease = await self.backend.leases.acquire(session_id, self.replica_id)
@@ -386,6 +391,7 @@ class Hub:
         """Replay after ``after_event_id`` (or resync), then the task state and the
         pending approvals to this subscriber only, then the live stream."""
         await self._record(session_id)
+        self._check_streams(session_id)
 
         async def initial() -> list[EventBody]:
             running = bool(await self.backend.leases.running([session_id]))
@@ -395,6 +401,11 @@ class Hub:
             return out
 
         return await self.backend.logs.get(session_id).subscribe(after_event_id or None, initial)
+
+    def _check_streams(self, session_id: str) -> None:
+        limit = self.max_streams_per_session
+        if limit is not None and self.backend.logs.get(session_id).subscriber_count >= limit:
+            raise TooManyStreams(session_id, limit)
 
     async def approve(self, session_id: str, tool_call_id: str, decision: str) -> None:
         try:

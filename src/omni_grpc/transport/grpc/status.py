@@ -25,6 +25,7 @@ from omni_grpc.runtime.errors import (
     SessionBusy,
     SessionNotFound,
     StorageUnavailable,
+    TooManyStreams,
 )
 
 ERROR_DOMAIN = "omni-grpc"
@@ -78,6 +79,14 @@ def status_for(error: HubError) -> status_pb2.Status:
         )
     if isinstance(error, (HubClosed, BackendUnavailable)):
         return status_pb2.Status(code=code_pb2.UNAVAILABLE, message=str(error))
+    if isinstance(error, TooManyStreams):
+        violation = error_details_pb2.QuotaFailure.Violation(
+            subject=f"session:{error.session_id}", description=str(error)
+        )
+        detail = error_details_pb2.QuotaFailure(violations=[violation])
+        return status_pb2.Status(
+            code=code_pb2.RESOURCE_EXHAUSTED, message=str(error), details=[_packed(detail)]
+        )
     if isinstance(error, StorageUnavailable):
         code = code_pb2.RESOURCE_EXHAUSTED if error.exhausted else code_pb2.UNAVAILABLE
         return status_pb2.Status(code=code, message=str(error))

@@ -25,6 +25,7 @@ from omni_grpc.runtime.errors import (
     SessionBusy,
     SessionNotFound,
     StorageUnavailable,
+    TooManyStreams,
 )
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,8 @@ def hub_error_status(exc: HubError) -> tuple[int, str]:
         return 404, "approval_not_found"
     if isinstance(exc, ModeNotAllowed):
         return 403, "approval_mode_not_allowed"
+    if isinstance(exc, TooManyStreams):
+        return 429, "too_many_streams"
     if isinstance(exc, StorageUnavailable):
         return 503, "storage_unavailable"
     if isinstance(exc, (BackendUnavailable, HubClosed)):

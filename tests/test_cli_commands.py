@@ -10,6 +10,7 @@ import json
 import os
 import pty
 import select
+import shlex
 import signal
 import subprocess
 import sys
@@ -147,12 +148,16 @@ def test_detach_then_attach_approve_and_finish(serve_process: ServeFactory, tmp_
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
     )  # fmt: skip
     assert attach.stderr is not None
-    # Off a terminal, attach names the command that answers the pending request.
+    # Off a terminal, attach names the command that answers the pending request,
+    # with the server it is attached to: pasted as shown, it reaches that server.
     notice = attach.stderr.readline()
-    assert notice == f"approval pending: omni-grpc approve {session_id} call_demo_1 allow|deny\n"
+    prefix = "approval pending: omni-grpc "
+    assert notice.startswith(prefix), notice
+    shown = shlex.split(notice[len(prefix) :])
+    assert shown == ["approve", session_id, "call_demo_1", "allow|deny", *target]
     wrong = omni("approve", session_id, "call_nope", "allow", *target)
     assert wrong.returncode == 3 and "NOT_FOUND" in wrong.stderr
-    approved = omni("approve", session_id, "call_demo_1", "allow", *target)
+    approved = omni(*["allow" if word == "allow|deny" else word for word in shown])
     assert approved.returncode == 0, approved.stderr
     out, err = attach.communicate(timeout=60)
     assert attach.returncode == 0, err

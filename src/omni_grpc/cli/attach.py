@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from rich.console import Console
 from rich.text import Text
 
-from omni_grpc.cli.connection import add_connection_options
+from omni_grpc.cli.connection import add_connection_options, connection_flags
 from omni_grpc.cli.exits import EXIT_OK, EXIT_RUN_FAILED, client_command, exit_codes, say
 from omni_grpc.cli.pipes import stdout_gone
 from omni_grpc.cli.render import Output, Renderer, follow, tool_call_id
@@ -81,7 +81,7 @@ async def attach(args: argparse.Namespace, client: AgentClient, err: Console) ->
         say(
             err,
             f"approval pending: omni-grpc approve {event.session_id} {tool_call_id(event)} "
-            "allow|deny",
+            f"'allow|deny'{connection_flags(args)}",
             "yellow",
         )
 

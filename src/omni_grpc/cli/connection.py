@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 from pathlib import Path
 
 from omni_grpc.cli.target import DEFAULT_PORT, with_default_port
@@ -32,6 +33,21 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-ca", type=Path, help="PEM CA to verify the server (implies TLS)")
     parser.add_argument("--tls-cert", type=Path, help="client certificate for mTLS")
     parser.add_argument("--tls-key", type=Path, help="client key for mTLS")
+
+
+def connection_flags(args: argparse.Namespace) -> str:
+    """The options that reach the same server again, for a command shown to
+    the user to paste (the token stays out: the printed line may be logged)."""
+    flags: list[str] = []
+    if args.target != f"127.0.0.1:{DEFAULT_PORT}":
+        flags += ["--target", args.target]
+    if args.tls:
+        flags.append("--tls")
+    for flag, path in (("--tls-ca", args.tls_ca), ("--tls-cert", args.tls_cert),
+                       ("--tls-key", args.tls_key)):  # fmt: skip
+        if path is not None:
+            flags += [flag, str(path)]
+    return "".join(f" {shlex.quote(flag)}" for flag in flags)
 
 
 def check_connection_options(args: argparse.Namespace) -> None:

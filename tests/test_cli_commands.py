@@ -311,3 +311,67 @@ def test_help_lists_every_command() -> None:
     for name in ("serve", "run", "attach", "sessions", "history", "approve", "abort",
                  "convert", "validate"):  # fmt: skip
         assert f"    {name} " in shown, name
+
+
+def test_the_client_commands_speak_tls_and_mtls(serve_process: ServeFactory, certs: Path) -> None:
+    served = serve_process("--no-http", "--tls-cert", str(certs / "server.pem"),
+                           "--tls-key", str(certs / "server.key"),
+                           "--tls-client-ca", str(certs / "ca.pem"))  # fmt: skip
+    mtls = ["--tls-ca", str(certs / "ca.pem"), "--tls-cert", str(certs / "client.pem"),
+            "--tls-key", str(certs / "client.key")]  # fmt: skip
+    target = ["--target", served.grpc_address]
+    detached = omni("run", "over tls", *target, *mtls, "--detach")
+    assert detached.returncode == 0, detached.stderr
+    session_id = detached.stdout.strip()
+    followed = omni("attach", session_id, *target, *mtls, "--json")
+    assert followed.returncode == 0, followed.stderr
+    listed = omni("sessions", *target, *mtls, "--json")
+    assert [json.loads(line)["session_id"] for line in listed.stdout.splitlines()] == [session_id]
+    assert omni("history", session_id, *target, *mtls, "--json").returncode == 0
+    # Without a client certificate, or without TLS at all, the call fails: exit 3.
+    for args in (["--tls-ca", str(certs / "ca.pem")], []):
+        refused = omni("sessions", *target, *args)
+        assert refused.returncode == 3, refused.stderr
+        assert refused.stderr.startswith("omni-grpc sessions: UNAVAILABLE")
+
+
+def test_attach_on_a_terminal_asks_about_the_pending_approval(
+    serve_process: ServeFactory, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    served = serve_process("--data-dir", str(data), "--no-http")
+    target = ["--target", served.grpc_address]
+    session_id = omni("run", "ask me later", *target, "--approve", "ask", "--detach").stdout.strip()
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "omni_grpc", "attach", session_id, *target],
+        stdin=slave, stdout=slave, stderr=slave, env={**os.environ, "COLUMNS": "100"},
+    )  # fmt: skip
+    os.close(slave)
+    output = b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"Allow this tool call?" not in output:
+            assert time.monotonic() < deadline, output.decode(errors="replace")
+            if select.select([master], [], [], 0.5)[0]:
+                output += os.read(master, 4096)
+        os.write(master, b"y\n")
+        while proc.poll() is None or select.select([master], [], [], 0.2)[0]:
+            assert time.monotonic() < deadline, output.decode(errors="replace")
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                output += chunk
+        code = proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    text = output.decode(errors="replace")
+    assert code == 0, text
+    assert "approve list_workspace [call_demo_1]?" in text
+    assert "approval: allow [call_demo_1]" in text and "The workspace holds" in text

@@ -36,6 +36,7 @@ from omni_grpc.runtime import bodies
 from omni_grpc.runtime.approvals import ApprovalMode
 from omni_grpc.runtime.backend import Backend, memory_backend
 from omni_grpc.runtime.event_log import EventLog, ReplayWindow
+from omni_grpc.runtime.limits import Limits
 from omni_grpc.runtime.memory_log import MemoryEventLog
 from omni_grpc.server import OmniServer, ServerConfig, build_server
 from omni_grpc.transport.grpc import GrpcConfig
@@ -68,7 +69,9 @@ async def server_factory(tmp_path: Path) -> AsyncIterator[ServerFactory]:
             grpc=grpc_config,
             shutdown_grace=1.0,
             buffer_events=buffer_events,
-            max_streams_per_session=max_streams_per_session,
+            limits=Limits()
+            if max_streams_per_session is None
+            else Limits(max_streams_per_session=max_streams_per_session),
         )
         server = build_server(config)
         await server.start()

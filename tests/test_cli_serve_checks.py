@@ -38,6 +38,15 @@ def serve(*args: str) -> subprocess.CompletedProcess[str]:
         ("--buffer-bytes", "-5"),
         ("--log-level", "loud"),
         ("--tls-cert", "/nonexistent/cert.pem"),
+        ("--max-sessions", "0"),
+        ("--max-sessions", "many"),
+        ("--max-runs", "-1"),
+        ("--max-runs", "1.5"),
+        ("--max-streams-per-session", "0"),
+        ("--max-approval-wait", "0"),
+        ("--max-approval-wait", "-3"),
+        ("--max-approval-wait", "inf"),
+        ("--max-approval-wait", "nan"),
     ],
 )
 def test_bad_values_are_usage_errors_naming_the_flag(tmp_path: Path, flag: str, value: str) -> None:

@@ -31,6 +31,7 @@ from omni_grpc.runtime.errors import TooManyStreams
 from omni_grpc.runtime.event_log import Subscription
 from omni_grpc.runtime.events import HubEvent
 from omni_grpc.runtime.hub import Hub, RunRequest
+from omni_grpc.runtime.limits import Limits
 from omni_grpc.runtime.memory_log import MemoryEventLog, MemorySubscription
 
 MakeBackend = Callable[..., Backend]
@@ -390,7 +391,12 @@ async def test_concurrent_runs_start_one_task_even_when_subscribe_awaits(tmp_pat
 async def test_streams_past_the_operators_limit_are_refused(
     tmp_path: Path, make_backend: MakeBackend
 ) -> None:
-    hub = Hub(DemoEngine(), tmp_path, backend=make_backend(), max_streams_per_session=2)
+    hub = Hub(
+        DemoEngine(),
+        tmp_path,
+        backend=make_backend(),
+        limits=Limits(max_streams_per_session=2),
+    )
     session_id, sub = await hub.run(prompt())
     await until_end(sub)
     sub.close()

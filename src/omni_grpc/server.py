@@ -25,6 +25,7 @@ from omni_grpc.runtime.approvals import ApprovalMode
 from omni_grpc.runtime.backend import Backend, memory_backend
 from omni_grpc.runtime.event_log import ReplayWindow
 from omni_grpc.runtime.hub import Hub
+from omni_grpc.runtime.limits import Limits
 from omni_grpc.transport.grpc import GrpcConfig, GrpcTransport
 from omni_grpc.transport.sse.transport import SseConfig, SseTransport
 
@@ -57,8 +58,6 @@ class ServerConfig:
     buffer_bytes: int = ReplayWindow.max_bytes
     # Seconds an engine gets to yield its abort before the hub closes the run.
     abort_grace: float = 10.0
-    # Open streams one session may have on one replica (None: no limit).
-    max_streams_per_session: int | None = None
     # Prometheus metrics (on /metrics of the HTTP app, and on metrics_port if set).
     metrics: bool = True
     metrics_port: int | None = None
@@ -74,6 +73,8 @@ class ServerConfig:
     redis_url: str | None = None
     # Seconds within which a run whose replica died is closed by another one.
     owner_loss_timeout: float = 12.0
+    # What one replica holds at once (sessions, runs, streams, approval wait).
+    limits: Limits = field(default_factory=Limits)
 
 
 class TransportStartError(OSError):
@@ -160,9 +161,9 @@ def build_server(config: ServerConfig, *, backend: Backend | None = None) -> Omn
         default_approval=config.approval_mode,
         client_modes=config.client_modes,
         abort_grace=config.abort_grace,
-        max_streams_per_session=config.max_streams_per_session,
         observer=telemetry.hub_observer(),
         backend=backend or build_backend(config),
+        limits=config.limits,
     )
     transports: list[Transport] = []
     if config.grpc is not None:

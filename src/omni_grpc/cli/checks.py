@@ -40,6 +40,13 @@ def seconds(text: str) -> float:
     return value
 
 
+def positive_seconds(text: str) -> float:
+    value = seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number > 0")
+    return value
+
+
 def readable_file(text: str) -> Path:
     path = Path(text).expanduser()
     if not path.is_file():

@@ -18,6 +18,7 @@ from omni_grpc.observability import logs, tracing
 from omni_grpc.observability.logs import LOG_FORMATS
 from omni_grpc.runtime.approvals import ApprovalMode
 from omni_grpc.runtime.errors import BackendUnavailable
+from omni_grpc.runtime.limits import Limits
 from omni_grpc.server import OmniServer, ServerConfig, TransportStartError, build_server
 from omni_grpc.transport.grpc import GrpcConfig, GrpcTransport
 from omni_grpc.transport.sse.transport import SseConfig, SseTransport
@@ -87,6 +88,36 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="PATH",
         help="read the bearer token from this file (trailing newline ignored)",
     )
+    limits = Limits()
+    parser.add_argument(
+        "--max-sessions",
+        type=checks.at_least(1),
+        default=limits.max_sessions,
+        help="sessions the server keeps; new ones past it are refused with "
+        "RESOURCE_EXHAUSTED / 429 (default %(default)s; with --redis-url, for all replicas)",
+    )
+    parser.add_argument(
+        "--max-runs",
+        type=checks.at_least(1),
+        default=limits.max_runs,
+        help="runs this server executes at once; more are refused with "
+        "RESOURCE_EXHAUSTED / 429 (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-streams-per-session",
+        type=checks.at_least(1),
+        default=limits.max_streams_per_session,
+        help="open streams (Run, Attach, SSE) per session on this server; more are "
+        "refused with RESOURCE_EXHAUSTED / 429 (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-approval-wait",
+        type=checks.positive_seconds,
+        default=limits.approval_wait,
+        metavar="SECONDS",
+        help="a tool call waiting longer for Approve is denied, as if the client "
+        "answered deny; the run goes on (default %(default)s)",
+    )
     parser.add_argument(
         "--http-port", type=checks.port, default=8080, help="HTTP/SSE port, 0 picks a free port"
     )
@@ -152,13 +183,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=12.0,
         help="with --redis-url: seconds within which another replica closes a run "
         "whose replica died (default %(default)s)",
-    )
-    parser.add_argument(
-        "--max-streams-per-session",
-        type=checks.at_least(1),
-        default=None,
-        help="refuse a Run or Attach past this many open streams of one session on this "
-        "server (RESOURCE_EXHAUSTED / HTTP 429); default: no limit",
     )
     parser.add_argument(
         "--log-format",
@@ -255,7 +279,12 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
         public_metrics=args.public_metrics,
         redis_url=args.redis_url or None,
         owner_loss_timeout=args.owner_loss_timeout,
-        max_streams_per_session=args.max_streams_per_session,
+        limits=Limits(
+            max_sessions=args.max_sessions,
+            max_runs=args.max_runs,
+            max_streams_per_session=args.max_streams_per_session,
+            approval_wait=args.max_approval_wait,
+        ),
     )
 
 

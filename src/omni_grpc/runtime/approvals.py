@@ -2,19 +2,24 @@
 
 Modes: ``allow-all``, ``deny-all``, ``read-only`` (tools the engine declares
 read-only run, others are denied) and ``ask`` (an ``approval_request`` goes out
-and the call waits, with no timeout, for ``Approve``). Pending asks are
-re-sent to every new subscriber (``PendingApprovals``) and resolve to ``deny``
-when the run aborts.
+and the call waits for ``Approve``). Pending asks are re-sent to every new
+subscriber (``PendingApprovals``) and resolve to ``deny`` when the run aborts,
+or when no decision came within the broker's ``wait`` (the operator's
+``--max-approval-wait``); a late ``Approve`` then finds nothing pending.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
 from collections.abc import Awaitable, Callable
 
 from omni_grpc.engines.base import AbortSignal, ApproveFn, JsonObject
 from omni_grpc.vocabulary import ApprovalMode as ApprovalMode
 from omni_grpc.vocabulary import Decision
+
+log = logging.getLogger(__name__)
 
 # The modes a client may pick when the operator names none: the operator's own
 # and those that run no tool it would not. ``ask`` and ``read-only`` are not
@@ -65,8 +70,10 @@ class ApprovalBroker:
     ``make_approver`` builds the run's callback.
     """
 
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, wait: float = math.inf) -> None:
         self.session_id = session_id
+        # Seconds an ask waits for a decision before it is denied.
+        self.wait = wait
         self._waiting: dict[str, asyncio.Future[Decision]] = {}
 
     def resolve(self, tool_call_id: str, decision: Decision) -> bool:
@@ -121,7 +128,18 @@ class ApprovalBroker:
             await publish_ask(tool_call_id, tool_call)
             if abort.is_set():  # the abort came while the ask was being published
                 return Decision.DENY
-            return await future
+            try:
+                return await asyncio.wait_for(
+                    asyncio.shield(future), None if math.isinf(self.wait) else self.wait
+                )
+            except TimeoutError:
+                log.warning(
+                    "session %s: no decision on tool call %s within %gs; denied",
+                    self.session_id,
+                    tool_call_id,
+                    self.wait,
+                )
+                return Decision.DENY
         finally:
             self._waiting.pop(tool_call_id, None)
             await forget_ask(tool_call_id)

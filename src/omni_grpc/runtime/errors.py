@@ -57,18 +57,6 @@ class ModeNotAllowed(HubError):
         self.allowed = allowed
 
 
-class TooManyStreams(HubError):
-    """The session already has as many open streams here as the operator allows."""
-
-    def __init__(self, session_id: str, limit: int) -> None:
-        super().__init__(
-            f"session {session_id!r} already has {limit} open streams on this server "
-            "(--max-streams-per-session)"
-        )
-        self.session_id = session_id
-        self.limit = limit
-
-
 class StorageUnavailable(HubError):
     """The trace storage is failing (full or read-only): no run can be recorded."""
 
@@ -95,3 +83,29 @@ class Fenced(Exception):
         super().__init__(f"session {session_id!r}: lease token {token} is no longer current")
         self.session_id = session_id
         self.token = token
+
+
+class LimitExceeded(HubError):
+    """An operator limit (``runtime.limits``) is reached; nothing was created."""
+
+    # What each limit counts, for the message.
+    _WHAT = {
+        "max_sessions": "sessions",
+        "max_runs": "concurrent runs",
+        "max_streams_per_session": "streams on session {session}",
+    }
+
+    def __init__(self, limit: str, value: int, session_id: str | None = None) -> None:
+        what = self._WHAT.get(limit, limit).format(session=repr(session_id))
+        flag = "--" + limit.replace("_", "-")
+        super().__init__(f"limit {limit} reached: this server allows {value} {what} ({flag})")
+        self.limit = limit
+        self.value = value
+        self.session_id = session_id
+
+
+class TooManyStreams(LimitExceeded):
+    """The session already has as many open streams here as the operator allows."""
+
+    def __init__(self, session_id: str, limit: int) -> None:
+        super().__init__("max_streams_per_session", limit, session_id)

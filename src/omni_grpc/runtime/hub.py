@@ -22,7 +22,7 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ from omni_grpc.runtime.errors import (
     Fenced,
     HubClosed,
     InvalidRequest,
+    LimitExceeded,
     ModeNotAllowed,
     SessionBusy,
     SessionNotFound,
@@ -64,6 +65,7 @@ from omni_grpc.runtime.health import (
     RunFailure,
     storage_failure,
 )
+from omni_grpc.runtime.limits import Limits
 from omni_grpc.runtime.live_tail import LiveTail, fold_live_tail
 from omni_grpc.runtime.memory_log import MemoryEventLog
 from omni_grpc.runtime.run_guard import RunGuard
@@ -178,22 +180,25 @@ class Hub:
         abort_grace: float = 10.0,
         replica_id: str | None = None,
         observer: HubObserver | None = None,
-        max_streams_per_session: int | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.engine = engine
+        self.limits = limits or Limits()
         self.observer = observer or HubObserver()
         self.traces = TraceStore(data_dir, writer=self.observer.trace_writer)
         self.default_approval = default_approval
         # The approval modes a run may ask for (a policy: wider ones are refused).
         self.client_modes = client_modes or default_client_modes(default_approval)
         self.abort_grace = abort_grace
-        # Open streams (Run and Attach) one session may have on this replica.
-        self.max_streams_per_session = max_streams_per_session
         self.backend = backend or memory_backend(log_factory=log_factory)
         self.backend.logs.observe(self.observer.event_log)
         # Names this process in run leases and the control channel.
         self.replica_id = replica_id or secrets.token_hex(6)
         self._runs: dict[str, _Run] = {}
+        # Runs past the limit check but not yet in _runs (their claim awaits).
+        self._starting = 0
+        # Per session: subscriptions being opened (not yet in subscriber_count).
+        self._subscribing: dict[str, int] = {}
         self._closing = False
         self._started: asyncio.Task[None] | None = None
         self._background: list[asyncio.Task[None]] = []
@@ -259,7 +264,7 @@ class Hub:
             meta = self._meta_for(session_id, workspace)
             shard = self.traces.new_shard(session_id)
             record = SessionRecord(session_id, now, now, 0, (shard,), meta)
-            if await self.backend.index.add(record):
+            if await self.backend.index.add(record, limit=self.limits.max_sessions):
                 return record
 
     async def create_session(self) -> SessionInfo:
@@ -354,14 +359,23 @@ class Hub:
         if mode is not None and mode not in self.client_modes:
             raise ModeNotAllowed(mode.value, tuple(m.value for m in self.client_modes))
         self._check_storage()
+        if request.session_id and not SESSION_ID.match(request.session_id):
+            raise InvalidRequest("session_id", "must match [A-Za-z0-9_-]{1,128}")
+        if len(self._runs) + self._starting >= self.limits.max_runs:
+            raise LimitExceeded("max_runs", self.limits.max_runs)
+        self._starting += 1  # the slot is ours from here, whatever the awaits below
+        try:
+            return await self._start_run(request)
+        finally:
+            self._starting -= 1
+
+    async def _start_run(self, request: RunRequest) -> tuple[str, Subscription]:
         if request.session_id:
-            if not SESSION_ID.match(request.session_id):
-                raise InvalidRequest("session_id", "must match [A-Za-z0-9_-]{1,128}")
             record = await self._record(request.session_id)
+            self._check_streams(request.session_id)
         else:
             record = await self._new_record()
         session_id = record.session_id
-        self._check_streams(session_id)
         # The claim: atomic in every backend, so of two concurrent Runs exactly
         # one gets past here, whatever the awaits around it.
         lease = await self.backend.leases.acquire(session_id, self.replica_id)
@@ -371,13 +385,14 @@ class Hub:
         event_log = logs.get(session_id)
         logs.hold(session_id)
         try:
-            subscription = await event_log.subscribe()
+            subscription = await self._subscribe(session_id, event_log.subscribe())
         except BaseException:
             logs.release(session_id)
             with contextlib.suppress(Exception):
                 await self.backend.leases.release(lease)
             raise
-        run = _Run(record, lease, event_log, AbortSignal(), ApprovalBroker(session_id))
+        broker = ApprovalBroker(session_id, self.limits.approval_wait)
+        run = _Run(record, lease, event_log, AbortSignal(), broker)
         self._runs[session_id] = run
         inputs = [_stamped(m) for m in request.input]
         run.task = asyncio.create_task(
@@ -391,7 +406,6 @@ class Hub:
         """Replay after ``after_event_id`` (or resync), then the task state and the
         pending approvals to this subscriber only, then the live stream."""
         await self._record(session_id)
-        self._check_streams(session_id)
 
         async def initial() -> list[EventBody]:
             running = bool(await self.backend.leases.running([session_id]))
@@ -400,12 +414,31 @@ class Hub:
             out.extend(await self.backend.approvals.list(session_id))
             return out
 
-        return await self.backend.logs.get(session_id).subscribe(after_event_id or None, initial)
+        self._check_streams(session_id)
+        event_log = self.backend.logs.get(session_id)
+        return await self._subscribe(
+            session_id, event_log.subscribe(after_event_id or None, initial)
+        )
 
     def _check_streams(self, session_id: str) -> None:
-        limit = self.max_streams_per_session
-        if limit is not None and self.backend.logs.get(session_id).subscriber_count >= limit:
+        """Refuses a stream past the per-session limit (this replica's streams)."""
+        limit = self.limits.max_streams_per_session
+        opening = self._subscribing.get(session_id, 0)
+        if self.backend.logs.get(session_id).subscriber_count + opening >= limit:
             raise TooManyStreams(session_id, limit)
+
+    async def _subscribe(
+        self, session_id: str, subscribing: Awaitable[Subscription]
+    ) -> Subscription:
+        """Awaits a subscribe checked by ``_check_streams``, counting it as open
+        meanwhile, so concurrent streams cannot all pass the same check."""
+        self._subscribing[session_id] = self._subscribing.get(session_id, 0) + 1
+        try:
+            return await subscribing
+        finally:
+            left = self._subscribing.pop(session_id) - 1
+            if left:
+                self._subscribing[session_id] = left
 
     async def approve(self, session_id: str, tool_call_id: str, decision: str) -> None:
         try:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from omni_grpc.runtime.errors import LimitExceeded
+
 
 @dataclass(frozen=True)
 class SessionRecord:
@@ -26,8 +28,11 @@ class SessionRecord:
 
 
 class SessionIndex(Protocol):
-    async def add(self, record: SessionRecord) -> bool:
-        """Adds ``record`` unless the session is already known (then False)."""
+    async def add(self, record: SessionRecord, *, limit: int | None = None) -> bool:
+        """Adds ``record`` unless the session is already known (then False).
+
+        With ``limit``, raises ``LimitExceeded`` instead of adding when the
+        index already holds that many sessions (checked and added atomically)."""
         ...
 
     async def get(self, session_id: str) -> SessionRecord | None: ...
@@ -49,9 +54,11 @@ class MemorySessionIndex:
     def __init__(self) -> None:
         self._records: dict[str, SessionRecord] = {}
 
-    async def add(self, record: SessionRecord) -> bool:
+    async def add(self, record: SessionRecord, *, limit: int | None = None) -> bool:
         if record.session_id in self._records:
             return False
+        if limit is not None and len(self._records) >= limit:
+            raise LimitExceeded("max_sessions", limit)
         self._records[record.session_id] = record
         return True
 

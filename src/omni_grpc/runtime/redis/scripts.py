@@ -183,10 +183,14 @@ redis.call('SET', KEYS[2], ARGV[1] .. '|' .. token, 'PX', ARGV[2])
 return token
 """
 
-# KEYS: session hash, all-sessions set. ARGV: session id, then field/value pairs.
+# KEYS: session hash, all-sessions set. ARGV: session id, the most sessions the
+# index may hold (0: no limit; -1 is returned when it is reached), then
+# field/value pairs.
 INDEX_ADD = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+local limit = tonumber(ARGV[2])
+if limit > 0 and redis.call('SCARD', KEYS[2]) >= limit then return -1 end
+redis.call('HSET', KEYS[1], unpack(ARGV, 3))
 redis.call('SADD', KEYS[2], ARGV[1])
 return 1
 """

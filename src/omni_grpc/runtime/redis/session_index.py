@@ -6,6 +6,7 @@ from typing import Any
 
 import orjson
 
+from omni_grpc.runtime.errors import LimitExceeded
 from omni_grpc.runtime.redis import scripts
 from omni_grpc.runtime.redis.connection import RedisConnection, unavailable_on_failure
 from omni_grpc.runtime.session_index import SessionRecord
@@ -32,7 +33,7 @@ class RedisSessionIndex:
     def _key(self, session_id: str) -> str:
         return self._conn.global_key(f"session:{session_id}")
 
-    async def add(self, record: SessionRecord) -> bool:
+    async def add(self, record: SessionRecord, *, limit: int | None = None) -> bool:
         fields: list[Any] = [
             "created_at", record.created_at,
             "updated_at", record.updated_at,
@@ -43,8 +44,12 @@ class RedisSessionIndex:
             fields += ["meta", orjson.dumps(record.meta)]
         with unavailable_on_failure():
             added = await self._add(
-                keys=[self._key(record.session_id), self._all], args=[record.session_id, *fields]
+                keys=[self._key(record.session_id), self._all],
+                args=[record.session_id, limit or 0, *fields],
             )
+        if int(added) < 0:
+            assert limit is not None
+            raise LimitExceeded("max_sessions", limit)
         return bool(int(added))
 
     async def get(self, session_id: str) -> SessionRecord | None:

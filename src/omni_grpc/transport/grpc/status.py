@@ -21,11 +21,11 @@ from omni_grpc.runtime.errors import (
     HubClosed,
     HubError,
     InvalidRequest,
+    LimitExceeded,
     ModeNotAllowed,
     SessionBusy,
     SessionNotFound,
     StorageUnavailable,
-    TooManyStreams,
 )
 
 ERROR_DOMAIN = "omni-grpc"
@@ -77,16 +77,26 @@ def status_for(error: HubError) -> status_pb2.Status:
         return status_pb2.Status(
             code=code_pb2.PERMISSION_DENIED, message=str(error), details=[_packed(detail)]
         )
+    if isinstance(error, LimitExceeded):
+        metadata = {"limit": error.limit, "value": str(error.value)}
+        if error.session_id is not None:
+            metadata["session_id"] = error.session_id
+        detail = error_details_pb2.ErrorInfo(
+            reason=error.limit.upper() + "_EXCEEDED", domain=ERROR_DOMAIN, metadata=metadata
+        )
+        subject = "server" if error.session_id is None else f"session:{error.session_id}"
+        quota = error_details_pb2.QuotaFailure(
+            violations=[
+                error_details_pb2.QuotaFailure.Violation(subject=subject, description=str(error))
+            ]
+        )
+        return status_pb2.Status(
+            code=code_pb2.RESOURCE_EXHAUSTED,
+            message=str(error),
+            details=[_packed(detail), _packed(quota)],
+        )
     if isinstance(error, (HubClosed, BackendUnavailable)):
         return status_pb2.Status(code=code_pb2.UNAVAILABLE, message=str(error))
-    if isinstance(error, TooManyStreams):
-        violation = error_details_pb2.QuotaFailure.Violation(
-            subject=f"session:{error.session_id}", description=str(error)
-        )
-        detail = error_details_pb2.QuotaFailure(violations=[violation])
-        return status_pb2.Status(
-            code=code_pb2.RESOURCE_EXHAUSTED, message=str(error), details=[_packed(detail)]
-        )
     if isinstance(error, StorageUnavailable):
         code = code_pb2.RESOURCE_EXHAUSTED if error.exhausted else code_pb2.UNAVAILABLE
         return status_pb2.Status(code=code, message=str(error))

@@ -21,11 +21,11 @@ from omni_grpc.runtime.errors import (
     HubClosed,
     HubError,
     InvalidRequest,
+    LimitExceeded,
     ModeNotAllowed,
     SessionBusy,
     SessionNotFound,
     StorageUnavailable,
-    TooManyStreams,
 )
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,13 @@ def error_response(
     return JSONResponse(error_body(code, message), status_code=status, headers=headers)
 
 
+_LIMIT_CODES = {
+    "max_sessions": "too_many_sessions",
+    "max_runs": "too_many_runs",
+    "max_streams_per_session": "too_many_streams",
+}
+
+
 def hub_error_status(exc: HubError) -> tuple[int, str]:
     if isinstance(exc, InvalidRequest):
         return 400, "invalid_request"
@@ -65,8 +72,8 @@ def hub_error_status(exc: HubError) -> tuple[int, str]:
         return 404, "approval_not_found"
     if isinstance(exc, ModeNotAllowed):
         return 403, "approval_mode_not_allowed"
-    if isinstance(exc, TooManyStreams):
-        return 429, "too_many_streams"
+    if isinstance(exc, LimitExceeded):
+        return 429, _LIMIT_CODES.get(exc.limit, "too_many_requests")
     if isinstance(exc, StorageUnavailable):
         return 503, "storage_unavailable"
     if isinstance(exc, (BackendUnavailable, HubClosed)):

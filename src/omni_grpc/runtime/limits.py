@@ -1,0 +1,41 @@
+"""What an operator lets one replica hold at once (``serve --max-*``).
+
+Each limit bounds memory or fan-out that a client could otherwise grow
+without end: sessions (index records, and a replay window each while in use),
+concurrent runs (an engine task and a busy window each), streams per session
+(every event is sent to each of them) and the time a run may wait for an
+approval (a run parked forever holds its slot forever). Past a count limit the
+request is refused before anything is created or recorded (``LimitExceeded``:
+gRPC ``RESOURCE_EXHAUSTED``, HTTP 429). An ask that waits longer than
+``approval_wait`` is denied, as if the client had answered ``deny``: the run
+goes on (the engine records the refused tool call) instead of being aborted.
+
+Runs and streams are counted by the replica that serves them; sessions are
+counted in the session index, which every replica shares, so the session
+limit holds for the whole deployment.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Limits:
+    # Sessions the index may hold; sessions found on disk at startup are always
+    # indexed, new ones are refused once the index holds this many.
+    max_sessions: int = 10_000
+    # Runs this replica executes at once.
+    max_runs: int = 512
+    # Open streams (Run, Attach, SSE) per session on this replica.
+    max_streams_per_session: int = 128
+    # Seconds a tool call waits for Approve before it is denied.
+    approval_wait: float = 3600.0
+
+    def __post_init__(self) -> None:
+        for name in ("max_sessions", "max_runs", "max_streams_per_session"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if not (self.approval_wait > 0 and math.isfinite(self.approval_wait)):
+            raise ValueError("approval_wait must be a finite number of seconds > 0")

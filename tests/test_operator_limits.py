@@ -1,0 +1,277 @@
+"""Operator limits (``serve --max-*``) against real gRPC and HTTP servers on
+both backends: past a limit the request is refused with RESOURCE_EXHAUSTED /
+429 naming the limit, and nothing is created or recorded; a tool call left
+waiting for Approve past ``--max-approval-wait`` is denied."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import httpx
+import pytest
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+from waiting import until
+
+from omni_grpc.runtime.approvals import ApprovalMode
+from omni_grpc.runtime.backend import Backend
+from omni_grpc.runtime.errors import LimitExceeded
+from omni_grpc.runtime.hub import Hub, RunRequest
+from omni_grpc.runtime.limits import Limits
+from omni_grpc.server import OmniServer, ServerConfig, build_server
+from omni_grpc.transport.grpc import GrpcConfig
+from omni_grpc.transport.sse.transport import SseConfig, SseTransport
+from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
+from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc, omni_pb2
+
+ASK = pb.APPROVAL_MODE_ASK
+
+
+@dataclass
+class Limited:
+    server: OmniServer
+    hub: Hub
+    stub: agent_service_pb2_grpc.AgentServiceStub
+    http: httpx.AsyncClient
+    data_dir: Path
+
+    def trace_files(self) -> list[Path]:
+        return sorted((self.data_dir / "traces").rglob("*.jsonl"))
+
+
+@pytest.fixture
+def limited(
+    tmp_path: Path, make_backend: Callable[..., Backend]
+) -> Callable[..., AsyncIterator[Limited]]:
+    @asynccontextmanager
+    async def start(**limits: float) -> AsyncIterator[Limited]:
+        data_dir = tmp_path / "data"
+        config = ServerConfig(
+            data_dir=data_dir,
+            approval_mode=ApprovalMode.ALLOW_ALL,
+            grpc=GrpcConfig(host="127.0.0.1", port=0),
+            http=SseConfig(host="127.0.0.1", port=0),
+            shutdown_grace=1.0,
+            limits=Limits(**limits),  # type: ignore[arg-type]
+        )
+        server = build_server(config, backend=make_backend())
+        await server.start()
+        [sse] = [t for t in server.transports if isinstance(t, SseTransport)]
+        assert server.grpc is not None
+        try:
+            async with (
+                grpc.aio.insecure_channel(server.grpc.address) as channel,
+                httpx.AsyncClient(base_url=sse.url, timeout=30) as http,
+            ):
+                stub = agent_service_pb2_grpc.AgentServiceStub(channel)
+                yield Limited(server, server.hub, stub, http, server.data_dir or data_dir)
+        finally:
+            await server.stop()
+
+    return start
+
+
+def exhausted(error: grpc.aio.AioRpcError, limit: str) -> error_details_pb2.ErrorInfo:
+    assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, error
+    assert limit in (error.details() or "")
+    assert "--" + limit.replace("_", "-") in (error.details() or "")  # the flag to raise
+    status = rpc_status.from_call(error)
+    assert status is not None
+    info = error_details_pb2.ErrorInfo()
+    assert status.details[0].Unpack(info)
+    assert info.reason == f"{limit.upper()}_EXCEEDED"
+    assert info.metadata["limit"] == limit
+    return info
+
+
+def too_many(response: httpx.Response, limit: str) -> None:
+    assert response.status_code == 429, response.text
+    error = response.json()["error"]
+    codes = {
+        "max_sessions": "too_many_sessions",
+        "max_runs": "too_many_runs",
+        "max_streams_per_session": "too_many_streams",
+    }
+    assert error["code"] == codes[limit]
+    assert limit in error["message"]
+
+
+async def refused_run(
+    stub: agent_service_pb2_grpc.AgentServiceStub, **fields: object
+) -> grpc.aio.AioRpcError:
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        async for _ in stub.Run(pb.RunRequest(**fields)):  # type: ignore[arg-type]
+            pass
+    return refused.value
+
+
+async def first_ask(call: grpc.aio.UnaryStreamCall) -> pb.RunResponse:  # type: ignore[type-arg]
+    """Reads a Run stream until its approval_request (the run then waits)."""
+    async for response in call:
+        ev = response.event
+        if response.HasField("event") and ev.WhichOneof("kind") == "approval_request":
+            return response  # type: ignore[no-any-return]
+    raise AssertionError("the run ended without asking")
+
+
+async def read_to_end(call: grpc.aio.UnaryStreamCall) -> list[pb.RunResponse]:  # type: ignore[type-arg]
+    out = []
+    async for response in call:
+        out.append(response)
+        ev = response.event
+        if (
+            response.HasField("event")
+            and ev.WhichOneof("kind") == "task_state"
+            and ev.task_state.state == pb.SESSION_STATE_IDLE
+        ):
+            break
+    return out
+
+
+async def test_sessions_past_the_limit_are_refused_on_both_transports(limited) -> None:  # type: ignore[no-untyped-def]
+    async with limited(max_sessions=2) as s:
+        made = await s.http.post("/api/sessions", json={})
+        assert made.status_code == 201, made.text
+        kept = made.json()["session"]["sessionId"]
+        await read_to_end(s.stub.Run(pb.RunRequest(prompt="second session")))
+        before = (await s.hub.list_sessions(), s.trace_files())
+
+        exhausted(await refused_run(s.stub, prompt="a third"), "max_sessions")
+        too_many(await s.http.post("/api/sessions", json={}), "max_sessions")
+        too_many(await s.http.post("/v1/runs", json={"prompt": "a third"}), "max_sessions")
+
+        after = (await s.hub.list_sessions(), s.trace_files())
+        assert [i.session_id for i in after[0]] == [i.session_id for i in before[0]]
+        assert after[1] == before[1]  # nothing recorded
+        # Known sessions still run.
+        events = await read_to_end(s.stub.Run(pb.RunRequest(session_id=kept, prompt="again")))
+        assert events[-1].event.task_state.state == pb.SESSION_STATE_IDLE
+
+
+async def test_runs_past_the_limit_are_refused_and_the_slot_comes_back(limited) -> None:  # type: ignore[no-untyped-def]
+    async with limited(max_runs=1) as s:
+        idle = (await s.http.post("/api/sessions", json={})).json()["session"]["sessionId"]
+        call = s.stub.Run(pb.RunRequest(prompt="waits", approval_mode=ASK))
+        ask = await first_ask(call)
+        sessions = len(await s.hub.list_sessions())
+        files = s.trace_files()
+
+        exhausted(await refused_run(s.stub, prompt="second"), "max_runs")
+        exhausted(await refused_run(s.stub, session_id=idle, prompt="second"), "max_runs")
+        too_many(await s.http.post("/v1/runs", json={"prompt": "second"}), "max_runs")
+        task = {"input": [{"type": "text", "text": "second"}]}
+        too_many(await s.http.post(f"/api/sessions/{idle}/tasks", json=task), "max_runs")
+        assert len(await s.hub.list_sessions()) == sessions  # the refused runs made none
+        assert s.trace_files() == files
+        assert (await s.hub.session_info(idle)).message_count == 0
+
+        call_id = ask.event.approval_request.tool_call.tool_call.tool_call_id
+        await s.stub.Approve(
+            pb.ApproveRequest(
+                session_id=ask.session_id, tool_call_id=call_id, decision=omni_pb2.DECISION_ALLOW
+            )
+        )
+        await read_to_end(call)
+        # The first run's slot is free once it is idle.
+        events = await read_to_end(s.stub.Run(pb.RunRequest(session_id=idle, prompt="now")))
+        assert events[-1].event.task_state.state == pb.SESSION_STATE_IDLE
+
+
+async def test_streams_past_the_per_session_limit_are_refused(limited) -> None:  # type: ignore[no-untyped-def]
+    async with limited(max_streams_per_session=2) as s:
+        call = s.stub.Run(pb.RunRequest(prompt="waits", approval_mode=ASK))
+        sid = (await first_ask(call)).session_id
+        attached = s.stub.Attach(pb.AttachRequest(session_id=sid))
+        await anext(aiter(attached))  # stream 2: the Run is stream 1
+
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            async for _ in s.stub.Attach(pb.AttachRequest(session_id=sid)):
+                pass
+        info = exhausted(refused.value, "max_streams_per_session")
+        assert info.metadata["session_id"] == sid
+        async with s.http.stream("GET", f"/api/sessions/{sid}/stream") as r:
+            await r.aread()
+            too_many(r, "max_streams_per_session")
+        # Another session is not affected.
+        other = s.stub.Run(pb.RunRequest(prompt="elsewhere"))
+        await read_to_end(other)
+
+        log = s.hub.backend.logs.get(sid)
+        attached.cancel()
+        await until(lambda: log.subscriber_count == 1, "the attach to be released")
+        async with s.http.stream("GET", f"/api/sessions/{sid}/stream") as r:
+            assert r.status_code == 200
+            async for line in r.aiter_lines():
+                if line.startswith("data:"):
+                    break
+        call.cancel()
+
+
+async def test_an_ask_left_unanswered_is_denied_after_the_wait(limited) -> None:  # type: ignore[no-untyped-def]
+    async with limited(approval_wait=0.2) as s:
+        call = s.stub.Run(pb.RunRequest(prompt="nobody answers", approval_mode=ASK))
+        ask = await first_ask(call)
+        rest = await read_to_end(call)
+        decisions = [
+            r.message.approval_decision.decision
+            for r in rest
+            if r.HasField("message") and r.message.WhichOneof("payload") == "approval_decision"
+        ]
+        assert decisions == [omni_pb2.DECISION_DENY]
+        call_id = ask.event.approval_request.tool_call.tool_call.tool_call_id
+        with pytest.raises(grpc.aio.AioRpcError) as late:
+            await s.stub.Approve(
+                pb.ApproveRequest(
+                    session_id=ask.session_id,
+                    tool_call_id=call_id,
+                    decision=omni_pb2.DECISION_ALLOW,
+                )
+            )
+        assert late.value.code() == grpc.StatusCode.NOT_FOUND
+
+        # The dialect: the run ends completed with the call denied.
+        body = {"prompt": "nobody answers", "approval_mode": "ask"}
+        async with s.http.stream("POST", "/v1/runs", json=body) as r:
+            assert r.status_code == 200
+            text = (await r.aread()).decode()
+        assert "Tool call denied" in text
+        assert "event: done" in text
+
+
+async def test_concurrent_requests_never_pass_a_limit_together(
+    tmp_path: Path, make_backend: Callable[..., Backend]
+) -> None:
+    from omni_grpc.engines.demo import DemoEngine
+
+    hub = Hub(
+        DemoEngine(pacing=0.01),
+        tmp_path / "data",
+        backend=make_backend(),
+        limits=Limits(max_sessions=3, max_runs=2),
+    )
+    try:
+        made = await asyncio.gather(
+            *(hub.create_session() for _ in range(6)), return_exceptions=True
+        )
+        assert sum(not isinstance(m, BaseException) for m in made) == 3
+        assert all(isinstance(m, LimitExceeded) for m in made if isinstance(m, BaseException))
+        assert len(await hub.list_sessions()) == 3
+
+        ids = [i.session_id for i in await hub.list_sessions()]
+        text = omni_pb2.OmniMessage()
+        text.text.text = "hi"
+        runs = await asyncio.gather(
+            *(hub.run(RunRequest([text], session_id=sid)) for sid in ids), return_exceptions=True
+        )
+        started = [r for r in runs if not isinstance(r, BaseException)]
+        assert len(started) == 2
+        assert [type(r) for r in runs if isinstance(r, BaseException)] == [LimitExceeded]
+        for _, sub in started:
+            sub.close()
+    finally:
+        await hub.shutdown()

@@ -60,6 +60,9 @@ async def server_factory(tmp_path: Path) -> AsyncIterator[ServerFactory]:
         **grpc_overrides: Any,
     ) -> OmniServer:
         grpc_config = GrpcConfig(host="127.0.0.1", port=0, **grpc_overrides)
+        limits = Limits()
+        if max_streams_per_session is not None:
+            limits = Limits(max_streams_per_session=max_streams_per_session)
         config = ServerConfig(
             engine=engine,
             engine_options=engine_options or {},
@@ -69,9 +72,7 @@ async def server_factory(tmp_path: Path) -> AsyncIterator[ServerFactory]:
             grpc=grpc_config,
             shutdown_grace=1.0,
             buffer_events=buffer_events,
-            limits=Limits()
-            if max_streams_per_session is None
-            else Limits(max_streams_per_session=max_streams_per_session),
+            limits=limits,
         )
         server = build_server(config)
         await server.start()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc, omni_pb2
 
 ASK = pb.APPROVAL_MODE_ASK
+ALLOW = omni_pb2.DECISION_ALLOW
 
 
 @dataclass
@@ -44,10 +45,11 @@ class Limited:
         return sorted((self.data_dir / "traces").rglob("*.jsonl"))
 
 
+StartLimited = Callable[..., AbstractAsyncContextManager[Limited]]
+
+
 @pytest.fixture
-def limited(
-    tmp_path: Path, make_backend: Callable[..., Backend]
-) -> Callable[..., AsyncIterator[Limited]]:
+def limited(tmp_path: Path, make_backend: Callable[..., Backend]) -> StartLimited:
     @asynccontextmanager
     async def start(**limits: float) -> AsyncIterator[Limited]:
         data_dir = tmp_path / "data"
@@ -110,7 +112,7 @@ async def refused_run(
     return refused.value
 
 
-async def first_ask(call: grpc.aio.UnaryStreamCall) -> pb.RunResponse:  # type: ignore[type-arg]
+async def first_ask(call: grpc.aio.UnaryStreamCall) -> pb.RunResponse:
     """Reads a Run stream until its approval_request (the run then waits)."""
     async for response in call:
         ev = response.event
@@ -119,7 +121,7 @@ async def first_ask(call: grpc.aio.UnaryStreamCall) -> pb.RunResponse:  # type: 
     raise AssertionError("the run ended without asking")
 
 
-async def read_to_end(call: grpc.aio.UnaryStreamCall) -> list[pb.RunResponse]:  # type: ignore[type-arg]
+async def read_to_end(call: grpc.aio.UnaryStreamCall) -> list[pb.RunResponse]:
     out = []
     async for response in call:
         out.append(response)
@@ -133,7 +135,9 @@ async def read_to_end(call: grpc.aio.UnaryStreamCall) -> list[pb.RunResponse]:  
     return out
 
 
-async def test_sessions_past_the_limit_are_refused_on_both_transports(limited) -> None:  # type: ignore[no-untyped-def]
+async def test_sessions_past_the_limit_are_refused_on_both_transports(
+    limited: StartLimited,
+) -> None:
     async with limited(max_sessions=2) as s:
         made = await s.http.post("/api/sessions", json={})
         assert made.status_code == 201, made.text
@@ -153,7 +157,9 @@ async def test_sessions_past_the_limit_are_refused_on_both_transports(limited) -
         assert events[-1].event.task_state.state == pb.SESSION_STATE_IDLE
 
 
-async def test_runs_past_the_limit_are_refused_and_the_slot_comes_back(limited) -> None:  # type: ignore[no-untyped-def]
+async def test_runs_past_the_limit_are_refused_and_the_slot_comes_back(
+    limited: StartLimited,
+) -> None:
     async with limited(max_runs=1) as s:
         idle = (await s.http.post("/api/sessions", json={})).json()["session"]["sessionId"]
         call = s.stub.Run(pb.RunRequest(prompt="waits", approval_mode=ASK))
@@ -172,9 +178,7 @@ async def test_runs_past_the_limit_are_refused_and_the_slot_comes_back(limited) 
 
         call_id = ask.event.approval_request.tool_call.tool_call.tool_call_id
         await s.stub.Approve(
-            pb.ApproveRequest(
-                session_id=ask.session_id, tool_call_id=call_id, decision=omni_pb2.DECISION_ALLOW
-            )
+            pb.ApproveRequest(session_id=ask.session_id, tool_call_id=call_id, decision=ALLOW)
         )
         await read_to_end(call)
         # The first run's slot is free once it is idle.
@@ -182,7 +186,7 @@ async def test_runs_past_the_limit_are_refused_and_the_slot_comes_back(limited) 
         assert events[-1].event.task_state.state == pb.SESSION_STATE_IDLE
 
 
-async def test_streams_past_the_per_session_limit_are_refused(limited) -> None:  # type: ignore[no-untyped-def]
+async def test_streams_past_the_per_session_limit_are_refused(limited: StartLimited) -> None:
     async with limited(max_streams_per_session=2) as s:
         call = s.stub.Run(pb.RunRequest(prompt="waits", approval_mode=ASK))
         sid = (await first_ask(call)).session_id
@@ -212,7 +216,7 @@ async def test_streams_past_the_per_session_limit_are_refused(limited) -> None: 
         call.cancel()
 
 
-async def test_an_ask_left_unanswered_is_denied_after_the_wait(limited) -> None:  # type: ignore[no-untyped-def]
+async def test_an_ask_left_unanswered_is_denied_after_the_wait(limited: StartLimited) -> None:
     async with limited(approval_wait=0.2) as s:
         call = s.stub.Run(pb.RunRequest(prompt="nobody answers", approval_mode=ASK))
         ask = await first_ask(call)
@@ -226,11 +230,7 @@ async def test_an_ask_left_unanswered_is_denied_after_the_wait(limited) -> None:
         call_id = ask.event.approval_request.tool_call.tool_call.tool_call_id
         with pytest.raises(grpc.aio.AioRpcError) as late:
             await s.stub.Approve(
-                pb.ApproveRequest(
-                    session_id=ask.session_id,
-                    tool_call_id=call_id,
-                    decision=omni_pb2.DECISION_ALLOW,
-                )
+                pb.ApproveRequest(session_id=ask.session_id, tool_call_id=call_id, decision=ALLOW)
             )
         assert late.value.code() == grpc.StatusCode.NOT_FOUND
 

@@ -297,3 +297,45 @@ async def test_a_closed_reader_releases_the_writer() -> None:
     sub.close()
     event = await asyncio.wait_for(held, 5)
     assert event.data == b'"9"' and not log.congested
+
+
+async def test_replayed_events_decode_to_what_was_published(make_log: MakeLog) -> None:
+    from omni_grpc import protocol
+    from omni_grpc.convert import message_from_dict
+    from omni_grpc.runtime import bodies
+    from omni_grpc.vocabulary import SessionState
+
+    log = await make_log()
+    call = message_from_dict(protocol.tool_call("list_workspace", '{"path":"é/😀"}', "call_1"))
+    published = [
+        bodies.message_body(message_from_dict(protocol.partial_text("delta", "héllo 😀"))),
+        bodies.message_body(message_from_dict(protocol.assistant_text("1.0e5 \u2028 x" * 50))),
+        bodies.message_body(call),
+        bodies.approval_request_body(call),
+        bodies.task_state_body(SessionState.IDLE),
+    ]
+    first = await log.publish(bodies.task_state_body(SessionState.RUNNING))
+    for item in published:
+        await log.publish(item)
+    for replayed in (await log.replay_after(first.event_id), (await log.window())[1:]):
+        assert replayed is not None
+        assert [e.data for e in replayed] == [b.data for b in published]
+        assert [e.message for e in replayed] == [b.message for b in published]
+        assert [e.server_event for e in replayed] == [b.server_event for b in published]
+
+
+async def test_the_memory_window_keeps_each_event_as_its_json_only() -> None:
+    from omni_grpc import protocol
+    from omni_grpc.convert import message_from_dict
+    from omni_grpc.runtime import bodies
+
+    log = MemoryEventLog(RESYNC)
+    sub = await log.subscribe()
+    msg = message_from_dict(protocol.partial_text("delta", "word"))
+    live = await log.publish(bodies.message_body(msg))
+    [delivered] = await drain(sub, 1)
+    assert delivered.body.message is msg  # live readers get the decoded message
+    [kept] = await log.window()
+    assert kept.body.message is None and kept.body.server_event is None
+    assert kept.body.encoded == "message"
+    assert kept.message == msg and kept.event_id == live.event_id and kept.data == live.data

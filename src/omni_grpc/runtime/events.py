@@ -2,13 +2,20 @@
 
 The JSON text is produced once by the codec when the event is created and
 shared by every transport, so gRPC, SSE and the trace agree byte for byte.
+
+An event kept for replay holds that JSON text only (``HubEvent.stored``): a
+decoded protobuf beside it took more memory than the text itself, so a
+window counted in JSON units held up to ~1.6x its cap. The message is decoded
+again from the text when a replay reads it (the codec is exact both ways).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal
 
+from omni_grpc.convert import parse_message, parse_server_event
 from omni_grpc.runtime.health import RunFailure
 from omni_grpc.vocabulary import AbortKind
 from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
@@ -32,6 +39,30 @@ class EventBody:
     # has only a free-text reason (the reference schema), so a log that stores
     # events elsewhere must store this beside ``data``.
     abort_kind: AbortKind | None = None
+    # Set when the decoded object was dropped to save memory: which one ``data``
+    # holds (``HubEvent.message`` and ``server_event`` decode it on access).
+    encoded: Literal["message", "server_event"] | None = None
+
+    def stored(self) -> EventBody:
+        """This body as a replay window keeps it: the JSON text, not the objects."""
+        if self.encoded is not None:
+            return self
+        encoded: Literal["message", "server_event"] = (
+            "message" if self.message is not None else "server_event"
+        )
+        return EventBody(None, None, self.data, self.failure, self.abort_kind, encoded)
+
+    @property
+    def decoded_message(self) -> omni_pb2.OmniMessage | None:
+        if self.encoded == "message":
+            return parse_message(self.data, max_bytes=len(self.data))
+        return self.message
+
+    @property
+    def decoded_server_event(self) -> agent_service_pb2.ServerEvent | None:
+        if self.encoded == "server_event":
+            return parse_server_event(self.data)
+        return self.server_event
 
     @property
     def size(self) -> int:
@@ -49,13 +80,19 @@ class HubEvent:
     # False for unicast events (sent to one subscriber, never replayed).
     buffered: bool
 
+    def stored(self) -> HubEvent:
+        """The event as a replay window keeps it (see the module docstring)."""
+        body = self.body.stored()
+        return self if body is self.body else HubEvent(self.seq, self.event_id, body, self.buffered)
+
     @property
     def message(self) -> omni_pb2.OmniMessage | None:
-        return self.body.message
+        """The message (decoded anew on each access for a stored event)."""
+        return self.body.decoded_message
 
     @property
     def server_event(self) -> agent_service_pb2.ServerEvent | None:
-        return self.body.server_event
+        return self.body.decoded_server_event
 
     @property
     def data(self) -> bytes:

@@ -957,8 +957,9 @@ class Hub:
         event_log = self.backend.logs.get(session_id)
         guard = RunGuard()
         for event in _current_run(await event_log.window()):
-            if event.message is not None:
-                guard.observe(message_to_dict(event.message))
+            message = event.message  # decoded on each access for a kept event
+            if message is not None:
+                guard.observe(message_to_dict(message))
         lost = AbortKind.REPLICA_LOST
         closing = [
             message_from_dict(item)

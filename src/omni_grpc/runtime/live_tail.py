@@ -33,8 +33,9 @@ def fold_live_tail(events: Iterable[HubEvent]) -> LiveTail | None:
     cursor: str | None = None
     for event in events:
         cursor = event.event_id
-        if event.message is not None:
-            messages.append(event.message)
+        message = event.message  # decoded on each access for a kept event
+        if message is not None:
+            messages.append(message)
     if cursor is None:
         return None
     return LiveTail(cursor, [message_from_dict(f) for f in live_fragments(messages)])

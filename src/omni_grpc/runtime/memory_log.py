@@ -233,7 +233,8 @@ class MemoryEventLog:
         # takes a lower seq than this event.
         self._evict(incoming=size)
         event = self._take_seq(body, buffered=True)
-        self._buffer.append((event, size))
+        # Subscribers get the decoded event; the window keeps only its text.
+        self._buffer.append((event.stored(), size))
         self._bytes += size
         for sub in self._subscribers:
             sub._push(event)

@@ -404,7 +404,7 @@ async def test_streams_past_the_operators_limit_are_refused(
     second = await hub.attach(session_id, None)
     with pytest.raises(TooManyStreams) as refused:
         await hub.attach(session_id, None)
-    assert refused.value.limit == 2
+    assert (refused.value.limit, refused.value.value) == ("max_streams_per_session", 2)
     with pytest.raises(TooManyStreams):
         await hub.run(prompt(session_id=session_id))
     first.close()

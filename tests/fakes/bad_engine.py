@@ -55,6 +55,8 @@ def main() -> None:
         for line in sys.stdin:  # reads the abort line and carries on regardless
             sys.stderr.write(f"got {line.strip()}\n")
             sys.stderr.flush()
+            with open("got-abort", "w") as seen:  # in the engine's cwd, for the test
+                seen.write(line)
         time.sleep(30)
     if mode == "unfinished":
         partial_start()

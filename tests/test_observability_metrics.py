@@ -189,15 +189,20 @@ async def test_routes_are_templates_and_unknown_paths_are_one_series(start: Star
         assert (await http.get(f"/{junk}/probe")).status_code == 404
         created = await http.post("/api/sessions", json={})
         assert created.status_code == 201
+        odd = await http.request(f"X{junk.upper()}", "/api/sessions")
+        assert odd.status_code == 405
     text = (await httpx.AsyncClient().get(http_url(server) + "/metrics")).text
     after = parse(text)
-    assert junk not in text
+    assert junk not in text and junk.upper() not in text
     assert moved(before, after, "omni_http_requests_total", route="/api/sessions/{sid}/stream",
                  method="GET", status="404") == 1  # fmt: skip
     assert moved(before, after, "omni_http_requests_total", route="unmatched", method="GET",
                  status="404") == 1  # fmt: skip
     assert moved(before, after, "omni_http_requests_total", route="/api/sessions",
                  method="POST", status="201") == 1  # fmt: skip
+    # A made-up method is "other", not a new series.
+    assert moved(before, after, "omni_http_requests_total", route="/api/sessions",
+                 method="other", status="405") == 1  # fmt: skip
 
 
 async def test_open_sse_streams_and_subscribers_per_session(start: Start) -> None:

@@ -21,13 +21,16 @@ from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from omni_grpc.observability import tracing
-from omni_grpc.observability.metrics import ServerMetrics
+from omni_grpc.observability.metrics import OTHER, ServerMetrics
 from omni_grpc.transport.sse.auth import BearerAuth
 from omni_grpc.transport.sse.guard import RequestGuard, default_hosts
 from omni_grpc.transport.sse.server import HttpServer
 
 METRICS_PATH = "/metrics"
 UNMATCHED = "unmatched"
+HTTP_METHODS = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"}
+)
 
 
 def route_template(routes: Sequence[BaseRoute], scope: Scope) -> str:
@@ -64,7 +67,8 @@ class TelemetryMiddleware:
             await self.app(scope, receive, send)
             return
         route = route_template(self.routes, scope)
-        method = scope["method"]
+        # The method is the client's text: only the standard ones become labels.
+        method = scope["method"] if scope["method"] in HTTP_METHODS else OTHER
         start = time.perf_counter()
         status = 500  # unless a response starts
         streaming = False

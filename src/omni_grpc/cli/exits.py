@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 from collections.abc import Awaitable, Callable
 
 from rich.console import Console
@@ -71,7 +72,22 @@ def client_command(
         say(err, f"{prog}: {exc}")
         return EXIT_USAGE
 
+    interrupts = 0
+
+    def on_interrupt(task: asyncio.Task[int]) -> None:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts > 1:
+            raise KeyboardInterrupt  # a second Ctrl-C does not wait for the cleanup
+        task.cancel()
+
     async def main() -> int:
+        # The loop's own handler, not asyncio.run's: the kernel may hand SIGINT
+        # to one of gRPC's threads, and only the loop's wakeup fd then stops the
+        # main thread waiting in epoll (a terminal prompt would hang there).
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGINT, on_interrupt, task)
         client = client_from(args)
         try:
             return await body(client, err)
@@ -84,6 +100,11 @@ def client_command(
     try:
         return asyncio.run(main())
     except KeyboardInterrupt:
+        say(err, interrupted)
+        return EXIT_INTERRUPTED
+    except asyncio.CancelledError:
+        if not interrupts:
+            raise
         say(err, interrupted)
         return EXIT_INTERRUPTED
     except BrokenPipeError:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from omni_grpc.runtime.events import EventBody, HubEvent
 
@@ -175,6 +175,73 @@ class EventLogs(Protocol):
     async def close(self) -> None:
         """Ends every subscription of every log."""
         ...
+
+
+_Log = TypeVar("_Log", bound=EventLog)
+
+
+class LogRegistry(Generic[_Log]):
+    """What every :class:`EventLogs` shares: one log per session made on first
+    use, handed out wrapped by the observer, held by runs, reclaimed when idle.
+    A backend says how a log is made and when an unheld one counts as idle."""
+
+    def __init__(self, idle_ttl: float) -> None:
+        self.idle_ttl = idle_ttl
+        self._logs: dict[str, _Log] = {}
+        # What get() hands out: each log, wrapped by the observer if there is one.
+        self._handed: dict[str, EventLog] = {}
+        self._wrap: Callable[[EventLog], EventLog] | None = None
+        self._held: dict[str, int] = {}
+
+    def _create(self, session_id: str) -> _Log:
+        raise NotImplementedError
+
+    def _is_idle(self, log: _Log) -> bool:
+        raise NotImplementedError
+
+    def _released(self, log: _Log) -> None:
+        """The last run holding ``log`` let it go."""
+
+    def get(self, session_id: str) -> EventLog:
+        handed = self._handed.get(session_id)
+        if handed is not None:
+            return handed
+        log = self._logs.get(session_id)
+        if log is None:
+            log = self._logs[session_id] = self._create(session_id)
+        handed = self._handed[session_id] = self._wrap(log) if self._wrap else log
+        return handed
+
+    def observe(self, wrap: Callable[[EventLog], EventLog]) -> None:
+        self._wrap = wrap
+
+    def hold(self, session_id: str) -> None:
+        self._held[session_id] = self._held.get(session_id, 0) + 1
+
+    def release(self, session_id: str) -> None:
+        left = self._held.get(session_id, 0) - 1
+        if left > 0:
+            self._held[session_id] = left
+            return
+        self._held.pop(session_id, None)
+        log = self._logs.get(session_id)
+        if log is not None:
+            self._released(log)
+
+    def reclaim_idle(self) -> int:
+        idle = [
+            sid
+            for sid, log in self._logs.items()
+            if sid not in self._held and log.subscriber_count == 0 and self._is_idle(log)
+        ]
+        for sid in idle:
+            del self._logs[sid]
+            self._handed.pop(sid, None)
+        return len(idle)
+
+    async def close(self) -> None:
+        for log in list(self._logs.values()):
+            await log.close()
 
 
 async def initial_bodies(initial: InitialEvents | None) -> Sequence[EventBody]:

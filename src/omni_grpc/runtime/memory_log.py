@@ -8,7 +8,12 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 
-from omni_grpc.runtime.event_log import EventLog, InitialEvents, ReplayWindow, initial_bodies
+from omni_grpc.runtime.event_log import (
+    InitialEvents,
+    LogRegistry,
+    ReplayWindow,
+    initial_bodies,
+)
 from omni_grpc.runtime.events import EventBody, HubEvent, format_event_id, parse_event_id
 
 DEFAULT_MAX_COUNT = ReplayWindow().max_events
@@ -305,7 +310,7 @@ class MemoryEventLog:
         self._relieve()
 
 
-class MemoryEventLogs:
+class MemoryEventLogs(LogRegistry[MemoryEventLog]):
     """One ring buffer per session, dropped after ``idle_ttl`` seconds unused.
 
     Like the reference channel, a log idle, unwatched and not held by a run for
@@ -322,62 +327,25 @@ class MemoryEventLogs:
         factory: Callable[[str], MemoryEventLog] | None = None,
         end_run: Callable[[str, int], object] | None = None,
     ) -> None:
-        self.idle_ttl = idle_ttl
+        super().__init__(idle_ttl)
         self._factory = factory or (
             lambda _sid: MemoryEventLog(resync_body, max_count=max_count, max_bytes=max_bytes)
         )
         self._end_run = end_run
-        self._logs: dict[str, MemoryEventLog] = {}
-        # What get() hands out: each log, wrapped by the observer if there is one.
-        self._handed: dict[str, EventLog] = {}
-        self._wrap: Callable[[EventLog], EventLog] | None = None
-        self._held: dict[str, int] = {}
 
-    def get(self, session_id: str) -> EventLog:
-        handed = self._handed.get(session_id)
-        if handed is not None:
-            return handed
-        log = self._logs.get(session_id)
-        if log is None:
-            log = self._logs[session_id] = self._factory(session_id)
-            if self._end_run is not None:
-                ender = self._end_run
-                log.end_run = lambda token: ender(session_id, token)
-        handed = self._handed[session_id] = self._wrap(log) if self._wrap else log
-        return handed
+    def _create(self, session_id: str) -> MemoryEventLog:
+        log = self._factory(session_id)
+        if self._end_run is not None:
+            ender = self._end_run
+            log.end_run = lambda token: ender(session_id, token)
+        return log
 
-    def observe(self, wrap: Callable[[EventLog], EventLog]) -> None:
-        self._wrap = wrap
+    def _is_idle(self, log: MemoryEventLog) -> bool:
+        return log.last_activity < time.monotonic() - self.idle_ttl
+
+    def _released(self, log: MemoryEventLog) -> None:
+        log.last_activity = time.monotonic()
 
     async def last_event_id(self, session_id: str) -> str | None:
         log = self._logs.get(session_id)
         return await log.last_event_id() if log is not None else None
-
-    def hold(self, session_id: str) -> None:
-        self._held[session_id] = self._held.get(session_id, 0) + 1
-
-    def release(self, session_id: str) -> None:
-        left = self._held.get(session_id, 0) - 1
-        if left > 0:
-            self._held[session_id] = left
-        else:
-            self._held.pop(session_id, None)
-            log = self._logs.get(session_id)
-            if log is not None:
-                log.last_activity = time.monotonic()
-
-    def reclaim_idle(self) -> int:
-        cutoff = time.monotonic() - self.idle_ttl
-        idle = [
-            sid
-            for sid, log in self._logs.items()
-            if sid not in self._held and log.subscriber_count == 0 and log.last_activity < cutoff
-        ]
-        for sid in idle:
-            del self._logs[sid]
-            self._handed.pop(sid, None)
-        return len(idle)
-
-    async def close(self) -> None:
-        for log in self._logs.values():
-            await log.close()

@@ -17,13 +17,18 @@ import logging
 import secrets
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.errors import BackendUnavailable, Fenced
-from omni_grpc.runtime.event_log import EventLog, InitialEvents, ReplayWindow, initial_bodies
+from omni_grpc.runtime.event_log import (
+    InitialEvents,
+    LogRegistry,
+    ReplayWindow,
+    initial_bodies,
+)
 from omni_grpc.runtime.events import EventBody, HubEvent, format_event_id, parse_event_id
 from omni_grpc.runtime.health import RunFailure
 from omni_grpc.runtime.redis import scripts
@@ -505,60 +510,21 @@ class RedisEventLog:
                 await reader
 
 
-class RedisEventLogs:
+class RedisEventLogs(LogRegistry[RedisEventLog]):
     def __init__(
         self, conn: RedisConnection, window: ReplayWindow, *, idle_ttl: float = 30 * 60
     ) -> None:
+        super().__init__(idle_ttl)
         self._conn = conn
         self._window = window
-        self.idle_ttl = idle_ttl
-        self._logs: dict[str, RedisEventLog] = {}
-        # What get() hands out: each log, wrapped by the observer if there is one.
-        self._handed: dict[str, EventLog] = {}
-        self._wrap: Callable[[EventLog], EventLog] | None = None
-        self._held: dict[str, int] = {}
 
-    def get(self, session_id: str) -> EventLog:
-        handed = self._handed.get(session_id)
-        if handed is not None:
-            return handed
-        log_ = self._logs.get(session_id)
-        if log_ is None:
-            log_ = self._logs[session_id] = RedisEventLog(
-                self._conn, session_id, self._window, idle_ttl=self.idle_ttl
-            )
-        handed = self._handed[session_id] = self._wrap(log_) if self._wrap else log_
-        return handed
+    def _create(self, session_id: str) -> RedisEventLog:
+        return RedisEventLog(self._conn, session_id, self._window, idle_ttl=self.idle_ttl)
 
-    def observe(self, wrap: Callable[[EventLog], EventLog]) -> None:
-        self._wrap = wrap
+    def _is_idle(self, log: RedisEventLog) -> bool:
+        # Only this replica's handle is dropped: Redis keeps the data and
+        # expires it by itself.
+        return not log.reading
 
     async def last_event_id(self, session_id: str) -> str | None:
         return await self.get(session_id).last_event_id()
-
-    def hold(self, session_id: str) -> None:
-        self._held[session_id] = self._held.get(session_id, 0) + 1
-
-    def release(self, session_id: str) -> None:
-        left = self._held.get(session_id, 0) - 1
-        if left > 0:
-            self._held[session_id] = left
-        else:
-            self._held.pop(session_id, None)
-
-    def reclaim_idle(self) -> int:
-        """Drops this replica's handles of unwatched logs (Redis keeps the data
-        and expires it by itself)."""
-        idle = [
-            sid
-            for sid, log_ in self._logs.items()
-            if sid not in self._held and log_.subscriber_count == 0 and not log_.reading
-        ]
-        for sid in idle:
-            del self._logs[sid]
-            self._handed.pop(sid, None)
-        return len(idle)
-
-    async def close(self) -> None:
-        for log_ in list(self._logs.values()):
-            await log_.close()

@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from convert import corpus_lines  # benchmarks/convert.py, beside this file
+from _common import corpus_lines  # benchmarks/_common.py, beside this file
 
 FLOOR = (
     "import sys, orjson\n"

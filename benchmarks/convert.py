@@ -16,38 +16,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
-from collections.abc import Callable
-from pathlib import Path
 
 import orjson
+from _common import best_rate, corpus_lines  # benchmarks/_common.py, beside this file
 from google.protobuf import json_format
 
 from omni_grpc.convert import parse_message, serialize_message
 from omni_grpc_proto.omni.v1 import omni_pb2
-
-CORPUS = Path(__file__).resolve().parent.parent / "tests" / "conformance"
-
-
-def corpus_lines() -> list[bytes]:
-    lines = []
-    for path in sorted(CORPUS.glob("*.jsonl")):
-        for line in path.read_bytes().split(b"\n"):
-            try:
-                parse_message(line)
-            except ValueError:
-                continue
-            lines.append(line)
-    return lines
-
-
-def best_rate(work: Callable[[], int], repeat: int) -> float:
-    rates = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        count = work()
-        rates.append(count / (time.perf_counter() - start))
-    return max(rates)
 
 
 def main() -> None:

@@ -13,32 +13,17 @@ from __future__ import annotations
 import argparse
 import io
 import random
-import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import orjson
+from _common import best_seconds, corpus_lines  # benchmarks/_common.py, beside this file
 
 from omni_grpc.convert import parse_message, serialize_message
 from omni_grpc.convert._jsontext import dump_value
 from omni_grpc.trace import read_binpb, write_binpb
 
-CORPUS = Path(__file__).resolve().parent.parent / "tests" / "conformance"
 WORDS = ["path", "file", "name", "query", "limit", "offset", "mode", "recursive"]
 WORDS += ["pattern", "encoding", "user", "repo", "branch"]
-
-
-def corpus_lines() -> list[bytes]:
-    lines = []
-    for path in sorted(CORPUS.glob("*.jsonl")):
-        for line in path.read_bytes().split(b"\n"):
-            try:
-                parse_message(line)
-            except ValueError:
-                continue
-            lines.append(line)
-    return lines
 
 
 def schema(rng: random.Random, depth: int = 0) -> dict[str, Any]:
@@ -102,15 +87,6 @@ def sizes(lines: list[bytes]) -> tuple[int, int]:
     return sum(len(line) + 1 for line in lines), len(binpb)
 
 
-def best(work: Callable[[], object], repeat: int = 3) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--schema-lines", type=int, default=5)
@@ -131,9 +107,9 @@ def main() -> None:
     print(f"  JSONL {jsonl:,} bytes, .binpb {binpb:,} bytes: {binpb / jsonl:.2f} of the JSONL")
 
     messages = [parse_message(line) for line in heavy]
-    floor = best(lambda: [orjson.dumps(orjson.loads(line)) for line in heavy])
-    parse = best(lambda: [parse_message(line) for line in heavy])
-    write = best(lambda: [serialize_message(m) for m in messages])
+    floor = best_seconds(lambda: [orjson.dumps(orjson.loads(line)) for line in heavy], 3)
+    parse = best_seconds(lambda: [parse_message(line) for line in heavy], 3)
+    write = best_seconds(lambda: [serialize_message(m) for m in messages], 3)
     print(f"  per MB of tool list: floor {floor / (mean * len(heavy) / 1e6) * 1e3:.1f} ms")
     print(f"  JSON -> proto {parse / floor:.1f}x the floor, proto -> JSON {write / floor:.1f}x")
 

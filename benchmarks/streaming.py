@@ -20,9 +20,9 @@ Usage: python benchmarks/streaming.py [--segments 400] [--repeat 7]
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 from typing import Any
+
+from _common import best_seconds  # benchmarks/_common.py, beside this file
 
 from omni_grpc import protocol as b
 from omni_grpc.convert import message_from_dict, serialize_message
@@ -41,15 +41,6 @@ def stream(segments: int) -> list[dict[str, Any]]:
         msgs += [b.partial_tool_call("delta", "read", '{"a":1}', call) for _ in range(10)]
         msgs += [b.partial_tool_call("stop", "read", "", call), b.tool_call("read", "{}", call)]
     return msgs
-
-
-def best(run: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:
@@ -72,13 +63,13 @@ def main() -> None:
     def fold() -> None:
         live_fragments(protos)
 
-    base = best(baseline, args.repeat)
+    base = best_seconds(baseline, args.repeat)
     print(f"{len(msgs):,} messages, best of {args.repeat}")
     print(f"{'':28} {'messages/s':>12} {'us/message':>11} {'vs codec':>9}")
     for name, run in (("serialize_message (codec)", baseline),
                       ("RunGuard.observe (JSON)", guard),
                       ("live_fragments (protobuf)", fold)):  # fmt: skip
-        seconds = best(run, args.repeat)
+        seconds = best_seconds(run, args.repeat)
         rate = len(msgs) / seconds
         per = seconds / len(msgs) * 1e6
         print(f"{name:28} {rate:>12,.0f} {per:>11.2f} {seconds / base:>8.1f}x")

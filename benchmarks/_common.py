@@ -1,0 +1,65 @@
+"""What the benchmark scripts share: the corpus, best-of timing, process CPU.
+
+The scripts run as ``python benchmarks/<name>.py``, so this directory is on
+``sys.path`` and they import it as ``_common``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "conformance"
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def corpus_lines() -> list[bytes]:
+    """Every conformance line the codec accepts (torn and broken ones left out)."""
+    from omni_grpc.convert import parse_message  # imported late: CLI timings import nothing
+
+    lines = []
+    for path in sorted(CORPUS.glob("*.jsonl")):
+        for line in path.read_bytes().split(b"\n"):
+            try:
+                parse_message(line)
+            except ValueError:
+                continue
+            lines.append(line)
+    return lines
+
+
+def best_seconds(work: Callable[[], object], repeat: int) -> float:
+    """The shortest wall time of ``repeat`` calls: the run least disturbed by load."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def best_rate(work: Callable[[], int], repeat: int) -> float:
+    """The highest items/s of ``repeat`` calls of ``work``, which returns its item count."""
+    rates = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        count = work()
+        rates.append(count / (time.perf_counter() - start))
+    return max(rates)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port

@@ -1,0 +1,184 @@
+"""Builds the native codec for coverage-guided fuzzing under AddressSanitizer
+and runs ``native_fuzz.py`` on it (atheris + libFuzzer).
+
+The extension is compiled by clang with ``-fsanitize=address,undefined,
+fuzzer-no-link`` (undefined behaviour traps, so it needs no runtime of its
+own) and atheris' ``asan_with_fuzzer.so`` is preloaded: it carries the ASan
+runtime and the libFuzzer the extension reports its coverage to. Python's
+allocator is switched to malloc, so the codec's PyMem buffers get ASan's
+redzones too (pymalloc would hide an overflow of a small buffer).
+
+By hand, for a longer session (new inputs go to the first corpus folder):
+
+    .venv/bin/python tests/fuzz/asan_fuzz.py -max_total_time=600 -seed=0 /tmp/omni-corpus
+
+Any libFuzzer flag may be given; the seed corpus (the conformance lines, their
+wire bytes and whole trace files) and ``native_regressions/`` are always added.
+A crash writes ``crash-*`` (see ``-artifact_prefix=``); rerun one with
+``asan_fuzz.py crash-...``. tests/fuzz/test_native_fuzz.py runs a bounded
+session in the suite.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+SOURCE = ROOT / "src/omni_grpc/convert/_native.c"
+CORPUS = ROOT / "tests/conformance"
+REGRESSIONS = HERE / "native_regressions"
+PLANT = HERE / "plant.h"
+
+
+def clang() -> str | None:
+    return shutil.which("clang") or shutil.which("clang-14")
+
+
+def fuzzer_runtime() -> Path | None:
+    """atheris' ASan runtime with libFuzzer in it, shipped in its wheel."""
+    spec = importlib.util.find_spec("atheris")
+    if spec is None or spec.origin is None:
+        return None
+    found = Path(spec.origin).resolve().parent.parent / "asan_with_fuzzer.so"
+    return found if found.exists() else None
+
+
+def missing_toolchain() -> str | None:
+    if clang() is None:
+        return "clang is missing (scripts/setup installs it from Debian)"
+    if fuzzer_runtime() is None:
+        return "atheris with asan_with_fuzzer.so is missing (scripts/setup installs the dev extras)"
+    return None
+
+
+def build(into: Path, *, planted: bool = False) -> Path:
+    """The extension, instrumented; ``planted`` adds plant.h's faults (tests only)."""
+    cc = clang()
+    assert cc is not None, missing_toolchain()
+    into.mkdir(parents=True, exist_ok=True)
+    target = into / ("_codec" + (sysconfig.get_config_var("EXT_SUFFIX") or ".so"))
+    command = [
+        cc,
+        "-O1",
+        "-g",
+        "-fsanitize=address,undefined,fuzzer-no-link",
+        "-fsanitize-trap=undefined",
+        "-fno-omit-frame-pointer",
+        "-fPIC",
+        "-shared",
+        f"-I{sysconfig.get_paths()['include']}",
+        *(["-include", str(PLANT)] if planted else []),
+        str(SOURCE),
+        "-o",
+        str(target),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr}")
+    return target
+
+
+def write_seeds(into: Path) -> int:
+    """One file per conformance line and per message's wire bytes, and each
+    trace file whole (the trace path reads many lines)."""
+    from omni_grpc.convert import ConversionError, parse_message
+
+    into.mkdir(parents=True, exist_ok=True)
+    count = 0
+
+    def put(name: str, data: bytes) -> None:
+        nonlocal count
+        (into / name).write_bytes(data)
+        count += 1
+
+    for n, path in enumerate(sorted(CORPUS.glob("*.jsonl"))):
+        data = path.read_bytes()
+        put(f"trace-{n}", data[:16384])
+        for m, line in enumerate(data.splitlines()):
+            if not line.strip():
+                continue
+            put(f"line-{n}-{m}", line)
+            try:
+                put(f"wire-{n}-{m}", parse_message(line).SerializeToString(deterministic=True))
+            except ConversionError:
+                continue
+    return count
+
+
+def environment(extension: Path, plant: str | None = None) -> dict[str, str]:
+    runtime = fuzzer_runtime()
+    assert runtime is not None, missing_toolchain()
+    env = {
+        **os.environ,
+        "LD_PRELOAD": str(runtime),
+        "OMNI_FUZZ_EXTENSION": str(extension),
+        "PYTHONMALLOC": "malloc",
+        "PYTHONHASHSEED": "0",  # with -seed=, the same session every time
+        # CPython is not built for leak checking; memory errors are the point.
+        "ASAN_OPTIONS": "detect_leaks=0:allocator_may_return_null=1",
+    }
+    env.pop("OMNI_GRPC_NATIVE", None)
+    symbolizer = shutil.which("llvm-symbolizer") or shutil.which("llvm-symbolizer-14")
+    if symbolizer:
+        env["ASAN_SYMBOLIZER_PATH"] = symbolizer
+    if plant is not None:
+        env["OMNI_PLANT"] = plant
+    else:
+        env.pop("OMNI_PLANT", None)
+    return env
+
+
+def corpus_args(args: list[str], seeds: Path) -> list[str]:
+    """``args`` (libFuzzer flags, then corpus folders or inputs to rerun) with
+    the seeds and the regressions added as corpus folders, unless inputs are
+    being rerun."""
+    if any(Path(a).is_file() for a in args if not a.startswith("-")):
+        return args
+    return [*args, str(seeds), *([str(REGRESSIONS)] if REGRESSIONS.is_dir() else [])]
+
+
+def run(
+    extension: Path,
+    args: list[str],
+    seeds: Path,
+    *,
+    plant: str | None = None,
+    capture: bool = True,
+    timeout: float | None = 600,
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(HERE / "native_fuzz.py"), *corpus_args(args, seeds)],
+        env=environment(extension, plant),
+        capture_output=capture,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def main(argv: list[str]) -> int:
+    why = missing_toolchain()
+    if why is not None:
+        print(f"asan_fuzz: {why}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="omni-asan-fuzz-") as tmp:
+        extension = build(Path(tmp, "build"))
+        seeds = Path(tmp, "seeds")
+        write_seeds(seeds)
+        args = list(argv)
+        if not any(not a.startswith("-") for a in args):
+            args.append(str(Path(tmp, "corpus")))  # somewhere for new inputs
+            Path(tmp, "corpus").mkdir()
+        return run(extension, args, seeds, capture=False, timeout=None).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

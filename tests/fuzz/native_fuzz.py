@@ -1,0 +1,145 @@
+"""The atheris (libFuzzer) target for the native codec under AddressSanitizer.
+
+Started by ``asan_fuzz.py``, never directly: it builds the extension with
+clang (``-fsanitize=address,undefined,fuzzer-no-link``), preloads atheris'
+``asan_with_fuzzer.so`` and names the build in ``OMNI_FUZZ_EXTENSION``. That
+build is loaded in place of the installed ``omni_grpc.convert._codec``, so the
+C code reports its edge coverage to libFuzzer and every memory error aborts
+with ASan's report.
+
+Each input goes only through public entry points (the C functions' names may
+change; these do not), once with the native codec and once with it switched
+off, and the two runs must agree exactly:
+
+* ``parse_message(data)``: the message's wire bytes, or the ConversionError;
+* ``serialize_message(OmniMessage.FromString(data))``: the line, or the error;
+* the trace path in memory: JSONL ``data`` read tolerantly, written as
+  ``.binpb``, read back and written as JSONL (the ``omni-grpc convert`` path),
+  with the lines skipped and why. The JSONL written from the ``.binpb`` must
+  also equal the JSONL written from the records themselves (lossless).
+
+A disagreement, or any exception that is not a ConversionError, is a crash:
+libFuzzer stops and writes the input to ``crash-*``.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import io
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import ModuleType
+from typing import Any
+
+import atheris  # first: its libFuzzer is the one the extension reports coverage to
+from google.protobuf.message import DecodeError
+
+from omni_grpc_proto.omni.v1.omni_pb2 import OmniMessage
+
+MAX_BYTES = 1 << 16
+
+
+def _load_extension(path: str) -> ModuleType:
+    name = "omni_grpc.convert._codec"
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    assert spec is not None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    # _native imports the codec by this name; it now finds the ASan build.
+    sys.modules[name] = module
+    return module
+
+
+NATIVE_BUILD = _load_extension(os.environ["OMNI_FUZZ_EXTENSION"])
+
+with atheris.instrument_imports(include=["omni_grpc.convert", "omni_grpc.trace"]):
+    from omni_grpc.convert import ConversionError, parse_message, serialize_message
+    from omni_grpc.trace.formats import read_records, write_records
+
+# Every omni_grpc module that holds the native codec as NATIVE: switching them
+# all off gives the pure-Python reference, wherever the codec is consulted.
+SWITCHES = [
+    module
+    for name, module in list(sys.modules.items())
+    if name.startswith("omni_grpc") and getattr(module, "NATIVE", None) is NATIVE_BUILD
+]
+if not SWITCHES:
+    sys.exit(
+        "native_fuzz: the ASan build is not the codec in use (it did not configure, "
+        "or OMNI_GRPC_NATIVE=0): nothing native would be fuzzed"
+    )
+
+
+@contextmanager
+def pure() -> Iterator[None]:
+    for module in SWITCHES:
+        module.NATIVE = None  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        for module in SWITCHES:
+            module.NATIVE = NATIVE_BUILD  # type: ignore[attr-defined]
+
+
+def outcome(work: Callable[[], Any]) -> tuple[Any, ...]:
+    try:
+        return ("ok", work())
+    except ConversionError as exc:
+        return ("error", type(exc).__name__, str(exc))
+
+
+def parsed(data: bytes) -> bytes:
+    return parse_message(data, max_bytes=MAX_BYTES).SerializeToString(deterministic=True)
+
+
+def trace(data: bytes) -> tuple[Any, ...]:
+    skipped: list[Any] = []
+    records = list(read_records(io.BytesIO(data), "jsonl", tolerant=True, on_skip=skipped.append))
+    binpb = io.BytesIO()
+    write_records((r.message for r in records), binpb, "binpb")
+    back = io.BytesIO()
+    write_records(
+        (r.message for r in read_records(io.BytesIO(binpb.getvalue()), "binpb")), back, "jsonl"
+    )
+    direct = io.BytesIO()
+    write_records((r.message for r in records), direct, "jsonl")
+    if back.getvalue() != direct.getvalue():
+        raise AssertionError(
+            f".binpb is not lossless: {direct.getvalue()!r} came back as {back.getvalue()!r}"
+        )
+    return [r.line for r in records], skipped, binpb.getvalue(), back.getvalue()
+
+
+def run_all(data: bytes) -> tuple[Any, ...]:
+    try:
+        msg: OmniMessage | None = OmniMessage.FromString(data)
+    except DecodeError:
+        msg = None
+    written = ("undecodable",) if msg is None else outcome(lambda: serialize_message(msg))
+    return outcome(lambda: parsed(data)), written, outcome(lambda: trace(data))
+
+
+def one_input(data: bytes) -> None:
+    native = run_all(data)
+    with pure():
+        reference = run_all(data)
+    if native != reference:
+        names = ("parse_message", "serialize_message", "trace JSONL->.binpb->JSONL")
+        where = [n for n, a, b in zip(names, native, reference, strict=True) if a != b]
+        raise AssertionError(
+            f"native and Python codecs differ in {', '.join(where)} on {data!r}:\n"
+            f"  native: {native!r}\n  python: {reference!r}"
+        )
+
+
+def main() -> None:
+    atheris.Setup(sys.argv, one_input)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()

@@ -12,11 +12,12 @@ import contextlib
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 from omni_grpc.cli.pipes import stdout_gone
 from omni_grpc.convert import ConversionError
+from omni_grpc.trace.convert import binpb_to_jsonl, jsonl_to_binpb
 from omni_grpc.trace.formats import (
     FORMATS,
     TraceFormat,
@@ -92,18 +93,25 @@ def _convert(
             file=sys.stderr,
         )
 
-    records = read_records(source, in_fmt, tolerant=args.tolerant, on_skip=on_skip)
     current = 0  # the record being written, to name it when writing fails
 
-    def messages(records: Iterator[TraceRecord]) -> Iterator[Any]:
+    def messages(records: Iterator[TraceRecord], tick: Tick | None) -> Iterator[Any]:
         nonlocal current
-        for record in records:
+        for n, record in enumerate(records):
             current = record.line
+            if tick is not None and n % 4096 == 0:
+                tick()
             yield record.message
 
     try:
-        with _output(args.output) as sink, _progress(args, source) as advance:
-            write_records(messages(advance(records)), sink, out_fmt)
+        with _output(args.output) as sink, _progress(args, source) as tick:
+            if in_fmt == "jsonl" and out_fmt == "binpb":
+                jsonl_to_binpb(source, sink, tolerant=args.tolerant, on_skip=on_skip, progress=tick)
+            elif in_fmt == "binpb" and out_fmt == "jsonl":
+                binpb_to_jsonl(source, sink, progress=tick)
+            else:  # the same format: each record is read and written again
+                records = read_records(source, in_fmt, tolerant=args.tolerant, on_skip=on_skip)
+                write_records(messages(records, tick), sink, out_fmt)
     except ConversionError as exc:
         if exc.line is None and current:
             exc = exc.at_line(current) if in_fmt == "jsonl" else _in_record(exc, current)
@@ -184,14 +192,19 @@ def _output(path: str) -> Iterator[BinaryIO]:
         raise
 
 
+Tick = Callable[[], None]
+
+
 @contextlib.contextmanager
-def _progress(args: argparse.Namespace, source: BinaryIO) -> Iterator[Any]:
+def _progress(args: argparse.Namespace, source: BinaryIO) -> Iterator[Tick | None]:
+    """Yields a function that moves the bar to where the input is read, or
+    None when no bar is shown."""
     total = _size(source)
     wanted = args.progress == "always" or (
         args.progress == "auto" and sys.stderr.isatty() and total >= PROGRESS_MIN_BYTES
     )
     if not wanted or total <= 0:
-        yield lambda records: records
+        yield None
         return
     from rich.console import Console
     from rich.progress import (
@@ -212,17 +225,10 @@ def _progress(args: argparse.Namespace, source: BinaryIO) -> Iterator[Any]:
         console=Console(stderr=True),
         transient=True,
     )
-
-    def advance(records: Iterator[TraceRecord]) -> Iterator[TraceRecord]:
-        task = progress.add_task("convert", total=total)
-        for n, record in enumerate(records):
-            if n % 4096 == 0:
-                progress.update(task, completed=source.tell())
-            yield record
-        progress.update(task, completed=total)
-
     with progress:
-        yield advance
+        task = progress.add_task("convert", total=total)
+        yield lambda: progress.update(task, completed=source.tell())
+        progress.update(task, completed=total)
 
 
 def _size(source: BinaryIO) -> int:

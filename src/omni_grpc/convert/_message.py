@@ -36,6 +36,10 @@ def parse_message(
         raise ConversionError(
             f"message is {len(data)} bytes, over the {max_bytes}-byte limit", line=line
         )
+    if NATIVE is not None and type(data) is bytes:  # the common case, text to wire in C
+        wire = NATIVE.encode_text(data)
+        if wire is not None:
+            return OmniMessage.FromString(wire)
     try:
         obj, clean = jt.loads_checked(data)
     except ConversionError as exc:
@@ -205,10 +209,10 @@ def serialize_message(msg: OmniMessage) -> bytes:
     protocol keys agree with the typed fields and appear once, or a
     ``ConversionError`` naming what is inconsistent.
     """
-    if NATIVE is not None:  # the common case without the layers below
-        native = NATIVE.decode(msg.SerializeToString())
-        if native is not None:
-            return jt.dumps(native)
+    if NATIVE is not None:  # the common case, wire bytes to text in C
+        text = NATIVE.decode_text(msg.SerializeToString())
+        if text is not None:
+            return text
     return jt.dumps(message_to_jsonable(msg))
 
 

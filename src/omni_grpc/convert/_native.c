@@ -478,6 +478,956 @@ static PyObject *py_decode(PyObject *self, PyObject *arg) {
     return out;
 }
 
+/* ---- C views of the tables, for the text paths -------------------------- */
+
+/* Filled by configure() from the Python objects above; the strings they
+ * point into belong to objects the tables hold, so they live as long. */
+typedef struct {
+    const char *label;   /* UTF-8 enum label */
+    Py_ssize_t len;
+    int64_t value;
+} Label;
+
+typedef struct {
+    const char *key;     /* UTF-8 JSON key */
+    Py_ssize_t key_len;
+    char *json_key;      /* '"key":' as written */
+    Py_ssize_t json_key_len;
+    Label *labels;       /* K_ENUM */
+    int nlabels;
+} FieldText;
+
+typedef struct {
+    const char *type_text; /* UTF-8 payload type, or NULL */
+    Py_ssize_t type_len;
+    char *json_type;       /* '"type":"<type_text>"' */
+    Py_ssize_t json_type_len;
+    FieldText fields[MAX_FIELDS];
+} TableText;
+
+typedef struct {
+    const char *envelope;  /* UTF-8 envelope type */
+    Py_ssize_t envelope_len;
+    char *json_envelope;   /* '"type":"<envelope>"' */
+    Py_ssize_t json_envelope_len;
+} ArmText;
+
+typedef struct {
+    const char *type_text;
+    Py_ssize_t len;
+    uint32_t arm;
+} ArmByType;
+
+static TableText table_text[MAX_TABLES];
+static ArmText arm_text[MAX_ARMS + 1];
+static ArmByType *arm_types;
+static int narm_types;
+
+/* ---- UTF-8 and JSON strings -------------------------------------------- */
+
+/* Length of the valid UTF-8 sequence at s (no surrogates, no overlongs,
+ * nothing past U+10FFFF), or 0. */
+static int utf8_seq(const unsigned char *s, const unsigned char *end) {
+    unsigned char c = s[0];
+    if (c < 0x80) return 1;
+    if (c < 0xC2) return 0;
+    if (c < 0xE0) return (end - s >= 2 && (s[1] & 0xC0) == 0x80) ? 2 : 0;
+    if (c < 0xF0) {
+        if (end - s < 3 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80) return 0;
+        if (c == 0xE0 && s[1] < 0xA0) return 0; /* overlong */
+        if (c == 0xED && s[1] >= 0xA0) return 0; /* a surrogate */
+        return 3;
+    }
+    if (c < 0xF5) {
+        if (end - s < 4 || (s[1] & 0xC0) != 0x80 || (s[2] & 0xC0) != 0x80 || (s[3] & 0xC0) != 0x80) return 0;
+        if (c == 0xF0 && s[1] < 0x90) return 0;
+        if (c == 0xF4 && s[1] >= 0x90) return 0;
+        return 4;
+    }
+    return 0;
+}
+
+static int utf8_valid(const unsigned char *s, Py_ssize_t n) {
+    const unsigned char *end = s + n;
+    while (s < end) {
+        if (*s < 0x80) { s++; continue; }
+        int k = utf8_seq(s, end);
+        if (!k) return 0;
+        s += k;
+    }
+    return 1;
+}
+
+static const char hexdigits[] = "0123456789abcdef";
+
+/* A string as orjson (and so the Python codec) writes it; 0 for invalid UTF-8. */
+static int put_json_string(Buf *b, const unsigned char *s, Py_ssize_t n) {
+    if (buf_reserve(b, n + 2) < 0) return 0;
+    b->data[b->len++] = '"';
+    const unsigned char *end = s + n;
+    while (s < end) {
+        const unsigned char *run = s;
+        while (s < end && *s >= 0x20 && *s != '"' && *s != '\\' && *s < 0x80) s++;
+        if (s > run) {
+            if (buf_reserve(b, (s - run) + 1) < 0) return 0;
+            memcpy(b->data + b->len, run, (size_t)(s - run));
+            b->len += s - run;
+        }
+        if (s == end) break;
+        unsigned char c = *s;
+        if (c >= 0x80) {
+            int k = utf8_seq(s, end);
+            if (!k || buf_reserve(b, k) < 0) return 0;
+            memcpy(b->data + b->len, s, (size_t)k);
+            b->len += k;
+            s += k;
+            continue;
+        }
+        if (buf_reserve(b, 6) < 0) return 0;
+        char *o = b->data + b->len;
+        const char *esc = NULL;
+        switch (c) {
+        case '"': esc = "\\\""; break;
+        case '\\': esc = "\\\\"; break;
+        case '\b': esc = "\\b"; break;
+        case '\f': esc = "\\f"; break;
+        case '\n': esc = "\\n"; break;
+        case '\r': esc = "\\r"; break;
+        case '\t': esc = "\\t"; break;
+        }
+        if (esc) { o[0] = esc[0]; o[1] = esc[1]; b->len += 2; }
+        else {
+            o[0] = '\\'; o[1] = 'u'; o[2] = '0'; o[3] = '0';
+            o[4] = hexdigits[c >> 4]; o[5] = hexdigits[c & 15];
+            b->len += 6;
+        }
+        s++;
+    }
+    if (buf_reserve(b, 1) < 0) return 0;
+    b->data[b->len++] = '"';
+    return 1;
+}
+
+static int put_raw(Buf *b, const char *s, Py_ssize_t n) {
+    if (n <= 0) return !b->failed; /* memcpy's pointers must be valid even for 0 bytes */
+    if (buf_reserve(b, n) < 0) return 0;
+    memcpy(b->data + b->len, s, (size_t)n);
+    b->len += n;
+    return 1;
+}
+
+static int put_char(Buf *b, char c) {
+    if (buf_reserve(b, 1) < 0) return 0;
+    b->data[b->len++] = c;
+    return 1;
+}
+
+static int put_decimal(Buf *b, int64_t v) {
+    char tmp[24];
+    int n = snprintf(tmp, sizeof tmp, "%lld", (long long)v);
+    return put_raw(b, tmp, n);
+}
+
+/* ---- JSON text -> wire -------------------------------------------------- */
+
+/* Reads a JSON text in one pass and writes the wire bytes the Python codec's
+ * message would serialize to (deterministically), for the same common case
+ * the dict path handles. Whitespace and escapes are read as any JSON parser
+ * reads them; anything else unusual declines (0), and the Python codec then
+ * parses the text and decides. Keys must come in reference order, so a
+ * duplicate key also declines. */
+typedef struct {
+    const unsigned char *p, *end;
+    Buf scratch; /* an escaped string's decoded bytes, per call */
+} Text;
+
+static inline void skip_ws(Text *x) {
+    while (x->p < x->end && (*x->p == ' ' || *x->p == '\t' || *x->p == '\n' || *x->p == '\r')) x->p++;
+}
+
+static inline int eat(Text *x, char c) {
+    skip_ws(x);
+    if (x->p < x->end && *x->p == (unsigned char)c) { x->p++; return 1; }
+    return 0;
+}
+
+static inline int peek(Text *x) {
+    skip_ws(x);
+    return x->p < x->end ? *x->p : -1;
+}
+
+static int hex4(const unsigned char *p, unsigned *out) {
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        unsigned char c = p[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9') v |= c - '0';
+        else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
+        else return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* The string at x->p as UTF-8 bytes (pointing into the text, or into the
+ * scratch buffer when it holds escapes: valid until the next call). */
+static int scan_string(Text *x, const char **s, Py_ssize_t *n) {
+    skip_ws(x);
+    if (x->p >= x->end || *x->p != '"') return 0;
+    const unsigned char *start = ++x->p, *p = start, *end = x->end;
+    int wide = 0;
+    while (p < end && *p != '"' && *p != '\\' && *p >= 0x20) { wide |= *p >= 0x80; p++; }
+    if (p >= end || *p < 0x20) return 0;
+    if (*p == '"') {
+        if (wide && !utf8_valid(start, p - start)) return 0;
+        *s = (const char *)start;
+        *n = p - start;
+        x->p = p + 1;
+        return 1;
+    }
+    Buf *b = &x->scratch;
+    b->len = 0;
+    b->failed = 0;
+    if (!put_raw(b, (const char *)start, p - start)) return 0;
+    while (p < end) {
+        unsigned char c = *p;
+        if (c == '"') break;
+        if (c < 0x20) return 0;
+        if (c != '\\') {
+            if (c < 0x80) { if (!put_char(b, (char)c)) return 0; p++; continue; }
+            int k = utf8_seq(p, end);
+            if (!k || !put_raw(b, (const char *)p, k)) return 0;
+            p += k;
+            continue;
+        }
+        if (end - p < 2) return 0;
+        char out = 0;
+        switch (p[1]) {
+        case '"': out = '"'; break;
+        case '\\': out = '\\'; break;
+        case '/': out = '/'; break;
+        case 'b': out = '\b'; break;
+        case 'f': out = '\f'; break;
+        case 'n': out = '\n'; break;
+        case 'r': out = '\r'; break;
+        case 't': out = '\t'; break;
+        case 'u': break;
+        default: return 0;
+        }
+        if (p[1] != 'u') { if (!put_char(b, out)) return 0; p += 2; continue; }
+        unsigned cp, lo;
+        if (end - p < 6 || !hex4(p + 2, &cp)) return 0;
+        p += 6;
+        if (cp >= 0xDC00 && cp <= 0xDFFF) return 0; /* a lone low surrogate */
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || !hex4(p + 2, &lo) || lo < 0xDC00 || lo > 0xDFFF)
+                return 0; /* a lone high surrogate: the Python codec explains */
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            p += 6;
+        }
+        char u[4];
+        int k;
+        if (cp < 0x80) { u[0] = (char)cp; k = 1; }
+        else if (cp < 0x800) { u[0] = (char)(0xC0 | (cp >> 6)); u[1] = (char)(0x80 | (cp & 0x3F)); k = 2; }
+        else if (cp < 0x10000) {
+            u[0] = (char)(0xE0 | (cp >> 12)); u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+            u[2] = (char)(0x80 | (cp & 0x3F)); k = 3;
+        } else {
+            u[0] = (char)(0xF0 | (cp >> 18)); u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+            u[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); u[3] = (char)(0x80 | (cp & 0x3F)); k = 4;
+        }
+        if (!put_raw(b, u, k)) return 0;
+    }
+    if (p >= end) return 0;
+    x->p = p + 1;
+    *s = b->data ? b->data : "";
+    *n = b->len;
+    return 1;
+}
+
+/* An integer as orjson reads it into a 64-bit int; fractions, exponents,
+ * "-0" and 19 digits or more decline (the Python codec's screening sends
+ * those down its slow path). */
+static int scan_int(Text *x, int64_t *out) {
+    skip_ws(x);
+    const unsigned char *p = x->p, *end = x->end;
+    int neg = 0;
+    if (p < end && *p == '-') { neg = 1; p++; }
+    const unsigned char *digits = p;
+    int64_t v = 0;
+    while (p < end && *p >= '0' && *p <= '9') { v = v * 10 + (*p - '0'); p++; if (p - digits > 18) return 0; }
+    Py_ssize_t nd = p - digits;
+    if (nd == 0 || (digits[0] == '0' && nd > 1)) return 0;
+    if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) return 0;
+    if (neg && v == 0) return 0;
+    *out = neg ? -v : v;
+    x->p = p;
+    return 1;
+}
+
+static int scan_literal(Text *x, const char *word, Py_ssize_t n) {
+    skip_ws(x);
+    if (x->end - x->p < n || memcmp(x->p, word, (size_t)n) != 0) return 0;
+    x->p += n;
+    return 1;
+}
+
+/* A value already in the exact text both codecs write (orjson's spelling,
+ * which is JavaScript's for what is accepted here): no whitespace, only the
+ * escapes they write, integers of at most 15 digits, no duplicate keys, no
+ * keys JavaScript would reorder. Consumes it and returns 1, else 0. Used for
+ * JSON Schema texts, which are copied as they are. */
+static int canonical_value(Text *x, int depth);
+
+static int canonical_string(Text *x, const unsigned char **ks, Py_ssize_t *kn) {
+    const unsigned char *p = x->p, *end = x->end;
+    if (p >= end || *p != '"') return 0;
+    const unsigned char *start = ++p;
+    while (p < end && *p != '"') {
+        unsigned char c = *p;
+        if (c < 0x20) return 0;
+        if (c >= 0x80) { int k = utf8_seq(p, end); if (!k) return 0; p += k; continue; }
+        if (c != '\\') { p++; continue; }
+        if (end - p < 2) return 0;
+        unsigned char e = p[1];
+        if (e == '"' || e == '\\' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') { p += 2; continue; }
+        unsigned cp;
+        if (e != 'u' || end - p < 6 || p[2] != '0' || p[3] != '0' || !hex4(p + 2, &cp)) return 0;
+        if (cp >= 0x20 || cp == '\b' || cp == '\f' || cp == '\n' || cp == '\r' || cp == '\t') return 0;
+        if (p[4] > '1' || (p[5] >= 'A' && p[5] <= 'F')) return 0; /* lower-case hex only */
+        p += 6;
+    }
+    if (p >= end) return 0;
+    if (ks) { *ks = start; *kn = p - start; }
+    x->p = p + 1;
+    return 1;
+}
+
+#define MAX_CANONICAL_KEYS 64
+#define MAX_CANONICAL_DEPTH 32
+
+static int canonical_value(Text *x, int depth) {
+    if (depth > MAX_CANONICAL_DEPTH || x->p >= x->end) return 0;
+    unsigned char c = *x->p;
+    if (c == '"') return canonical_string(x, NULL, NULL);
+    if (c == '{') {
+        const unsigned char *keys[MAX_CANONICAL_KEYS];
+        Py_ssize_t lens[MAX_CANONICAL_KEYS];
+        int nkeys = 0;
+        x->p++;
+        if (x->p < x->end && *x->p == '}') { x->p++; return 1; }
+        for (;;) {
+            const unsigned char *k;
+            Py_ssize_t kn;
+            if (nkeys == MAX_CANONICAL_KEYS || !canonical_string(x, &k, &kn)) return 0;
+            /* JavaScript moves array-index keys first; "__proto__" is special */
+            if (kn > 0 && k[0] >= '0' && k[0] <= '9') return 0;
+            if (kn == 9 && memcmp(k, "__proto__", 9) == 0) return 0;
+            for (int i = 0; i < nkeys; i++)
+                if (lens[i] == kn && memcmp(keys[i], k, (size_t)kn) == 0) return 0;
+            keys[nkeys] = k;
+            lens[nkeys++] = kn;
+            if (x->p >= x->end || *x->p != ':') return 0;
+            x->p++;
+            if (!canonical_value(x, depth + 1)) return 0;
+            if (x->p >= x->end) return 0;
+            if (*x->p == '}') { x->p++; return 1; }
+            if (*x->p != ',') return 0;
+            x->p++;
+        }
+    }
+    if (c == '[') {
+        x->p++;
+        if (x->p < x->end && *x->p == ']') { x->p++; return 1; }
+        for (;;) {
+            if (!canonical_value(x, depth + 1) || x->p >= x->end) return 0;
+            if (*x->p == ']') { x->p++; return 1; }
+            if (*x->p != ',') return 0;
+            x->p++;
+        }
+    }
+    if (c == 't') return x->end - x->p >= 4 && memcmp(x->p, "true", 4) == 0 ? (x->p += 4, 1) : 0;
+    if (c == 'f') return x->end - x->p >= 5 && memcmp(x->p, "false", 5) == 0 ? (x->p += 5, 1) : 0;
+    if (c == 'n') return x->end - x->p >= 4 && memcmp(x->p, "null", 4) == 0 ? (x->p += 4, 1) : 0;
+    const unsigned char *p = x->p, *digits;
+    if (*p == '-') p++;
+    digits = p;
+    while (p < x->end && *p >= '0' && *p <= '9') p++;
+    Py_ssize_t nd = p - digits;
+    if (nd == 0 || nd > 15 || (digits[0] == '0' && (nd > 1 || digits != x->p))) return 0; /* also "-0" */
+    if (p < x->end && (*p == '.' || *p == 'e' || *p == 'E')) return 0;
+    x->p = p;
+    return 1;
+}
+
+static int text_object(int t, Text *x, Buf *b, int *truthy, int depth, int type_done);
+
+static int text_field(int t, int i, Text *x, Buf *b, int *truthy, int depth) {
+    const Field *f = &tables[t].fields[i];
+    const FieldText *ft = &table_text[t].fields[i];
+    const char *s;
+    Py_ssize_t n;
+    int64_t iv;
+    switch (f->kind) {
+    case K_ENUM:
+        if (!scan_string(x, &s, &n)) return 0;
+        for (int j = 0; j < ft->nlabels; j++) {
+            if (ft->labels[j].len == n && memcmp(ft->labels[j].label, s, (size_t)n) == 0) {
+                iv = ft->labels[j].value;
+                if (iv) { *truthy = 1; if (put_int(b, f->number, iv) < 0) return 0; }
+                return 1;
+            }
+        }
+        return 0;
+    case K_NUMLABEL:
+        if (peek(x) == '"') {
+            if (!scan_string(x, &s, &n)) return 0;
+            *truthy |= n > 0;
+            return put_bytes(b, f->number2, s, n) < 0 ? 0 : 1;
+        }
+        if (!scan_int(x, &iv)) return 0;
+        *truthy |= iv != 0;
+        return put_int(b, f->number, iv) < 0 ? 0 : 1;
+    case K_INT:
+        if (!scan_int(x, &iv)) return 0;
+        *truthy |= iv != 0;
+        if (iv || f->presence) return put_int(b, f->number, iv) < 0 ? 0 : 1;
+        return 1;
+    case K_STR:
+        if (peek(x) == 'n') {
+            if (!f->nullable || !scan_literal(x, "null", 4)) return 0;
+            return f->required ? 1 : 0;
+        }
+        if (!scan_string(x, &s, &n)) return 0;
+        *truthy |= n > 0;
+        if (n || f->presence) return put_bytes(b, f->number, s, n) < 0 ? 0 : 1;
+        return 1;
+    case K_STRLIST: {
+        if (!eat(x, '[')) return 0;
+        if (eat(x, ']')) return f->required ? 1 : 0;
+        *truthy = 1;
+        do {
+            if (!scan_string(x, &s, &n) || put_bytes(b, f->number, s, n) < 0) return 0;
+        } while (eat(x, ','));
+        return eat(x, ']');
+    }
+    case K_JSONTEXT: {
+        skip_ws(x);
+        const unsigned char *start = x->p;
+        if (x->p >= x->end || *x->p != '{' || !canonical_value(x, 0)) return 0;
+        *truthy = 1;
+        return put_bytes(b, f->number, (const char *)start, x->p - start) < 0 ? 0 : 1;
+    }
+    case K_NESTED: {
+        if (depth >= MAX_NESTING) return 0;
+        if (f->many) {
+            if (!eat(x, '[')) return 0;
+            if (eat(x, ']')) return f->required ? 1 : 0;
+            *truthy = 1;
+            do {
+                Buf sub = {0};
+                int any = 0;
+                int r = text_object(f->sub, x, &sub, &any, depth + 1, 0);
+                if (r == 1 && put_bytes(b, f->number, sub.data ? sub.data : "", sub.len) < 0) r = 0;
+                PyMem_Free(sub.data);
+                if (!r) return 0;
+            } while (eat(x, ','));
+            return eat(x, ']');
+        }
+        Buf sub = {0};
+        int any = 0;
+        int r = text_object(f->sub, x, &sub, &any, depth + 1, 0);
+        if (r == 1 && any) { /* all zeros stays unset, as the Python codec leaves it */
+            *truthy = 1;
+            if (put_bytes(b, f->number, sub.data ? sub.data : "", sub.len) < 0) r = 0;
+        }
+        PyMem_Free(sub.data);
+        return r;
+    }
+    default: /* K_FIDELITY and anything new: the Python codec decides */
+        return 0;
+    }
+}
+
+/* One object of table t. type_done: its '{' and a leading "type" member
+ * were read by the caller (the payload, whose type picks the table). */
+static int text_object(int t, Text *x, Buf *b, int *truthy, int depth, int type_done) {
+    const Table *tab = &tables[t];
+    const TableText *tt = &table_text[t];
+    int last = -1, required = 0, need = 0;
+    for (int i = 0; i < tab->nfields; i++) need += tab->fields[i].required;
+    if (type_done) {
+        last = 0;
+        if (eat(x, '}')) goto end;
+        if (!eat(x, ',')) return 0;
+    } else {
+        if (!eat(x, '{')) return 0;
+        if (eat(x, '}')) goto end;
+    }
+    for (;;) {
+        const char *k, *s;
+        Py_ssize_t kn, n;
+        if (!scan_string(x, &k, &kn)) return 0;
+        int found = -1;
+        if (tt->type_text && kn == 4 && memcmp(k, "type", 4) == 0) {
+            if (last >= 0 || !eat(x, ':') || !scan_string(x, &s, &n)) return 0;
+            if (n != tt->type_len || memcmp(s, tt->type_text, (size_t)n) != 0) return 0;
+            last = 0;
+        } else {
+            for (int i = 0; i < tab->nfields; i++) {
+                if (table_text[t].fields[i].key_len == kn && memcmp(table_text[t].fields[i].key, k, (size_t)kn) == 0) {
+                    found = i;
+                    break;
+                }
+            }
+            if (found < 0 || last >= found + 1 || !eat(x, ':')) return 0;
+            last = found + 1;
+            required += tab->fields[found].required;
+            if (!text_field(t, found, x, b, truthy, depth)) return 0;
+        }
+        if (eat(x, '}')) break;
+        if (!eat(x, ',')) return 0;
+    }
+end:
+    return required == need && !b->failed;
+}
+
+static int key_is(Text *x, const char *want, Py_ssize_t wn) {
+    const char *k;
+    Py_ssize_t kn;
+    return scan_string(x, &k, &kn) && kn == wn && memcmp(k, want, (size_t)wn) == 0 && eat(x, ':');
+}
+
+/* One message's JSON text -> its wire bytes appended to out; 1, or 0 (declined). */
+static int text_message(const unsigned char *data, Py_ssize_t len, Buf *out) {
+    Text x = {data, data + len, {0}};
+    Buf payload = {0};
+    const char *s;
+    Py_ssize_t n;
+    int ok = 0, any = 0;
+    Py_ssize_t mark = out->len;
+    uint32_t arm = 0;
+    if (len > MAX_BYTES || !eat(&x, '{') || !key_is(&x, "timestamp", 9) || !scan_string(&x, &s, &n)) goto done;
+    if (n && put_bytes(out, f_timestamp, s, n) < 0) goto done;
+    if (!eat(&x, ',') || !key_is(&x, "type", 4) || !scan_string(&x, &s, &n)) goto done;
+    /* the envelope type is needed after the payload's; keep a copy */
+    char envelope[64];
+    if (n > (Py_ssize_t)sizeof envelope) goto done;
+    memcpy(envelope, s, (size_t)n);
+    Py_ssize_t envelope_len = n;
+    if (!eat(&x, ',') || !key_is(&x, "payload", 7)) goto done;
+    const ArmText *session = &arm_text[arm_session_meta];
+    if (session->envelope && envelope_len == session->envelope_len
+        && memcmp(envelope, session->envelope, (size_t)n) == 0) {
+        arm = arm_session_meta;
+        if (!text_object(arms[arm].table, &x, &payload, &any, 0, 0)) goto done;
+    } else {
+        if (!eat(&x, '{') || !key_is(&x, "type", 4) || !scan_string(&x, &s, &n)) goto done;
+        for (int i = 0; i < narm_types; i++)
+            if (arm_types[i].len == n && memcmp(arm_types[i].type_text, s, (size_t)n) == 0) { arm = arm_types[i].arm; break; }
+        if (!arm || arm == arm_session_meta) goto done;
+        if (!text_object(arms[arm].table, &x, &payload, &any, 0, 1)) goto done;
+    }
+    if (arm_text[arm].envelope_len != envelope_len || memcmp(arm_text[arm].envelope, envelope, (size_t)envelope_len) != 0)
+        goto done;
+    if (eat(&x, ',')) {
+        if (!key_is(&x, "origin", 6) || !eat(&x, '[') || eat(&x, ']')) goto done;
+        do {
+            if (!scan_string(&x, &s, &n) || put_bytes(out, f_origin, s, n) < 0) goto done;
+        } while (eat(&x, ','));
+        if (!eat(&x, ']')) goto done;
+    }
+    if (!eat(&x, '}')) goto done;
+    skip_ws(&x);
+    if (x.p != x.end) goto done;
+    if (put_bytes(out, arm, payload.data ? payload.data : "", payload.len) < 0) goto done;
+    ok = !out->failed;
+done:
+    if (!ok) { out->len = mark; out->failed = 0; }
+    PyMem_Free(payload.data);
+    PyMem_Free(x.scratch.data);
+    return ok;
+}
+
+static PyObject *py_encode_text(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (ntables < 0) Py_RETURN_NONE;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    Buf out = {0};
+    PyObject *result = NULL;
+    if (text_message(view.buf, view.len, &out)) result = PyBytes_FromStringAndSize(out.data ? out.data : "", out.len);
+    else result = Py_NewRef(Py_None);
+    PyMem_Free(out.data);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ---- wire -> JSON text -------------------------------------------------- */
+
+typedef struct {
+    int field, second;
+    uint64_t v;
+    const unsigned char *s;
+} Occ;
+
+static int wire_object(int t, const unsigned char *p, Py_ssize_t n, Buf *out, int depth);
+
+/* The JSON Schema text of a K_JSONTEXT field, when it is already what the
+ * Python codec would write (else the Python codec decides). */
+static int put_schema_text(Buf *out, const unsigned char *s, uint64_t n) {
+    Text x = {s, s + n, {0}};
+    if (!n || *s != '{' || !canonical_value(&x, 0) || x.p != x.end) return 0;
+    return put_raw(out, (const char *)s, (Py_ssize_t)n);
+}
+
+static int put_enum(Buf *out, const FieldText *ft, int32_t v) {
+    for (int j = 0; j < ft->nlabels; j++)
+        if (ft->labels[j].value == v)
+            return put_json_string(out, (const unsigned char *)ft->labels[j].label, ft->labels[j].len);
+    return put_decimal(out, v); /* a number from a newer schema stays a number */
+}
+
+static int emit_field(int t, int i, const Occ *occ, int nocc, Buf *out, int depth) {
+    const Field *f = &tables[t].fields[i];
+    const FieldText *ft = &table_text[t].fields[i];
+    const Occ *one = NULL;
+    int count = 0;
+    for (int j = 0; j < nocc; j++) if (occ[j].field == i) { if (!one) one = &occ[j]; count++; }
+    #define KEY() (put_raw(out, ft->json_key, ft->json_key_len))
+    switch (f->kind) {
+    case K_ENUM:
+        if (one && (int32_t)(uint32_t)one->v != 0) return KEY() && put_enum(out, ft, (int32_t)(uint32_t)one->v);
+        return 1;
+    case K_NUMLABEL:
+        if (!one) return 1;
+        if (one->second) return KEY() && put_json_string(out, one->s, (Py_ssize_t)one->v);
+        return KEY() && put_decimal(out, (int64_t)one->v);
+    case K_INT:
+        if (f->presence) return one ? KEY() && put_decimal(out, (int64_t)one->v) : 1;
+        if (f->required || (one && one->v != 0)) return KEY() && put_decimal(out, one ? (int64_t)one->v : 0);
+        return 1;
+    case K_STR:
+        if (f->presence) {
+            if (one) return KEY() && put_json_string(out, one->s, (Py_ssize_t)one->v);
+            if (f->nullable && f->required) return KEY() && put_raw(out, "null", 4);
+            return 1;
+        }
+        if (f->required || (one && one->v)) {
+            if (!KEY()) return 0;
+            return one ? put_json_string(out, one->s, (Py_ssize_t)one->v) : put_raw(out, "\"\"", 2);
+        }
+        return 1;
+    case K_JSONTEXT:
+        if (one && one->v) return KEY() && put_schema_text(out, one->s, one->v);
+        return 1;
+    case K_STRLIST:
+    case K_NESTED:
+        if (f->kind == K_NESTED && !f->many) {
+            if (depth >= MAX_NESTING || !KEY()) return 0;
+            return one ? wire_object(f->sub, one->s, (Py_ssize_t)one->v, out, depth + 1)
+                       : wire_object(f->sub, (const unsigned char *)"", 0, out, depth + 1);
+        }
+        if (!count && !f->required) return 1;
+        if (!KEY() || !put_char(out, '[')) return 0;
+        for (int j = 0, k = 0; j < nocc; j++) {
+            if (occ[j].field != i) continue;
+            if (k++ && !put_char(out, ',')) return 0;
+            int r = f->kind == K_STRLIST ? put_json_string(out, occ[j].s, (Py_ssize_t)occ[j].v)
+                                         : (depth < MAX_NESTING && wire_object(f->sub, occ[j].s, (Py_ssize_t)occ[j].v, out, depth + 1));
+            if (!r) return 0;
+        }
+        return put_char(out, ']');
+    case K_FIDELITY:
+        return 1; /* never present here: reading it declined */
+    default:
+        return 0;
+    }
+    #undef KEY
+}
+
+/* Writes object t's JSON (keys in reference order) for its wire bytes. */
+static int wire_object(int t, const unsigned char *p, Py_ssize_t n, Buf *out, int depth) {
+    const Table *tab = &tables[t];
+    Occ local[32], *occ = local;
+    int nocc = 0, cap = 32, ok = 0;
+    unsigned seen = 0; /* singular fields read so far */
+    Reader r = {p, p + n};
+    if (depth > MAX_NESTING) return 0;
+    while (r.p < r.end) {
+        uint32_t number;
+        int wire;
+        uint64_t v = 0;
+        const unsigned char *s = NULL;
+        if (!get_field(&r, &number, &wire, &v, &s)) goto done;
+        int found = -1, second = 0;
+        for (int i = 0; i < tab->nfields; i++) {
+            const Field *f = &tab->fields[i];
+            if (f->number == number) { found = i; break; }
+            if ((f->kind == K_NUMLABEL || f->kind == K_FIDELITY) && f->number2 == number) { found = i; second = 1; break; }
+        }
+        if (found < 0) goto done; /* unknown field: the Python codec decides */
+        const Field *f = &tab->fields[found];
+        int want = (f->kind == K_INT || f->kind == K_ENUM || (f->kind == K_NUMLABEL && !second)) ? 0 : 2;
+        if (wire != want || f->kind == K_FIDELITY) goto done;
+        if (!(f->kind == K_STRLIST || (f->kind == K_NESTED && f->many))) {
+            if (seen & (1u << found)) goto done; /* a singular field twice */
+            seen |= 1u << found;
+        }
+        if (nocc == cap) {
+            Occ *grown = PyMem_Malloc(sizeof(Occ) * (size_t)cap * 2);
+            if (!grown) goto done;
+            memcpy(grown, occ, sizeof(Occ) * (size_t)nocc);
+            if (occ != local) PyMem_Free(occ);
+            occ = grown;
+            cap *= 2;
+        }
+        occ[nocc++] = (Occ){found, second, v, s};
+    }
+    if (!put_char(out, '{')) goto done;
+    Py_ssize_t open = out->len;
+    if (table_text[t].json_type && !put_raw(out, table_text[t].json_type, table_text[t].json_type_len)) goto done;
+    for (int i = 0; i < tab->nfields; i++) {
+        Py_ssize_t before = out->len;
+        if (before > open && !put_char(out, ',')) goto done;
+        Py_ssize_t after_comma = out->len;
+        if (!emit_field(t, i, occ, nocc, out, depth)) goto done;
+        if (out->len == after_comma) out->len = before; /* nothing written: no comma */
+    }
+    ok = put_char(out, '}') && !out->failed;
+done:
+    if (occ != local) PyMem_Free(occ);
+    return ok;
+}
+
+/* One message's wire bytes -> its JSON line (no newline) appended to out. */
+static int wire_message(const unsigned char *p, Py_ssize_t n, Buf *out) {
+    Reader r = {p, p + n};
+    const unsigned char *ts = NULL, *payload = NULL;
+    uint64_t ts_len = 0, payload_len = 0;
+    uint32_t arm = 0;
+    int norigin = 0;
+    Py_ssize_t mark = out->len;
+    if (n > MAX_BYTES) return 0;
+    while (r.p < r.end) {
+        uint32_t number;
+        int wire;
+        uint64_t v = 0;
+        const unsigned char *s = NULL;
+        if (!get_field(&r, &number, &wire, &v, &s) || wire != 2) return 0;
+        if (number == f_timestamp) {
+            if (ts) return 0;
+            ts = s;
+            ts_len = v;
+        } else if (number == f_origin) {
+            norigin++;
+        } else if (number <= MAX_ARMS && arms[number].envelope && !payload) {
+            arm = number;
+            payload = s;
+            payload_len = v;
+        } else {
+            return 0; /* hints, unknown payloads, unknown fields, a second arm */
+        }
+    }
+    if (!payload) return 0;
+    int ok = put_raw(out, "{\"timestamp\":", 13)
+             && (ts ? put_json_string(out, ts, (Py_ssize_t)ts_len) : put_raw(out, "\"\"", 2))
+             && put_char(out, ',')
+             && put_raw(out, arm_text[arm].json_envelope, arm_text[arm].json_envelope_len)
+             && put_raw(out, ",\"payload\":", 11)
+             && wire_object(arms[arm].table, payload, (Py_ssize_t)payload_len, out, 0);
+    if (ok && norigin) {
+        ok = put_raw(out, ",\"origin\":[", 11);
+        Reader again = {p, p + n};
+        int k = 0;
+        while (ok && again.p < again.end) {
+            uint32_t number;
+            int wire;
+            uint64_t v = 0;
+            const unsigned char *s = NULL;
+            get_field(&again, &number, &wire, &v, &s);
+            if (number != f_origin) continue;
+            ok = (!k++ || put_char(out, ',')) && put_json_string(out, s, (Py_ssize_t)v);
+        }
+        ok = ok && put_char(out, ']');
+    }
+    ok = ok && put_char(out, '}') && !out->failed;
+    if (!ok) { out->len = mark; out->failed = 0; }
+    return ok;
+}
+
+static PyObject *py_decode_text(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (ntables < 0) Py_RETURN_NONE;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    Buf out = {0};
+    PyObject *result;
+    if (wire_message(view.buf, view.len, &out)) result = PyBytes_FromStringAndSize(out.data, out.len);
+    else result = Py_NewRef(Py_None);
+    PyMem_Free(out.data);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ---- whole traces ------------------------------------------------------- */
+
+/* Converts whole records of a buffer until one needs the Python codec (or
+ * the buffer ends): returns (output bytes, offset of the first line or frame
+ * not converted, count of records converted; blank lines are passed over).
+ * The caller converts that one with the Python codec, which names any error
+ * and keeps the tolerant reader's rules, and calls again. */
+
+static PyObject *batch_result(Buf *out, Py_ssize_t pos, Py_ssize_t count) {
+    PyObject *bytes = out->failed ? NULL : PyBytes_FromStringAndSize(out->data ? out->data : "", out->len);
+    PyMem_Free(out->data);
+    if (!bytes) { if (!PyErr_Occurred()) PyErr_NoMemory(); return NULL; }
+    return Py_BuildValue("(Nnn)", bytes, pos, count);
+}
+
+static inline int ascii_space(unsigned char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+/* Flushes the output at this size: the caller writes it out, and memory
+ * stays bounded whatever the input buffer holds. */
+#define BATCH_OUT_BYTES (4 * 1024 * 1024)
+
+static PyObject *py_jsonl_to_binpb(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, max_line;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &pos, &max_line)) return NULL;
+    Buf out = {0};
+    Py_ssize_t records = 0;
+    const unsigned char *base = view.buf, *end = base + view.len;
+    if (pos < 0 || pos > view.len) pos = view.len;
+    while (ntables >= 0 && pos < view.len && out.len < BATCH_OUT_BYTES) {
+        const unsigned char *line = base + pos;
+        const unsigned char *nl = memchr(line, '\n', (size_t)(end - line));
+        if (!nl) break; /* an unterminated last line: the Python reader decides */
+        if (nl - line > max_line) break;
+        const unsigned char *a = line, *z = nl;
+        while (a < z && ascii_space(*a)) a++;
+        while (z > a && ascii_space(z[-1])) z--;
+        if (a < z) {
+            if (*a >= 0x80 || z[-1] >= 0x80) break; /* JavaScript's trim() knows more spaces */
+            Py_ssize_t mark = out.len;
+            if (put_varint(&out, 0) < 0) break;
+            Py_ssize_t body = out.len;
+            if (!text_message(a, z - a, &out)) { out.len = mark; out.failed = 0; break; }
+            /* the length prefix, now that it is known (a varint of 1-5 bytes) */
+            Py_ssize_t size = out.len - body;
+            unsigned char prefix[10];
+            int k = 0;
+            uint64_t v = (uint64_t)size;
+            while (v >= 0x80) { prefix[k++] = (unsigned char)((v & 0x7F) | 0x80); v >>= 7; }
+            prefix[k++] = (unsigned char)v;
+            if (buf_reserve(&out, k) < 0) { out.len = mark; out.failed = 0; break; }
+            memmove(out.data + mark + k, out.data + body, (size_t)size);
+            memcpy(out.data + mark, prefix, (size_t)k);
+            out.len = mark + k + size;
+            records++;
+        }
+        pos = nl + 1 - base;
+    }
+    PyBuffer_Release(&view);
+    return batch_result(&out, pos, records);
+}
+
+static PyObject *py_binpb_to_jsonl(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, max_frame;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &pos, &max_frame)) return NULL;
+    Buf out = {0};
+    Py_ssize_t records = 0;
+    const unsigned char *base = view.buf;
+    if (pos < 0 || pos > view.len) pos = view.len;
+    while (ntables >= 0 && pos < view.len && out.len < BATCH_OUT_BYTES) {
+        Reader r = {base + pos, base + view.len};
+        uint64_t size;
+        if (!get_varint(&r, &size) || size > (uint64_t)max_frame || size > (uint64_t)(r.end - r.p)) break;
+        if (!wire_message(r.p, (Py_ssize_t)size, &out) || !put_char(&out, '\n')) break;
+        pos = (r.p + size) - base;
+        records++;
+    }
+    PyBuffer_Release(&view);
+    return batch_result(&out, pos, records);
+}
+
+/* Builds the C views of the tables (called once by configure()). */
+static char *json_fragment(const char *prefix, const char *s, Py_ssize_t n, const char *suffix, Py_ssize_t *len) {
+    Buf b = {0};
+    if (!put_raw(&b, prefix, (Py_ssize_t)strlen(prefix)) || !put_json_string(&b, (const unsigned char *)s, n)
+        || !put_raw(&b, suffix, (Py_ssize_t)strlen(suffix))) {
+        PyMem_Free(b.data);
+        PyErr_SetString(PyExc_ValueError, "a name that is not valid UTF-8");
+        return NULL;
+    }
+    *len = b.len;
+    return b.data;
+}
+
+static int configure_text(PyObject *by_type) {
+    for (int t = 0; t < ntables; t++) {
+        Table *tab = &tables[t];
+        TableText *tt = &table_text[t];
+        if (tab->type_text) {
+            if (!(tt->type_text = PyUnicode_AsUTF8AndSize(tab->type_text, &tt->type_len))) return -1;
+            if (!(tt->json_type = json_fragment("\"type\":", tt->type_text, tt->type_len, "", &tt->json_type_len))) return -1;
+        }
+        for (int i = 0; i < tab->nfields; i++) {
+            Field *f = &tab->fields[i];
+            FieldText *ft = &tt->fields[i];
+            if (!(ft->key = PyUnicode_AsUTF8AndSize(f->key, &ft->key_len))) return -1;
+            if (!(ft->json_key = json_fragment("", ft->key, ft->key_len, ":", &ft->json_key_len))) return -1;
+            if (f->kind != K_ENUM) continue;
+            Py_ssize_t n = PyDict_GET_SIZE(f->to_number), pos = 0;
+            PyObject *label, *value;
+            ft->labels = PyMem_Calloc((size_t)n + 1, sizeof(Label));
+            if (!ft->labels) { PyErr_NoMemory(); return -1; }
+            while (PyDict_Next(f->to_number, &pos, &label, &value)) {
+                Label *l = &ft->labels[ft->nlabels];
+                if (!PyUnicode_Check(label) || !(l->label = PyUnicode_AsUTF8AndSize(label, &l->len))) {
+                    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "enum labels are str");
+                    return -1;
+                }
+                l->value = PyLong_AsLongLong(value);
+                if (l->value == -1 && PyErr_Occurred()) return -1;
+                /* the text a number is written as must be the one read back */
+                PyObject *back = PyDict_GetItemWithError(f->to_text, value);
+                if (!back || PyUnicode_Compare(back, label) != 0) {
+                    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "enum tables disagree");
+                    return -1;
+                }
+                ft->nlabels++;
+            }
+            if (PyDict_GET_SIZE(f->to_text) != n) { PyErr_SetString(PyExc_ValueError, "enum tables disagree"); return -1; }
+        }
+    }
+    for (int a = 0; a <= MAX_ARMS; a++) {
+        if (!arms[a].envelope) continue;
+        ArmText *at = &arm_text[a];
+        if (!(at->envelope = PyUnicode_AsUTF8AndSize(arms[a].envelope, &at->envelope_len))) return -1;
+        if (at->envelope_len > 64) { PyErr_SetString(PyExc_ValueError, "envelope type too long"); return -1; }
+        if (!(at->json_envelope = json_fragment("\"type\":", at->envelope, at->envelope_len, "", &at->json_envelope_len))) return -1;
+    }
+    Py_ssize_t n = PyDict_GET_SIZE(by_type), pos = 0;
+    PyObject *key, *value;
+    arm_types = PyMem_Calloc((size_t)n + 1, sizeof(ArmByType));
+    if (!arm_types) { PyErr_NoMemory(); return -1; }
+    while (PyDict_Next(by_type, &pos, &key, &value)) {
+        ArmByType *e = &arm_types[narm_types];
+        if (!PyUnicode_Check(key) || !(e->type_text = PyUnicode_AsUTF8AndSize(key, &e->len))) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "payload types are str");
+            return -1;
+        }
+        e->arm = (uint32_t)PyLong_AsUnsignedLong(value);
+        if (PyErr_Occurred()) return -1;
+        if (e->arm > MAX_ARMS || !arms[e->arm].envelope) { PyErr_SetString(PyExc_ValueError, "bad arm"); return -1; }
+        narm_types++;
+    }
+    return 0;
+}
+
 /* ---- configuration ------------------------------------------------------ */
 
 static PyObject *py_configure(PyObject *self, PyObject *args) {
@@ -532,6 +1482,7 @@ static PyObject *py_configure(PyObject *self, PyObject *args) {
     Py_INCREF(text_fragment_cb);
     Py_INCREF(decline);
     ntables = (int)nt;
+    if (configure_text(by_type) < 0) { ntables = -1; return NULL; }
     Py_RETURN_NONE;
 }
 
@@ -539,6 +1490,12 @@ static PyMethodDef methods[] = {
     {"configure", py_configure, METH_VARARGS, "Installs the tables built by _native.py (once)."},
     {"encode", py_encode, METH_O, "An orjson-parsed message as OmniMessage wire bytes, or None."},
     {"decode", py_decode, METH_O, "OmniMessage wire bytes as an orjson-ready dict, or None."},
+    {"encode_text", py_encode_text, METH_O, "One message's JSON text as OmniMessage wire bytes, or None."},
+    {"decode_text", py_decode_text, METH_O, "OmniMessage wire bytes as the message's JSON text, or None."},
+    {"jsonl_to_binpb", py_jsonl_to_binpb, METH_VARARGS,
+     "(data, pos, max_line) -> (frames, next pos, records): whole JSONL lines as delimited records."},
+    {"binpb_to_jsonl", py_binpb_to_jsonl, METH_VARARGS,
+     "(data, pos, max_frame) -> (lines, next pos, records): delimited records as JSONL lines."},
     {NULL, NULL, 0, NULL},
 };
 

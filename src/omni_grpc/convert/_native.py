@@ -53,6 +53,10 @@ class NativeCodec(Protocol):
     def configure(self, *args: Any) -> None: ...
     def encode(self, obj: dict[str, Any]) -> bytes | None: ...
     def decode(self, data: bytes) -> dict[str, Any] | None: ...
+    def encode_text(self, data: bytes) -> bytes | None: ...
+    def decode_text(self, data: bytes) -> bytes | None: ...
+    def jsonl_to_binpb(self, data: bytes, pos: int, max_line: int) -> tuple[bytes, int, int]: ...
+    def binpb_to_jsonl(self, data: bytes, pos: int, max_frame: int) -> tuple[bytes, int, int]: ...
 
 
 def _kind(field: Field) -> int:
@@ -87,6 +91,14 @@ class _Tables:
         descriptor: Descriptor = spec.message.DESCRIPTOR
         for field in spec.fields:
             fields.append(self._field(field, descriptor))
+        # The text path writes fields in the order it reads keys; that is the
+        # deterministic wire order only while key order is field-number order.
+        # (Fidelity's text twin is never written by it: fidelity declines.)
+        numbers = [
+            n for row in fields for n in (row[2], row[3] if row[1] == K_NUMLABEL else 0) if n
+        ]
+        if numbers != sorted(numbers):
+            raise TypeError(f"{descriptor.name}: key order is not field-number order")
         return number
 
     def _field(self, field: Field, descriptor: Descriptor) -> tuple[Any, ...]:

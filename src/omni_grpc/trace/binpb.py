@@ -67,45 +67,75 @@ def read_binpb(
 
 
 def _read_frames(stream: BinaryIO, max_frame_bytes: int) -> Iterator[TraceRecord]:
-    # Reads in chunks and parses the length prefixes from the buffer: one
-    # read(1) per varint byte cost more than decoding the record itself.
-    read = stream.read
-    buf = b""
-    pos = 0  # start of the next frame in buf
-    offset = 0  # its offset in the stream
-    record = 0
-    while True:
-        if len(buf) - pos < _MAX_VARINT_BYTES:
-            buf = _fill(read, buf[pos:], _MAX_VARINT_BYTES)
-            pos = 0
-        if pos == len(buf):
-            return
-        record += 1
+    frames = FrameReader(stream, max_frame_bytes)
+    while (body := frames.next()) is not None:
+        yield TraceRecord(frames.record, decode_frame(body, frames))
+
+
+def decode_frame(body: bytes, frames: FrameReader) -> OmniMessage:
+    try:
+        return OmniMessage.FromString(body)
+    except DecodeError as exc:
+        raise FrameError(frames.record, frames.offset, f"not a valid OmniMessage ({exc})") from exc
+
+
+class FrameReader:
+    """Frames of a stream, read in chunks with the length prefixes parsed from
+    the buffer (one read(1) per varint byte cost more than decoding the record
+    itself). ``record`` and ``offset`` name the frame last returned; a batch
+    converter may take frames straight from ``buf`` and :meth:`skip` them."""
+
+    def __init__(self, stream: BinaryIO, max_frame_bytes: int) -> None:
+        self.read: ReadFn = stream.read
+        self.max_frame_bytes = max_frame_bytes
+        self.buf = b""
+        self.pos = 0  # start of the next frame in buf
+        self.record = 0
+        self.offset = 0  # where the frame last returned starts
+        self._next_offset = 0
+
+    def fill(self, wanted: int) -> bool:
+        """At least ``wanted`` bytes from ``pos`` when the stream has them;
+        False at the end of the stream."""
+        if len(self.buf) - self.pos < wanted:
+            self.buf = _fill(self.read, self.buf[self.pos :], wanted)
+            self.pos = 0
+        return self.pos < len(self.buf)
+
+    def skip(self, end: int, records: int) -> None:
+        """``records`` frames up to ``end`` in ``buf`` were taken."""
+        self._next_offset += end - self.pos
+        self.record += records
+        self.pos = end
+
+    def next(self) -> bytes | None:
+        """The next frame's body, None at the end; :class:`FrameError` for a
+        truncated or oversized frame."""
+        if not self.fill(_MAX_VARINT_BYTES):
+            return None
+        self.record += 1
+        self.offset = offset = self._next_offset
+        record, buf, pos = self.record, self.buf, self.pos
         length, start = _parse_length(buf, pos, record, offset)
-        if length > max_frame_bytes:
+        if length > self.max_frame_bytes:
             raise FrameError(
-                record, offset, f"frame of {length} bytes exceeds the {max_frame_bytes} limit"
+                record, offset, f"frame of {length} bytes exceeds the {self.max_frame_bytes} limit"
             )
-        frame_size = start - pos + length
         end = start + length
         if end <= len(buf):
             body = buf[start:end]
-            pos = end
+            self.pos = end
         else:
-            rest = _fill(read, buf[start:], length)
+            rest = _fill(self.read, buf[start:], length)
             if len(rest) < length:
                 raise FrameError(
                     record,
                     offset,
                     f"truncated frame: {length} bytes announced, {len(rest)} present",
                 )
-            body, buf, pos = rest[:length], rest, length
-        try:
-            msg = OmniMessage.FromString(body)
-        except DecodeError as exc:
-            raise FrameError(record, offset, f"not a valid OmniMessage ({exc})") from exc
-        yield TraceRecord(record, msg)
-        offset += frame_size
+            body, self.buf, self.pos = rest[:length], rest, length
+        self._next_offset = offset + (start - pos) + length
+        return body
 
 
 def _fill(read: ReadFn, head: bytes, wanted: int) -> bytes:

@@ -45,24 +45,60 @@ def _read_stream(
     on_skip: SkipCallback | None,
     max_line_bytes: int,
 ) -> Iterator[TraceRecord]:
-    pending: SkippedLine | None = None
+    lines = LineParser(tolerant=tolerant, on_skip=on_skip, max_line_bytes=max_line_bytes)
     for raw in iter_lines(stream, max_line_bytes=max_line_bytes):
+        message = lines.parse(raw)
+        if message is not None:
+            yield TraceRecord(raw.number, message)
+    lines.finish()
+
+
+class LineParser:
+    """Parses lines under the strict or tolerant rules.
+
+    Tolerant mode holds back one malformed line until it knows whether a
+    record follows it (a malformed middle line) or not (the last line), so
+    memory stays constant. Readers that convert some lines by other means
+    call :meth:`accepted` for them, so the rules see every record.
+    """
+
+    def __init__(
+        self, *, tolerant: bool, on_skip: SkipCallback | None, max_line_bytes: int
+    ) -> None:
+        self.tolerant = tolerant
+        self.on_skip = on_skip
+        self.max_line_bytes = max_line_bytes
+        self.pending: SkippedLine | None = None
+
+    def parse(self, raw: RawLine) -> OmniMessage | None:
+        """The line's message, or None when tolerant mode skips it."""
         try:
-            message = _parse(raw, max_line_bytes)
+            message = _parse(raw, self.max_line_bytes)
         except ConversionError as exc:
-            if not tolerant:
+            if not self.tolerant:
                 raise
-            if pending is not None and on_skip is not None:
-                on_skip(pending)
-            pending = SkippedLine(raw.number, _reason(exc), last=False, terminated=raw.terminated)
-            continue
-        if pending is not None:
-            if on_skip is not None:
-                on_skip(pending)
-            pending = None
-        yield TraceRecord(raw.number, message)
-    if pending is not None and on_skip is not None:
-        on_skip(SkippedLine(pending.line, pending.reason, last=True, terminated=pending.terminated))
+            self.accepted()
+            self.pending = SkippedLine(
+                raw.number, _reason(exc), last=False, terminated=raw.terminated
+            )
+            return None
+        self.accepted()
+        return message
+
+    def accepted(self) -> None:
+        """A record was read: a line held back was a middle line."""
+        if self.pending is not None:
+            if self.on_skip is not None:
+                self.on_skip(self.pending)
+            self.pending = None
+
+    def finish(self) -> None:
+        """The stream ended: a line still held back was the last."""
+        pending, self.pending = self.pending, None
+        if pending is not None and self.on_skip is not None:
+            self.on_skip(
+                SkippedLine(pending.line, pending.reason, last=True, terminated=pending.terminated)
+            )
 
 
 def _reason(exc: ConversionError) -> str:

@@ -5,6 +5,7 @@ process by switching ``_message.NATIVE`` off and on."""
 
 from __future__ import annotations
 
+import io
 import os
 import random
 import shutil
@@ -29,6 +30,8 @@ from omni_grpc.convert import (
 )
 from omni_grpc.convert import _jsontext as jt
 from omni_grpc.convert._native import NATIVE
+from omni_grpc.trace import convert as trace_convert
+from omni_grpc.trace.binpb import encode_varint
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 CORPUS = Path(__file__).parent / "conformance"
@@ -52,11 +55,11 @@ PROFILE = settings(max_examples=300, deadline=None, suppress_health_check=[Healt
 @contextmanager
 def pure() -> Iterator[None]:
     saved = _message.NATIVE
-    _message.NATIVE = None
+    _message.NATIVE = trace_convert.NATIVE = None
     try:
         yield
     finally:
-        _message.NATIVE = saved
+        _message.NATIVE = trace_convert.NATIVE = saved
 
 
 def outcome(work: Callable[[], T]) -> tuple[str, Any]:
@@ -93,7 +96,7 @@ def corpus_lines() -> list[bytes]:
 
 def test_corpus_is_identical_both_ways_and_mostly_native() -> None:
     assert NATIVE is not None
-    handled = 0
+    handled = text_handled = 0
     lines = corpus_lines()
     for line in lines:
         both_parse(line)
@@ -108,8 +111,13 @@ def test_corpus_is_identical_both_ways_and_mostly_native() -> None:
         if native is not None and NATIVE.decode(wire(msg)) is not None:
             handled += 1
             assert omni_pb2.OmniMessage.FromString(native) == msg
+        if NATIVE.encode_text(line) is not None and NATIVE.decode_text(wire(msg)) is not None:
+            text_handled += 1
+            assert NATIVE.encode_text(line) == wire(msg)
+            assert NATIVE.decode_text(wire(msg)) == line
     # The native path must carry the corpus, not decline it all to Python.
     assert handled >= 0.9 * len(lines)
+    assert text_handled >= 0.9 * len(lines)
 
 
 @PROFILE
@@ -176,12 +184,18 @@ def test_mutated_wire_bytes_agree() -> None:
                 msg = omni_pb2.OmniMessage.FromString(mutated)
             except Exception:
                 assert native is None, mutated
+                assert NATIVE.decode_text(mutated) is None, mutated
                 continue
             both_serialize(msg)
             if native is not None:
                 accepted += 1
                 with pure():
                     assert jt.dumps(native) == serialize_message(msg)
+            text = NATIVE.decode_text(mutated)
+            if text is not None:
+                # straight from the bytes, not from upb's re-serialization
+                with pure():
+                    assert text == serialize_message(msg)
     assert accepted > 0
 
 
@@ -195,3 +209,220 @@ def test_native_output_is_what_the_python_fast_path_gives() -> None:
     both_parse(line)
     with pytest.raises(ConversionError, match="over the 40-byte limit"):
         parse_message(line, max_bytes=40)
+
+
+# ---- the text paths: any spelling of a message, and whole traces ----------
+
+
+def spelled(value: Any, rng: random.Random) -> str:
+    """Another JSON spelling of ``value``: whitespace, escapes, number forms,
+    reordered or repeated keys. The Python codec decides what each means; the
+    native one must agree or decline."""
+    ws = rng.choice(["", "", "", "", " ", "\n", "\t ", "\r\n"])
+    if isinstance(value, dict):
+        items = list(value.items())
+        if items and rng.randrange(10) == 0:
+            items.reverse()
+        if items and rng.randrange(10) == 0:
+            items.append(rng.choice(items))
+        inner = ",".join(f"{ws}{spelled(str(k), rng)}{ws}:{spelled(v, rng)}" for k, v in items)
+        return ws + "{" + inner + ws + "}" + ws
+    if isinstance(value, list):
+        return ws + "[" + ",".join(spelled(v, rng) for v in value) + "]" + ws
+    if isinstance(value, str):
+        out = []
+        for ch in value:
+            how = rng.randrange(12)
+            if how == 0 and ord(ch) < 0x10000:
+                out.append(f"\\u{ord(ch):04X}" if rng.randrange(2) else f"\\u{ord(ch):04x}")
+            elif how == 1 and ch == "/":
+                out.append("\\/")
+            elif how == 2 and ord(ch) >= 0x10000:
+                code = ord(ch) - 0x10000
+                out.append(f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}")
+            else:
+                out.append(jt.string_text(ch)[1:-1])
+        return '"' + "".join(out) + '"'
+    if type(value) is int:
+        form = rng.randrange(12)
+        if form == 0:
+            return f"{value}.0"
+        if form == 1:
+            return f"{value}e0"
+        if form == 2 and value == 0:
+            return "-0"
+        return str(value)
+    return jt.dump_value(value)
+
+
+@PROFILE
+@given(envelopes(), st.randoms(use_true_random=False))
+def test_any_spelling_agrees(obj: dict[str, Any], rng: random.Random) -> None:
+    both_parse(spelled(obj, rng).encode())
+
+
+def test_spellings_of_the_corpus_agree() -> None:
+    """The corpus (which the native path carries) in other spellings."""
+    rng = random.Random(3)
+    native = 0
+    for line in corpus_lines():
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue  # the corpus's malformed lines
+        for _ in range(4):
+            text = spelled(obj, rng).encode()
+            native += NATIVE is not None and NATIVE.encode_text(text) is not None
+            both_parse(text)
+    assert native > 100  # the native path reads other spellings, not only its own
+
+
+@PROFILE
+@given(st.sampled_from(range(400)), st.data())
+def test_mutated_lines_agree(index: int, data: st.DataObject) -> None:
+    """Corpus lines with bytes flipped, cut, inserted or replaced."""
+    lines = corpus_lines()
+    line = bytearray(lines[index % len(lines)])
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(0, len(line)))
+        op = data.draw(st.integers(0, 3))
+        byte = data.draw(
+            st.sampled_from(
+                [0x00, 0x20, 0x22, 0x5C, 0x7B, 0x7D, 0x2C, 0x30, 0x80, 0xC3, 0xED, 0xFF]
+            )
+        )
+        if op == 0 and at < len(line):
+            line[at] = byte
+        elif op == 1:
+            del line[at:]
+        elif op == 2:
+            line[at:at] = bytes([byte])
+        elif at < len(line):
+            del line[at]
+    both_parse(bytes(line))
+
+
+def convert_both(work: Callable[[], Any]) -> None:
+    native = outcome(work)
+    with pure():
+        reference = outcome(work)
+    assert native == reference
+
+
+def jsonl_outcome(text: bytes, tolerant: bool, max_line_bytes: int) -> Callable[[], Any]:
+    def work() -> Any:
+        skips: list[Any] = []
+        sink = io.BytesIO()
+        count = trace_convert.jsonl_to_binpb(
+            io.BytesIO(text),
+            sink,
+            tolerant=tolerant,
+            on_skip=skips.append,
+            max_line_bytes=max_line_bytes,
+        )
+        return count, sink.getvalue(), skips
+
+    return work
+
+
+LINE_NOISE = [b"", b"   ", b"\r", b"\xc2\xa0", b"\xef\xbb\xbf", b"not json", b"{}", b"\xff"]
+
+
+@PROFILE
+@given(
+    st.lists(st.integers(0, 10_000), min_size=1, max_size=30),
+    st.lists(st.sampled_from(LINE_NOISE), min_size=1, max_size=30),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from([64, 300, 64 * 1024 * 1024]),
+)
+def test_jsonl_to_binpb_agrees(
+    picks: list[int], noise: list[bytes], tolerant: bool, torn: bool, limit: int
+) -> None:
+    """Whole traces: corpus lines among blank, padded, malformed and oversized
+    lines, with or without a torn tail: same frames, same skips, same error."""
+    lines = corpus_lines()
+    out = []
+    for i, pick in enumerate(picks):
+        extra = noise[i % len(noise)]
+        line = lines[pick % len(lines)]
+        out.append(extra + line + extra if pick % 3 else extra)
+        out.append(line)
+    text = b"\n".join(out) + (b"" if torn else b"\n")
+    convert_both(jsonl_outcome(text, tolerant, limit))
+
+
+def test_jsonl_to_binpb_of_the_corpus_is_native_and_identical() -> None:
+    text = b"\n".join(corpus_lines()) + b"\n"
+    convert_both(jsonl_outcome(text, True, 64 * 1024 * 1024))
+    assert NATIVE is not None
+    _, stop, records = NATIVE.jsonl_to_binpb(text, 0, 1 << 26)
+    assert records > 0 and stop > 0
+
+
+def binpb_outcome(data: bytes, max_frame_bytes: int = 64 * 1024 * 1024) -> Callable[[], Any]:
+    def work() -> Any:
+        sink = io.BytesIO()
+        try:
+            count = trace_convert.binpb_to_jsonl(
+                io.BytesIO(data), sink, max_frame_bytes=max_frame_bytes
+            )
+        except ConversionError as exc:
+            # what was written before the error must agree too
+            return "error", type(exc).__name__, str(exc), sink.getvalue()
+        return count, sink.getvalue()
+
+    return work
+
+
+def frames_of(bodies: list[bytes]) -> bytes:
+    return b"".join(encode_varint(len(body)) + body for body in bodies)
+
+
+def corpus_bodies() -> list[bytes]:
+    bodies = []
+    for line in corpus_lines():
+        try:
+            with pure():
+                bodies.append(wire(parse_message(line)))
+        except ConversionError:
+            continue
+    return bodies
+
+
+def test_binpb_to_jsonl_agrees_on_mutated_frames() -> None:
+    rng = random.Random(7)
+    bodies = corpus_bodies()
+    convert_both(binpb_outcome(frames_of(bodies)))
+    for _ in range(300):
+        chosen = [rng.choice(bodies) for _ in range(rng.randrange(1, 8))]
+        at = rng.randrange(len(chosen))
+        chosen[at] = next(mutations(chosen[at], rng))
+        data = frames_of(chosen)
+        if rng.randrange(4) == 0:
+            data = data[: rng.randrange(len(data) + 1)]  # a truncated stream
+        convert_both(binpb_outcome(data, rng.choice([40, 64 * 1024 * 1024])))
+
+
+def test_repeated_singular_fields_agree() -> None:
+    """Wire bytes that set a field twice (protobuf merges them: the last
+    scalar wins, messages merge), inside the payload and in the envelope."""
+    rng = random.Random(5)
+    by_arm: dict[str, list[omni_pb2.OmniMessage]] = {}
+    for body in corpus_bodies():
+        msg = omni_pb2.OmniMessage.FromString(body)
+        arm = msg.WhichOneof("payload")
+        if arm is not None:
+            by_arm.setdefault(arm, []).append(msg)
+    envelope = omni_pb2.OmniMessage.DESCRIPTOR.fields_by_name
+    checked = 0
+    for arm, msgs in by_arm.items():
+        number = envelope[arm].number
+        for _ in range(20):
+            a, b = rng.choice(msgs), rng.choice(msgs)
+            inner = getattr(a, arm).SerializeToString() + getattr(b, arm).SerializeToString()
+            body = encode_varint((number << 3) | 2) + encode_varint(len(inner)) + inner
+            for data in (body, wire(a) + wire(b), body + wire(b)):
+                convert_both(binpb_outcome(frames_of([data])))
+                checked += 1
+    assert checked > 100

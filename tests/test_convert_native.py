@@ -426,3 +426,28 @@ def test_repeated_singular_fields_agree() -> None:
                 convert_both(binpb_outcome(frames_of([data])))
                 checked += 1
     assert checked > 100
+
+
+@pytest.mark.parametrize(
+    "bad", [b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xe0\x80\x80", b"\xf4\x90\x80\x80"]
+)
+@pytest.mark.parametrize("where", ["before an escape", "after an escape", "alone", "in a key"])
+def test_invalid_utf8_anywhere_in_a_string_agrees(bad: bytes, where: str) -> None:
+    """Found by the fuzzer: bytes that are not UTF-8 before an escape in the
+    same string were copied unchecked (upb then refused the message)."""
+    text = {
+        "before an escape": b"a" + bad + b"b\\nc",
+        "after an escape": b"a\\n" + bad + b"c",
+        "alone": b"a" + bad,
+        "in a key": b"a",
+    }[where]
+    key = b"te" + bad + b"\\u0078t" if where == "in a key" else b"text"
+    line = (
+        b'{"timestamp":"t","type":"model_msg","payload":{"type":"text","role":"user","'
+        + key
+        + b'":"'
+        + text
+        + b'"}}'
+    )
+    both_parse(line)
+    assert NATIVE is not None and NATIVE.encode_text(line) is None

@@ -686,6 +686,7 @@ static int scan_string(Text *x, const char **s, Py_ssize_t *n) {
         x->p = p + 1;
         return 1;
     }
+    if (wide && !utf8_valid(start, p - start)) return 0; /* the part before the escape */
     Buf *b = &x->scratch;
     b->len = 0;
     b->failed = 0;

@@ -1246,7 +1246,7 @@ static int wire_message(const unsigned char *p, Py_ssize_t n, Buf *out) {
             int wire;
             uint64_t v = 0;
             const unsigned char *s = NULL;
-            get_field(&again, &number, &wire, &v, &s);
+            if (!get_field(&again, &number, &wire, &v, &s)) { ok = 0; break; } /* read once already */
             if (number != f_origin) continue;
             ok = (!k++ || put_char(out, ',')) && put_json_string(out, s, (Py_ssize_t)v);
         }
@@ -1346,7 +1346,12 @@ static PyObject *py_binpb_to_jsonl(PyObject *self, PyObject *args) {
         Reader r = {base + pos, base + view.len};
         uint64_t size;
         if (!get_varint(&r, &size) || size > (uint64_t)max_frame || size > (uint64_t)(r.end - r.p)) break;
-        if (!wire_message(r.p, (Py_ssize_t)size, &out) || !put_char(&out, '\n')) break;
+        Py_ssize_t mark = out.len;
+        if (!wire_message(r.p, (Py_ssize_t)size, &out) || !put_char(&out, '\n')) {
+            out.len = mark; /* over the output limit: the Python codec takes this one */
+            out.failed = 0;
+            break;
+        }
         pos = (r.p + size) - base;
         records++;
     }

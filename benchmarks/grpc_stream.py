@@ -1,15 +1,28 @@
-"""AgentService.Run throughput against a raw grpc.aio floor, in one run.
+"""The gRPC Run stream against a raw grpc.aio floor, with 1 to N subscribers
+per session, native codec against pure Python, all in one run.
 
-* omni: ``omni-grpc serve`` (demo engine, zero pacing, a long answer) in its
-  own process; the client streams ``Run`` and decodes every RunResponse.
-* floor: a bare grpc.aio server in its own process streaming the very same
-  RunResponse bytes (recorded from a calibration run, so count and sizes
-  match), pre-serialized, with no hub, engine, codec or trace behind it.
+* omni: real ``omni-grpc serve`` processes (demo engine, zero pacing, a long
+  answer), one with the native codec and one with ``OMNI_GRPC_NATIVE=0``.
+  For N subscribers, N - 1 clients ``Attach`` to a session (each on its own
+  connection) and wait for their first message; then one more client
+  ``Run``s a task in that session. All N streams get every event of the task.
+* floor: a bare grpc.aio server process streaming the very same RunResponse
+  bytes (recorded from a calibration run, so count and sizes match),
+  pre-serialized, with no hub, engine, codec or trace behind it; for N
+  subscribers, N clients on their own connections stream them at once.
 
-Rounds alternate omni/floor; medians are reported with the omni/floor ratio
-(events/s) and the time to the first message of each.
+Measured per sample: the events/s each stream saw (events of the task over
+the time from the Run call until the last subscriber had its last event),
+the time to the first message (1 subscriber), and the SERVER process's CPU
+time (all its threads, /proc schedstat) per delivered event (events x subscribers).
+Rounds interleave every server and subscriber count, rotating the order;
+each figure is the best of the rounds, ratios are of the best figures, and
+the median of the per-round ratios is printed beside them.
 
-    .venv/bin/python benchmarks/grpc_stream.py [--repeat 300] [--rounds 10]
+    .venv/bin/python benchmarks/grpc_stream.py [--repeat 300] [--rounds 3]
+        [--subscribers 1,10,100] [--codecs native,pure]
+
+``--repeat`` is the demo engine's answer repetitions (300: 2,446 events).
 """
 
 from __future__ import annotations
@@ -23,25 +36,23 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
+from _common import cpu_seconds, threads_cpu_seconds  # benchmarks/_common.py
 
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc
 
 FLOOR_METHOD = "/bench.Floor/Stream"
 # (events, bytes, seconds to the first event, seconds for the whole stream,
-#  server CPU seconds spent during the stream)
+#  server CPU seconds spent during the stream); metrics_overhead.py uses it too.
 Sample = tuple[int, int, float, float, float]
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
+# Each subscriber its own TCP connection, as separate clients would have
+# (channels to one target otherwise share a subchannel, hence a connection).
+CHANNEL_OPTIONS = [("grpc.use_local_subchannel_pool", 1)]
 
 
 # ---- the floor server (child process) -------------------------------------------
@@ -75,7 +86,7 @@ async def serve_floor(frames_path: Path) -> None:
     await server.wait_for_termination()
 
 
-# ---- clients ------------------------------------------------------------------------
+# ---- one subscriber's stream (used by metrics_overhead.py too) ----------------------
 
 
 async def measured(pid: int, run: Awaitable[tuple[int, int, float, float]]) -> Sample:
@@ -88,39 +99,51 @@ async def omni_run(
     target: str, prompt: str, keep: list[bytes] | None = None
 ) -> tuple[int, int, float, float]:
     async with grpc.aio.insecure_channel(target) as channel:
-        stub = agent_service_pb2_grpc.AgentServiceStub(channel)
-        start = time.perf_counter()
-        first, count, size = 0.0, 0, 0
-        async for response in stub.Run(pb.RunRequest(prompt=prompt)):
-            count += 1
-            if count == 1:
-                first = time.perf_counter() - start
-            frame = response.SerializeToString()
-            size += len(frame)
-            if keep is not None:
-                keep.append(frame)
-        return count, size, first, time.perf_counter() - start
+        return await _run_on(channel, prompt, "", keep)
+
+
+async def _run_on(
+    channel: grpc.aio.Channel, prompt: str, session_id: str, keep: list[bytes] | None = None
+) -> tuple[int, int, float, float]:
+    stub = agent_service_pb2_grpc.AgentServiceStub(channel)
+    start = time.perf_counter()
+    first, count, size = 0.0, 0, 0
+    async for response in stub.Run(pb.RunRequest(prompt=prompt, session_id=session_id)):
+        count += 1
+        if count == 1:
+            first = time.perf_counter() - start
+        frame = response.SerializeToString()
+        size += len(frame)
+        if keep is not None:
+            keep.append(frame)
+    return count, size, first, time.perf_counter() - start
+
+
+async def _floor_on(channel: grpc.aio.Channel) -> tuple[int, int, float, float]:
+    call = channel.unary_stream(
+        FLOOR_METHOD,
+        request_serializer=lambda b: b,
+        response_deserializer=pb.RunResponse.FromString,
+    )
+    start = time.perf_counter()
+    first, count, size = 0.0, 0, 0
+    async for response in call(b""):
+        count += 1
+        if count == 1:
+            first = time.perf_counter() - start
+        size += response.ByteSize()
+    return count, size, first, time.perf_counter() - start
 
 
 async def floor_run(target: str) -> tuple[int, int, float, float]:
     async with grpc.aio.insecure_channel(target) as channel:
-        call = channel.unary_stream(
-            FLOOR_METHOD,
-            request_serializer=lambda b: b,
-            response_deserializer=pb.RunResponse.FromString,
-        )
-        start = time.perf_counter()
-        first, count, size = 0.0, 0, 0
-        async for response in call(b""):
-            count += 1
-            if count == 1:
-                first = time.perf_counter() - start
-            size += response.ByteSize()
-        return count, size, first, time.perf_counter() - start
+        return await _floor_on(channel)
 
 
-def start(cmd: list[str], marker: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+def start(
+    cmd: list[str], marker: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
     for line in proc.stdout:
         if marker in line:
@@ -128,70 +151,274 @@ def start(cmd: list[str], marker: str) -> tuple[subprocess.Popen[str], str]:
     raise RuntimeError(f"{cmd[2:4]} did not start")
 
 
-async def bench(repeat: int, rounds: int) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        omni_proc, omni_target = start(
-            [sys.executable, "-m", "omni_grpc", "serve", "--grpc-port", "0", "--no-http",
-             "--data-dir", f"{tmp}/data", "--engine-opt", f"repeat={repeat}"],
-            "gRPC on",
-        )  # fmt: skip
-        frames: list[bytes] = []
-        try:
-            await omni_run(omni_target, "calibrate", frames)
-            frames_path = Path(tmp) / "frames.bin"
+# ---- N subscribers on one session ---------------------------------------------------
+
+
+@dataclass
+class Fanout:
+    """One sample: a task (or the floor's stream) delivered to ``subscribers`` streams."""
+
+    subscribers: int
+    events: int  # per stream
+    first: float  # seconds from the call to the Run caller's first message
+    seconds: float  # from the call until the last subscriber had its last event
+    cpu: float  # server CPU seconds meanwhile (its threads' schedstat)
+    ticks: float  # the same from /proc stat (whole process, 10 ms ticks): a cross-check
+
+    @property
+    def rate(self) -> float:
+        """Events/s each stream saw."""
+        return self.events / self.seconds
+
+    @property
+    def cpu_per_delivered(self) -> float:
+        """Server CPU microseconds per event per subscriber."""
+        return self.cpu / (self.events * self.subscribers) * 1e6
+
+
+def _is_task_end(response: pb.AttachResponse) -> bool:
+    return (
+        response.WhichOneof("kind") == "event"
+        and response.event.WhichOneof("kind") == "task_state"
+        and response.event.task_state.state == pb.SESSION_STATE_IDLE
+    )
+
+
+@dataclass
+class Target:
+    name: str
+    pid: int
+    address: str
+    channels: list[grpc.aio.Channel] = field(default_factory=list)
+    sessions: dict[int, str] = field(default_factory=dict)  # subscribers -> session id
+
+    def open(self, count: int) -> list[grpc.aio.Channel]:
+        while len(self.channels) < count:
+            self.channels.append(grpc.aio.insecure_channel(self.address, options=CHANNEL_OPTIONS))
+        return self.channels[:count]
+
+
+async def omni_fanout(target: Target, subscribers: int) -> Fanout:
+    channels = target.open(subscribers)
+    session_id = target.sessions.get(subscribers)
+    if session_id is None:  # a session of its own per subscriber count, made once
+        stub = agent_service_pb2_grpc.AgentServiceStub(channels[0])
+        async for response in stub.Run(pb.RunRequest(prompt="bench")):
+            session_id = response.session_id
+        assert session_id is not None
+        target.sessions[subscribers] = session_id
+    calls = [
+        agent_service_pb2_grpc.AgentServiceStub(channel).Attach(
+            pb.AttachRequest(session_id=session_id)
+        )
+        for channel in channels[1:]
+    ]
+    streams = [call.__aiter__() for call in calls]
+    # Attached once each has its unicast task_state: from here it sees every event.
+    await asyncio.gather(*(anext(stream) for stream in streams))
+
+    async def watch(stream: AsyncIterator[pb.AttachResponse]) -> tuple[int, float]:
+        count = 0
+        async for response in stream:
+            count += 1
+            if _is_task_end(response):
+                return count, time.perf_counter()
+        raise RuntimeError("an Attach stream ended before the task did")
+
+    try:
+        ticks = cpu_seconds(target.pid)
+        before = threads_cpu_seconds(target.pid)
+        begin = time.perf_counter()
+        watchers = [asyncio.create_task(watch(stream)) for stream in streams]
+        events, _, first, total = await _run_on(channels[0], "go", session_id)
+        seen = await asyncio.gather(*watchers)
+        used = threads_cpu_seconds(target.pid) - before
+        ticks = cpu_seconds(target.pid) - ticks
+    finally:
+        for call in calls:
+            call.cancel()
+    if any(count != events for count, _ in seen):
+        counts = sorted({count for count, _ in seen})
+        raise RuntimeError(f"{target.name}: Run saw {events} events, Attach streams {counts}")
+    end = max([begin + total, *(at for _, at in seen)])
+    return Fanout(subscribers, events, first, end - begin, used, ticks)
+
+
+async def floor_fanout(target: Target, subscribers: int) -> Fanout:
+    channels = target.open(subscribers)
+    ticks = cpu_seconds(target.pid)
+    before = threads_cpu_seconds(target.pid)
+    begin = time.perf_counter()
+
+    async def one(channel: grpc.aio.Channel) -> tuple[int, float, float]:
+        count, _, first, _ = await _floor_on(channel)
+        return count, first, time.perf_counter()
+
+    seen = await asyncio.gather(*(one(channel) for channel in channels))
+    used = threads_cpu_seconds(target.pid) - before
+    ticks = cpu_seconds(target.pid) - ticks
+    events = seen[0][0]
+    assert all(count == events for count, _, _ in seen)
+    seconds = max(at for *_, at in seen) - begin
+    return Fanout(subscribers, events, seen[0][1], seconds, used, ticks)
+
+
+# ---- the run ------------------------------------------------------------------------
+
+
+def native_built() -> bool:
+    from omni_grpc.convert import _message
+
+    return _message.NATIVE is not None
+
+
+def serve_cmd(data_dir: Path, repeat: int, subscribers: int) -> list[str]:
+    return [
+        sys.executable, "-m", "omni_grpc", "serve", "--grpc-port", "0", "--no-http",
+        "--data-dir", str(data_dir), "--engine-opt", f"repeat={repeat}",
+        "--max-streams-per-session", str(max(128, subscribers + 8)),
+    ]  # fmt: skip
+
+
+async def bench(repeat: int, rounds: int, counts: list[int], codecs: list[str]) -> None:
+    env_for = {
+        "native": {**os.environ, "OMNI_GRPC_NATIVE": "1"},
+        "pure": {**os.environ, "OMNI_GRPC_NATIVE": "0"},
+    }
+    procs: list[subprocess.Popen[str]] = []
+    targets: list[Target] = []
+    load_before = os.getloadavg()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for codec in codecs:
+                proc, address = start(
+                    serve_cmd(Path(tmp, codec), repeat, max(counts)), "gRPC on", env_for[codec]
+                )
+                procs.append(proc)
+                targets.append(Target(codec, proc.pid, address))
+            frames: list[bytes] = []
+            await omni_run(targets[0].address, "calibrate", frames)
+            frames_path = Path(tmp, "frames.bin")
             frames_path.write_bytes(b"".join(struct.pack(">I", len(f)) + f for f in frames))
-            floor_proc, floor_target = start(
+            proc, address = start(
                 [sys.executable, __file__, "--serve-floor", str(frames_path)], "floor on"
             )
-            try:
-                omni: list[Sample] = []
-                floor: list[Sample] = []
-                for _ in range(rounds):
-                    omni.append(await measured(omni_proc.pid, omni_run(omni_target, "go")))
-                    floor.append(await measured(floor_proc.pid, floor_run(floor_target)))
-            finally:
-                floor_proc.terminate()
-                floor_proc.wait()
-        finally:
-            omni_proc.terminate()
-            omni_proc.wait()
-    report(omni, floor, repeat)
+            procs.append(proc)
+            targets.append(Target("floor", proc.pid, address))
+
+            def sampler(target: Target) -> Callable[[int], Awaitable[Fanout]]:
+                return (lambda n: floor_fanout(target, n)) if target.name == "floor" else (
+                    lambda n: omni_fanout(target, n)
+                )  # fmt: skip
+
+            samples: dict[tuple[str, int], list[Fanout]] = {
+                (t.name, n): [] for t in targets for n in counts
+            }
+            for n in counts:  # warm up: sessions, connections, code paths
+                for target in targets:
+                    await sampler(target)(n)
+            for i in range(rounds):
+                for n in counts:
+                    shift = (i + n) % len(targets)  # rotate who goes first
+                    for target in targets[shift:] + targets[:shift]:
+                        samples[(target.name, n)].append(await sampler(target)(n))
+            for target in targets:
+                for channel in target.channels:
+                    await channel.close()
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait()
+    report(samples, codecs, counts, frames, rounds, repeat, load_before, os.getloadavg())
 
 
-def report(omni: list[Sample], floor: list[Sample], repeat: int) -> None:
-    def summary(samples: list[Sample]) -> tuple[float, float, float, float]:
-        events = statistics.median(n / t for n, _, _, t, _ in samples)
-        mbps = statistics.median(b / t / 1e6 for _, b, _, t, _ in samples)
-        ttfm = statistics.median(f for _, _, f, _, _ in samples) * 1000
-        cpu = sum(c for *_, c in samples) / sum(n for n, *_ in samples) * 1e6
-        return events, mbps, ttfm, cpu
+def report(
+    samples: dict[tuple[str, int], list[Fanout]],
+    codecs: list[str],
+    counts: list[int],
+    frames: list[bytes],
+    rounds: int,
+    repeat: int,
+    load_before: tuple[float, float, float],
+    load_after: tuple[float, float, float],
+) -> None:
+    def best_rate(name: str, n: int) -> float:
+        return max(s.rate for s in samples[(name, n)])
 
-    o, f = summary(omni), summary(floor)
-    # Each round runs omni then floor back to back, so a per-round ratio cancels
-    # part of the load other processes put on the machine.
-    ratios = [(a[0] / a[3]) / (b[0] / b[3]) for a, b in zip(omni, floor, strict=True)]
-    print(f"demo engine, repeat={repeat}: {omni[0][0]} events, {omni[0][1]} bytes per stream")
-    print(f"{len(omni)} rounds each, medians; server CPU is the total over all rounds")
-    print(f"{'':6} {'events/s':>9} {'MB/s':>6} {'first msg':>10} {'server CPU/event':>17}")
-    for name, r in (("omni", o), ("floor", f)):
-        print(f"{name:6} {r[0]:>9.0f} {r[1]:>6.2f} {r[2]:>8.2f}ms {r[3]:>15.1f}us")
+    def best_cpu(name: str, n: int) -> float:
+        return min(s.cpu_per_delivered for s in samples[(name, n)])
+
+    def round_ratio(name: str, n: int, value: Callable[[Fanout], float]) -> float:
+        pairs = zip(samples[(name, n)], samples[("floor", n)], strict=True)
+        return statistics.median(value(a) / value(b) for a, b in pairs)
+
+    events = samples[("floor", counts[0])][0].events
+    size = sum(len(f) for f in frames)
     print(
-        f"omni/floor events/s: ratio of medians {o[0] / f[0]:.2f}, median per-round ratio "
-        f"{statistics.median(ratios):.2f}; floor/omni CPU per event {f[3] / o[3]:.2f} "
-        "(the aim is >= 0.5)"
+        f"demo engine, repeat={repeat}: {events} events, {size:,} bytes per stream; "
+        f"best of {rounds} interleaved rounds; load average {load_before[0]:.2f} before, "
+        f"{load_after[0]:.2f} after"
     )
+    print(
+        "subscribers = streams on the session (the Run caller + Attach clients); rate is per "
+        "stream; CPU is the server process's, per delivered event"
+    )
+    head = (
+        f"{'subs':>4} {'server':>7} {'events/s':>9} {'vs floor':>9} {'(rounds)':>8} "
+        f"{'CPU us/ev':>10} {'floor/CPU':>10} {'(rounds)':>8} {'first msg':>10}"
+    )
+    print(head)
+    for n in counts:
+        for name in [*codecs, "floor"]:
+            rate, cpu = best_rate(name, n), best_cpu(name, n)
+            first = min(s.first for s in samples[(name, n)]) * 1000
+            if name == "floor":
+                ratios = f"{'':>9} {'':>8} {cpu:>10.1f} {'':>10} {'':>8}"
+            else:
+                rate_rounds = round_ratio(name, n, lambda s: s.rate)
+                cpu_rounds = round_ratio(name, n, lambda s: 1 / s.cpu_per_delivered)
+                ratios = (
+                    f"{rate / best_rate('floor', n):>9.2f} {rate_rounds:>8.2f} {cpu:>10.1f} "
+                    f"{best_cpu('floor', n) / cpu:>10.2f} {cpu_rounds:>8.2f}"
+                )
+            print(f"{n:>4} {name:>7} {rate:>9,.0f} {ratios} {first:>8.2f}ms")
+    every = [s for group in samples.values() for s in group]
+    print(
+        f"cross-check: server CPU over all samples {sum(s.cpu for s in every):.2f} s from "
+        f"threads' schedstat, {sum(s.ticks for s in every):.2f} s from /proc stat"
+    )
+    if len(counts) > 1:
+        low, high = min(counts), max(counts)
+        print(f"server CPU per extra subscriber per event ({low} -> {high} subscribers):")
+        for name in [*codecs, "floor"]:
+            # CPU per task event over all its subscribers, at each end of the range.
+            per_event = {n: best_cpu(name, n) * n for n in (low, high)}
+            slope = (per_event[high] - per_event[low]) / (high - low)
+            print(
+                f"  {name:>7}: {slope:6.1f} us (one event to {low}: {per_event[low]:.1f} us, "
+                f"to {high}: {per_event[high]:.1f} us)"
+            )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--repeat", type=int, default=300, help="demo answer repetitions")
-    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (best of)")
+    parser.add_argument("--subscribers", default="1,10,100", help="comma-separated counts")
+    parser.add_argument("--codecs", default="native,pure", help="native, pure or both")
     parser.add_argument("--serve-floor", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_floor:
         asyncio.run(serve_floor(args.serve_floor))
-    else:
-        asyncio.run(bench(args.repeat, args.rounds))
+        return
+    counts = sorted({int(n) for n in args.subscribers.split(",")})
+    codecs = [c for c in args.codecs.split(",") if c]
+    if not counts or counts[0] < 1 or not codecs or set(codecs) - {"native", "pure"}:
+        parser.error("--subscribers takes counts >= 1, --codecs native and/or pure")
+    if "native" in codecs and not native_built():
+        print("the native codec is not built here: measuring the pure path only")
+        codecs = [c for c in codecs if c != "native"] or ["pure"]
+    asyncio.run(bench(args.repeat, args.rounds, counts, codecs))
 
 
 if __name__ == "__main__":

@@ -14,8 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from omni_grpc.convert import _message
+
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 NUMBER = r"[0-9][0-9,]*(?:\.[0-9]+)?"
+# grpc_stream.py measures the native codec only where it is built.
+CODECS = ["pure", "native"] if _message.NATIVE is not None else ["pure"]
 
 # script, tiny arguments, rows its output must contain (regexes)
 CASES = [
@@ -46,6 +50,31 @@ CASES = [
         ["--segments", "2", "--repeat", "1"],
         [rf"RunGuard\.observe \(JSON\)\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}x"],
     ),
+    (
+        # Real servers (both codecs where the native one is built, and the floor),
+        # with a Run caller and two Attach clients on one session.
+        "grpc_stream.py",
+        ["--repeat", "2", "--rounds", "1", "--subscribers", "1,3"],
+        [
+            *(
+                rf"   {n} {codec:>7}(\s+{NUMBER}){{7}}ms"
+                for n in (1, 3)
+                for codec in CODECS
+            ),
+            rf"   3   floor\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}ms",
+            *(
+                rf"{codec}:\s+-?{NUMBER} us \(one event to 1: {NUMBER} us, to 3: {NUMBER} us\)"
+                for codec in CODECS
+            ),
+        ],
+    ),
+    (
+        "metrics_overhead.py",  # built on grpc_stream.py's clients
+        ["--repeat", "2", "--rounds", "1"],
+        [rf"metrics on\s+{NUMBER}\s+{NUMBER}us", rf"metrics off\s+{NUMBER}\s+{NUMBER}us"],
+    ),
+    # Needs redis-server and half a minute of owner-loss waits: its imports only.
+    ("scale_out.py", ["--help"], [r"--rounds ROUNDS"]),
 ]
 
 

@@ -11,6 +11,11 @@ per session, native codec against pure Python, all in one run.
   pre-serialized, with no hub, engine, codec or trace behind it; for N
   subscribers, N clients on their own connections stream them at once.
 
+* new: one client per sample that connects, ``Run``s in a new session (or
+  streams the floor) and hangs up, connection set-up and HTTP/2 flow-control
+  warm-up included: the earlier form of this benchmark, and a one-shot
+  client's view. The subscriber counts keep their connections between rounds.
+
 Measured per sample: the events/s each stream saw (events of the task over
 the time from the Run call until the last subscriber had its last event),
 the time to the first message (1 subscriber), and the SERVER process's CPU
@@ -20,7 +25,7 @@ each figure is the best of the rounds, ratios are of the best figures, and
 the median of the per-round ratios is printed beside them.
 
     .venv/bin/python benchmarks/grpc_stream.py [--repeat 300] [--rounds 3]
-        [--subscribers 1,10,100] [--codecs native,pure]
+        [--subscribers new,1,10,100] [--codecs native,pure]
 
 ``--repeat`` is the demo engine's answer repetitions (300: 2,446 events).
 """
@@ -53,6 +58,8 @@ Sample = tuple[int, int, float, float, float]
 # Each subscriber its own TCP connection, as separate clients would have
 # (channels to one target otherwise share a subchannel, hence a connection).
 CHANNEL_OPTIONS = [("grpc.use_local_subchannel_pool", 1)]
+# In --subscribers: one client on a new connection per Run, in a new session.
+COLD = 0
 
 
 # ---- the floor server (child process) -------------------------------------------
@@ -112,10 +119,11 @@ async def _run_on(
         count += 1
         if count == 1:
             first = time.perf_counter() - start
-        frame = response.SerializeToString()
-        size += len(frame)
-        if keep is not None:
-            keep.append(frame)
+        if keep is None:
+            size += response.ByteSize()  # as the floor's client counts it
+        else:
+            keep.append(response.SerializeToString())
+            size += len(keep[-1])
     return count, size, first, time.perf_counter() - start
 
 
@@ -244,6 +252,23 @@ async def omni_fanout(target: Target, subscribers: int) -> Fanout:
     return Fanout(subscribers, events, first, end - begin, used, ticks)
 
 
+async def cold_run(target: Target) -> Fanout:
+    """One client that connects, streams one Run in a new session (or the
+    floor's stream) and hangs up: what a one-shot client sees, connection
+    set-up and HTTP/2 flow-control warm-up included."""
+    ticks = cpu_seconds(target.pid)
+    before = threads_cpu_seconds(target.pid)
+    begin = time.perf_counter()
+    async with grpc.aio.insecure_channel(target.address, options=CHANNEL_OPTIONS) as channel:
+        if target.name == "floor":
+            events, _, first, _ = await _floor_on(channel)
+        else:
+            events, _, first, _ = await _run_on(channel, "go", "")
+        seconds = time.perf_counter() - begin
+    used = threads_cpu_seconds(target.pid) - before
+    return Fanout(1, events, first, seconds, used, cpu_seconds(target.pid) - ticks)
+
+
 async def floor_fanout(target: Target, subscribers: int) -> Fanout:
     channels = target.open(subscribers)
     ticks = cpu_seconds(target.pid)
@@ -307,9 +332,14 @@ async def bench(repeat: int, rounds: int, counts: list[int], codecs: list[str]) 
             targets.append(Target("floor", proc.pid, address))
 
             def sampler(target: Target) -> Callable[[int], Awaitable[Fanout]]:
-                return (lambda n: floor_fanout(target, n)) if target.name == "floor" else (
-                    lambda n: omni_fanout(target, n)
-                )  # fmt: skip
+                def sample(n: int) -> Awaitable[Fanout]:
+                    if n == COLD:
+                        return cold_run(target)
+                    if target.name == "floor":
+                        return floor_fanout(target, n)
+                    return omni_fanout(target, n)
+
+                return sample
 
             samples: dict[tuple[str, int], list[Fanout]] = {
                 (t.name, n): [] for t in targets for n in counts
@@ -352,7 +382,7 @@ def report(
         pairs = zip(samples[(name, n)], samples[("floor", n)], strict=True)
         return statistics.median(value(a) / value(b) for a, b in pairs)
 
-    events = samples[("floor", counts[0])][0].events
+    events = samples[("floor", counts[-1])][0].events
     size = sum(len(f) for f in frames)
     print(
         f"demo engine, repeat={repeat}: {events} events, {size:,} bytes per stream; "
@@ -360,8 +390,9 @@ def report(
         f"{load_after[0]:.2f} after"
     )
     print(
-        "subscribers = streams on the session (the Run caller + Attach clients); rate is per "
-        "stream; CPU is the server process's, per delivered event"
+        "subs = streams on the session (the Run caller + Attach clients, each on a connection "
+        "it keeps); new = one client per Run on a new connection, in a new session; rate is "
+        "per stream; CPU is the server process's, per delivered event"
     )
     head = (
         f"{'subs':>4} {'server':>7} {'events/s':>9} {'vs floor':>9} {'(rounds)':>8} "
@@ -381,14 +412,16 @@ def report(
                     f"{rate / best_rate('floor', n):>9.2f} {rate_rounds:>8.2f} {cpu:>10.1f} "
                     f"{best_cpu('floor', n) / cpu:>10.2f} {cpu_rounds:>8.2f}"
                 )
-            print(f"{n:>4} {name:>7} {rate:>9,.0f} {ratios} {first:>8.2f}ms")
+            label = "new" if n == COLD else str(n)
+            print(f"{label:>4} {name:>7} {rate:>9,.0f} {ratios} {first:>8.2f}ms")
     every = [s for group in samples.values() for s in group]
     print(
         f"cross-check: server CPU over all samples {sum(s.cpu for s in every):.2f} s from "
         f"threads' schedstat, {sum(s.ticks for s in every):.2f} s from /proc stat"
     )
-    if len(counts) > 1:
-        low, high = min(counts), max(counts)
+    fanned = [n for n in counts if n != COLD]
+    if len(fanned) > 1:
+        low, high = min(fanned), max(fanned)
         print(f"server CPU per extra subscriber per event ({low} -> {high} subscribers):")
         for name in [*codecs, "floor"]:
             # CPU per task event over all its subscribers, at each end of the range.
@@ -404,17 +437,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--repeat", type=int, default=300, help="demo answer repetitions")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (best of)")
-    parser.add_argument("--subscribers", default="1,10,100", help="comma-separated counts")
+    parser.add_argument(
+        "--subscribers", default="new,1,10,100", help="comma-separated counts, and/or new"
+    )
     parser.add_argument("--codecs", default="native,pure", help="native, pure or both")
     parser.add_argument("--serve-floor", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_floor:
         asyncio.run(serve_floor(args.serve_floor))
         return
-    counts = sorted({int(n) for n in args.subscribers.split(",")})
+    words = [w for w in args.subscribers.split(",") if w]
     codecs = [c for c in args.codecs.split(",") if c]
-    if not counts or counts[0] < 1 or not codecs or set(codecs) - {"native", "pure"}:
-        parser.error("--subscribers takes counts >= 1, --codecs native and/or pure")
+    if (
+        not words
+        or not all(w == "new" or (w.isdigit() and int(w) >= 1) for w in words)
+        or not codecs
+        or set(codecs) - {"native", "pure"}
+    ):
+        parser.error("--subscribers takes new and counts >= 1, --codecs native and/or pure")
+    counts = sorted({COLD if w == "new" else int(w) for w in words})
     if "native" in codecs and not native_built():
         print("the native codec is not built here: measuring the pure path only")
         codecs = [c for c in codecs if c != "native"] or ["pure"]

@@ -54,11 +54,11 @@ CASES = [
         # Real servers (both codecs where the native one is built, and the floor),
         # with a Run caller and two Attach clients on one session.
         "grpc_stream.py",
-        ["--repeat", "2", "--rounds", "1", "--subscribers", "1,3"],
+        ["--repeat", "2", "--rounds", "1", "--subscribers", "new,1,3"],
         [
             *(
-                rf"   {n} {codec:>7}(\s+{NUMBER}){{7}}ms"
-                for n in (1, 3)
+                rf" {n} {codec:>7}(\s+{NUMBER}){{7}}ms"
+                for n in ("new", "  1", "  3")
                 for codec in CODECS
             ),
             rf"   3   floor\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}ms",

@@ -396,21 +396,22 @@ def report(
     )
     head = (
         f"{'subs':>4} {'server':>7} {'events/s':>9} {'vs floor':>9} {'(rounds)':>8} "
-        f"{'CPU us/ev':>10} {'floor/CPU':>10} {'(rounds)':>8} {'first msg':>10}"
+        f"{'CPU us/ev':>10} {'(median)':>8} {'floor/CPU':>10} {'(rounds)':>8} {'first msg':>10}"
     )
     print(head)
     for n in counts:
         for name in [*codecs, "floor"]:
             rate, cpu = best_rate(name, n), best_cpu(name, n)
             first = min(s.first for s in samples[(name, n)]) * 1000
+            median = statistics.median(s.cpu_per_delivered for s in samples[(name, n)])
             if name == "floor":
-                ratios = f"{'':>9} {'':>8} {cpu:>10.1f} {'':>10} {'':>8}"
+                ratios = f"{'':>9} {'':>8} {cpu:>10.1f} {median:>8.1f} {'':>10} {'':>8}"
             else:
                 rate_rounds = round_ratio(name, n, lambda s: s.rate)
                 cpu_rounds = round_ratio(name, n, lambda s: 1 / s.cpu_per_delivered)
                 ratios = (
                     f"{rate / best_rate('floor', n):>9.2f} {rate_rounds:>8.2f} {cpu:>10.1f} "
-                    f"{best_cpu('floor', n) / cpu:>10.2f} {cpu_rounds:>8.2f}"
+                    f"{median:>8.1f} {best_cpu('floor', n) / cpu:>10.2f} {cpu_rounds:>8.2f}"
                 )
             label = "new" if n == COLD else str(n)
             print(f"{label:>4} {name:>7} {rate:>9,.0f} {ratios} {first:>8.2f}ms")

@@ -423,14 +423,22 @@ def report(
     fanned = [n for n in counts if n != COLD]
     if len(fanned) > 1:
         low, high = min(fanned), max(fanned)
-        print(f"server CPU per extra subscriber per event ({low} -> {high} subscribers):")
+        print(
+            f"server CPU per extra subscriber per event ({low} -> {high} subscribers), "
+            "from the best and (in brackets) the median CPU per delivered event:"
+        )
         for name in [*codecs, "floor"]:
             # CPU per task event over all its subscribers, at each end of the range.
             per_event = {n: best_cpu(name, n) * n for n in (low, high)}
             slope = (per_event[high] - per_event[low]) / (high - low)
+            medians = {
+                n: statistics.median(s.cpu_per_delivered for s in samples[(name, n)]) * n
+                for n in (low, high)
+            }
+            median_slope = (medians[high] - medians[low]) / (high - low)
             print(
-                f"  {name:>7}: {slope:6.1f} us (one event to {low}: {per_event[low]:.1f} us, "
-                f"to {high}: {per_event[high]:.1f} us)"
+                f"  {name:>7}: {slope:6.1f} us ({median_slope:.1f}); one event to {low}: "
+                f"{per_event[low]:.1f} us, to {high}: {per_event[high]:.1f} us"
             )
 
 

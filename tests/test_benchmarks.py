@@ -63,7 +63,8 @@ CASES = [
             ),
             rf"   3   floor(\s+{NUMBER}){{4}}ms",
             *(
-                rf"{codec}:\s+-?{NUMBER} us \(one event to 1: {NUMBER} us, to 3: {NUMBER} us\)"
+                rf"{codec}:\s+-?{NUMBER} us \(-?{NUMBER}\); "
+                rf"one event to 1: {NUMBER} us, to 3: {NUMBER} us"
                 for codec in CODECS
             ),
         ],

@@ -22,7 +22,9 @@ the time to the first message (1 subscriber), and the SERVER process's CPU
 time (all its threads, /proc schedstat) per delivered event (events x subscribers).
 Rounds interleave every server and subscriber count, rotating the order;
 each figure is the best of the rounds, ratios are of the best figures, and
-the median of the per-round ratios is printed beside them.
+the median of the per-round ratios is printed beside them. Last, in this
+process: the hub's codec work per event with each codec, and the
+per-subscriber work of building and serializing an AttachResponse.
 
     .venv/bin/python benchmarks/grpc_stream.py [--repeat 300] [--rounds 3]
         [--subscribers new,1,10,100] [--codecs native,pure]
@@ -46,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
-from _common import cpu_seconds, threads_cpu_seconds  # benchmarks/_common.py
+from _common import best_seconds, cpu_seconds, threads_cpu_seconds  # benchmarks/_common.py
 
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc
@@ -97,9 +99,9 @@ async def serve_floor(frames_path: Path) -> None:
 
 
 async def measured(pid: int, run: Awaitable[tuple[int, int, float, float]]) -> Sample:
-    before = cpu_seconds(pid)
+    before = threads_cpu_seconds(pid)
     count, size, first, total = await run
-    return count, size, first, total, cpu_seconds(pid) - before
+    return count, size, first, total, threads_cpu_seconds(pid) - before
 
 
 async def omni_run(
@@ -288,6 +290,50 @@ async def floor_fanout(target: Target, subscribers: int) -> Fanout:
     return Fanout(subscribers, events, seen[0][1], seconds, used, ticks)
 
 
+# ---- in process: what the servers do per event and per subscriber ------------------
+
+
+def in_process_costs(frames: list[bytes], codecs: list[str], repeat: int = 7) -> None:
+    """The hub's once-per-event codec work and the per-subscriber response work,
+    timed here on the calibration run's own messages (best of ``repeat``)."""
+    from omni_grpc.convert import _message, message_from_dict, message_to_dict, serialize_message
+    from omni_grpc.runtime.bodies import message_body
+    from omni_grpc.runtime.events import HubEvent
+    from omni_grpc.transport.grpc.service import attach_response
+
+    responses = [pb.RunResponse.FromString(frame) for frame in frames]
+    dicts = [message_to_dict(r.message) for r in responses if r.WhichOneof("kind") == "message"]
+
+    def codec() -> None:  # as the hub does for each message an engine yields
+        for item in dicts:
+            serialize_message(message_from_dict(item))
+
+    events = [
+        HubEvent(i, f"bench-{i}", message_body(message_from_dict(item)), True)
+        for i, item in enumerate(dicts)
+    ]
+
+    def respond() -> None:  # as AgentService and grpc do for each subscriber
+        for event in events:
+            attach_response(event, "bench-session").SerializeToString()
+
+    native = _message.NATIVE
+    per_event = {}
+    try:
+        for codec_name in codecs:
+            _message.NATIVE = native if codec_name == "native" else None
+            per_event[codec_name] = best_seconds(codec, repeat) / len(dicts) * 1e6
+    finally:
+        _message.NATIVE = native
+    respond_us = best_seconds(respond, repeat) / len(events) * 1e6
+    costs = ", ".join(f"{name} {us:.2f} us" for name, us in per_event.items())
+    print(
+        f"in process, on the run's {len(dicts)} messages: the hub's codec work per event "
+        f"(message_from_dict + serialize_message): {costs}; building and serializing one "
+        f"subscriber's AttachResponse: {respond_us:.2f} us"
+    )
+
+
 # ---- the run ------------------------------------------------------------------------
 
 
@@ -360,6 +406,7 @@ async def bench(repeat: int, rounds: int, counts: list[int], codecs: list[str]) 
             proc.terminate()
             proc.wait()
     report(samples, codecs, counts, frames, rounds, repeat, load_before, os.getloadavg())
+    in_process_costs(frames, codecs)
 
 
 def report(

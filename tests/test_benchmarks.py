@@ -67,6 +67,8 @@ CASES = [
                 rf"one event to 1: {NUMBER} us, to 3: {NUMBER} us"
                 for codec in CODECS
             ),
+            rf"the hub's codec work per event .*[:,] pure {NUMBER} us; "
+            rf"building and serializing one subscriber's AttachResponse: {NUMBER} us",
         ],
     ),
     (

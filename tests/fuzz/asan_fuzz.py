@@ -13,7 +13,8 @@ By hand, for a longer session (new inputs go to the first corpus folder):
     .venv/bin/python tests/fuzz/asan_fuzz.py -max_total_time=600 -seed=0 /tmp/omni-corpus
 
 Any libFuzzer flag may be given; the seed corpus (the conformance lines, their
-wire bytes and whole trace files) and ``native_regressions/`` are always added.
+wire bytes and whole trace files), ``native_regressions/`` and a dictionary
+(edge values and every schema key) are always added.
 A crash writes ``crash-*`` (see ``-artifact_prefix=``); rerun one with
 ``asan_fuzz.py crash-...``. tests/fuzz/test_native_fuzz.py runs a bounded
 session in the suite.
@@ -88,8 +89,9 @@ def build(into: Path, *, planted: bool = False) -> Path:
 
 def write_seeds(into: Path) -> int:
     """One file per conformance line and per message's wire bytes, and each
-    trace file whole (the trace path reads many lines)."""
+    trace file whole, as JSONL and as ``.binpb``."""
     from omni_grpc.convert import ConversionError, parse_message
+    from omni_grpc.trace import encode_frame
 
     into.mkdir(parents=True, exist_ok=True)
     count = 0
@@ -102,15 +104,62 @@ def write_seeds(into: Path) -> int:
     for n, path in enumerate(sorted(CORPUS.glob("*.jsonl"))):
         data = path.read_bytes()
         put(f"trace-{n}", data[:16384])
+        frames = b""
         for m, line in enumerate(data.splitlines()):
             if not line.strip():
                 continue
             put(f"line-{n}-{m}", line)
             try:
-                put(f"wire-{n}-{m}", parse_message(line).SerializeToString(deterministic=True))
+                message = parse_message(line)
             except ConversionError:
                 continue
+            put(f"wire-{n}-{m}", message.SerializeToString(deterministic=True))
+            frames += encode_frame(message)
+        put(f"binpb-{n}", frames[:16384])
     return count
+
+
+# Values the seeds lack and byte flips seldom make, each a token libFuzzer may
+# insert anywhere: the edges of int64 and of JavaScript numbers, lone
+# surrogates (escaped and raw), overlong UTF-8 and varints, deep nesting.
+EDGE_TOKENS = [
+    b"null", b"true", b"false", b"[]", b"{}", b'""', b"-0", b"1.0", b"1e21", b"5e-324",
+    b"9007199254740993", b"9223372036854775807", b"9223372036854775808",
+    b"-9223372036854775808", b"-9223372036854775809", b"18446744073709551616",
+    b'"\\ud800"', b"\\udc00\\ud800", b"\\u0000", b"\\u2028", b"\xed\xa0\x80", b"\xc0\x80",
+    b"\xf4\x90\x80\x80", b"\xff", b"[[[[[[[[[[", b'{"a":{"a":{"a":{"a":{"a":{"a":{"a":{"a":{"a":',
+    b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", b"\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01",
+]  # fmt: skip
+
+
+def _field_names() -> set[str]:
+    """Every field name of every message under OmniMessage (the JSON keys)."""
+    from omni_grpc_proto.omni.v1.omni_pb2 import OmniMessage
+
+    names: set[str] = set()
+    todo, seen = [OmniMessage.DESCRIPTOR], set()
+    while todo:
+        descriptor = todo.pop()
+        if descriptor.full_name in seen:
+            continue
+        seen.add(descriptor.full_name)
+        for field in descriptor.fields:
+            names.add(field.name)
+            if field.message_type is not None:
+                todo.append(field.message_type)
+    return names
+
+
+def _entry(token: bytes) -> str:
+    plain = {b for b in range(0x20, 0x7F)} - set(b'"\\')
+    return '"' + "".join(chr(b) if b in plain else f"\\x{b:02x}" for b in token) + '"'
+
+
+def write_dictionary(path: Path) -> Path:
+    """A libFuzzer dictionary (``-dict=``): the edge tokens and every key."""
+    keys = (f'"{name}":'.encode() for name in sorted(_field_names()))
+    path.write_text("".join(_entry(token) + "\n" for token in [*EDGE_TOKENS, *keys]))
+    return path
 
 
 def environment(extension: Path, plant: str | None = None) -> dict[str, str]:
@@ -173,7 +222,7 @@ def main(argv: list[str]) -> int:
         extension = build(Path(tmp, "build"))
         seeds = Path(tmp, "seeds")
         write_seeds(seeds)
-        args = list(argv)
+        args = [f"-dict={write_dictionary(Path(tmp, 'omni.dict'))}", *argv]
         if not any(not a.startswith("-") for a in args):
             args.append(str(Path(tmp, "corpus")))  # somewhere for new inputs
             Path(tmp, "corpus").mkdir()

@@ -16,7 +16,8 @@ off, and the two runs must agree exactly:
 * the trace path in memory: JSONL ``data`` read tolerantly, written as
   ``.binpb``, read back and written as JSONL (the ``omni-grpc convert`` path),
   with the lines skipped and why. The JSONL written from the ``.binpb`` must
-  also equal the JSONL written from the records themselves (lossless).
+  also equal the JSONL written from the records themselves (lossless);
+* ``data`` as a ``.binpb`` trace written as JSONL: the JSONL, or the error.
 
 A disagreement, or any exception that is not a ConversionError, is a crash:
 libFuzzer stops and writes the input to ``crash-*``.
@@ -114,13 +115,32 @@ def trace(data: bytes) -> tuple[Any, ...]:
     return [r.line for r in records], skipped, binpb.getvalue(), back.getvalue()
 
 
+def binpb_to_jsonl(data: bytes) -> bytes:
+    sink = io.BytesIO()
+    write_records((r.message for r in read_records(io.BytesIO(data), "binpb")), sink, "jsonl")
+    return sink.getvalue()
+
+
+PATHS = (
+    "parse_message",
+    "serialize_message",
+    "trace JSONL->.binpb->JSONL",
+    "trace .binpb->JSONL",
+)
+
+
 def run_all(data: bytes) -> tuple[Any, ...]:
     try:
         msg: OmniMessage | None = OmniMessage.FromString(data)
     except DecodeError:
         msg = None
     written = ("undecodable",) if msg is None else outcome(lambda: serialize_message(msg))
-    return outcome(lambda: parsed(data)), written, outcome(lambda: trace(data))
+    return (
+        outcome(lambda: parsed(data)),
+        written,
+        outcome(lambda: trace(data)),
+        outcome(lambda: binpb_to_jsonl(data)),
+    )
 
 
 def one_input(data: bytes) -> None:
@@ -128,8 +148,7 @@ def one_input(data: bytes) -> None:
     with pure():
         reference = run_all(data)
     if native != reference:
-        names = ("parse_message", "serialize_message", "trace JSONL->.binpb->JSONL")
-        where = [n for n, a, b in zip(names, native, reference, strict=True) if a != b]
+        where = [n for n, a, b in zip(PATHS, native, reference, strict=True) if a != b]
         raise AssertionError(
             f"native and Python codecs differ in {', '.join(where)} on {data!r}:\n"
             f"  native: {native!r}\n  python: {reference!r}"

@@ -1,14 +1,16 @@
 /* Planted faults, to prove the ASan fuzzing session catches what it is for.
  *
  * test_native_fuzz.py compiles a COPY of the native codec with `-include
- * plant.h`; no real build ever sees this file. It wraps the two CPython calls
- * through which the codec reads a buffer and returns bytes, so it does not
- * depend on how _native.c is written inside. OMNI_PLANT picks the fault:
+ * plant.h`; no real build ever sees this file. It wraps the CPython calls
+ * through which the codec reads a buffer and makes bytes or text from one,
+ * so it does not depend on how _native.c is written inside. OMNI_PLANT picks
+ * the fault:
  *
  *   oob      a buffer holding "OOB!" is copied and read one byte past its end
  *            (a heap-buffer-overflow ASan must report);
- *   diverge  bytes the codec returns holding "DIV!" say "DIV?" instead (a
- *            wrong but well-formed result the differential check must catch).
+ *   diverge  bytes or text the codec makes from a buffer holding "DIV!" say
+ *            "DIV?" instead (a wrong but well-formed result the differential
+ *            check must catch).
  *
  * Neither magic string is in the seed corpus: the fuzzer has to find it.
  */
@@ -17,17 +19,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int plant_is(const char *mode) {
+static inline int plant_is(const char *mode) {
     const char *got = getenv("OMNI_PLANT");
     return got != NULL && strcmp(got, mode) == 0;
 }
 
-static char *plant_find(const char *data, Py_ssize_t len, const char *magic) {
+static inline char *plant_find(const char *data, Py_ssize_t len, const char *magic) {
     if (data == NULL || len < 4) return NULL;
     return memmem(data, (size_t)len, magic, 4);
 }
 
-static void plant_overflow(const char *data, Py_ssize_t len) {
+static inline void plant_overflow(const char *data, Py_ssize_t len) {
     if (!plant_is("oob") || plant_find(data, len, "OOB!") == NULL) return;
     char *copy = malloc((size_t)len);
     if (copy == NULL) return;
@@ -37,21 +39,52 @@ static void plant_overflow(const char *data, Py_ssize_t len) {
     free(copy);
 }
 
-static PyObject *plant_bytes(const char *data, Py_ssize_t len) {
+/* The buffer to make a result from: `data` itself, or a changed copy to free. */
+static inline const char *plant_source(const char *data, Py_ssize_t len, char **copy) {
+    *copy = NULL;
     plant_overflow(data, len);
-    PyObject *out = PyBytes_FromStringAndSize(data, len);
-    if (out != NULL && plant_is("diverge")) {
-        char *at = plant_find(PyBytes_AS_STRING(out), len, "DIV!");
-        if (at != NULL) at[3] = '?';
-    }
+    char *at = plant_is("diverge") ? plant_find(data, len, "DIV!") : NULL;
+    if (at == NULL || (*copy = malloc((size_t)len)) == NULL) return data;
+    memcpy(*copy, data, (size_t)len);
+    (*copy)[at - data + 3] = '?';
+    return *copy;
+}
+
+static inline PyObject *plant_bytes(const char *data, Py_ssize_t len) {
+    char *copy;
+    PyObject *out = PyBytes_FromStringAndSize(plant_source(data, len, &copy), len);
+    free(copy);
     return out;
 }
 
-static int plant_get_buffer(PyObject *obj, Py_buffer *view, int flags) {
+static inline PyObject *plant_text(const char *data, Py_ssize_t len) {
+    char *copy;
+    PyObject *out = PyUnicode_FromStringAndSize(plant_source(data, len, &copy), len);
+    free(copy);
+    return out;
+}
+
+static inline PyObject *plant_decode(const char *data, Py_ssize_t len, const char *errors) {
+    char *copy;
+    PyObject *out = PyUnicode_DecodeUTF8(plant_source(data, len, &copy), len, errors);
+    free(copy);
+    return out;
+}
+
+static inline int plant_as_string(PyObject *obj, char **data, Py_ssize_t *len) {
+    int result = PyBytes_AsStringAndSize(obj, data, len);
+    if (result == 0 && len != NULL) plant_overflow(*data, *len);
+    return result;
+}
+
+static inline int plant_get_buffer(PyObject *obj, Py_buffer *view, int flags) {
     int result = PyObject_GetBuffer(obj, view, flags);
     if (result == 0) plant_overflow(view->buf, view->len);
     return result;
 }
 
 #define PyBytes_FromStringAndSize plant_bytes
+#define PyUnicode_FromStringAndSize plant_text
+#define PyUnicode_DecodeUTF8 plant_decode
 #define PyObject_GetBuffer plant_get_buffer
+#define PyBytes_AsStringAndSize plant_as_string

@@ -26,6 +26,7 @@ PLANTED_RUNS = 20_000
 
 @pytest.fixture(scope="module")
 def seeds(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The seed corpus, and its dictionary beside it as ``omni.dict``."""
     why = asan_fuzz.missing_toolchain()
     if why is not None:
         if os.environ.get("OMNI_REQUIRE_TOOLCHAINS") == "1":
@@ -33,6 +34,7 @@ def seeds(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(why)
     into = tmp_path_factory.mktemp("seeds")
     assert asan_fuzz.write_seeds(into) > 500
+    asan_fuzz.write_dictionary(into.parent / "omni.dict")
     return into
 
 
@@ -42,7 +44,8 @@ def session(
     extension = asan_fuzz.build(tmp_path / "build", planted=plant is not None)
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    flags = [f"-runs={runs}", *FLAGS, f"-artifact_prefix={tmp_path}/"]
+    flags = [f"-runs={runs}", *FLAGS, f"-dict={seeds.parent / 'omni.dict'}"]
+    flags.append(f"-artifact_prefix={tmp_path}/")
     if plant is None:
         flags.append("-print_coverage=1")
     done = asan_fuzz.run(extension, [*flags, str(corpus)], seeds, plant=plant)

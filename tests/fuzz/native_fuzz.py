@@ -19,6 +19,10 @@ off, and the two runs must agree exactly:
   also equal the JSONL written from the records themselves (lossless);
 * ``data`` as a ``.binpb`` trace written as JSONL: the JSONL, or the error.
 
+The two trace paths also run the whole-trace batch conversion of
+``omni-grpc convert`` (``trace.convert``) and require the bytes and reports
+of the record-at-a-time readers and writers.
+
 A disagreement, or any exception that is not a ConversionError, is a crash:
 libFuzzer stops and writes the input to ``crash-*``.
 """
@@ -59,7 +63,8 @@ NATIVE_BUILD = _load_extension(os.environ["OMNI_FUZZ_EXTENSION"])
 
 with atheris.instrument_imports(include=["omni_grpc.convert", "omni_grpc.trace"]):
     from omni_grpc.convert import ConversionError, parse_message, serialize_message
-    from omni_grpc.trace.formats import read_records, write_records
+    from omni_grpc.trace.convert import binpb_to_jsonl, jsonl_to_binpb
+    from omni_grpc.trace.formats import TraceFormat, read_records, write_records
 
 # Every omni_grpc module that holds the native codec as NATIVE: switching them
 # all off gives the pure-Python reference, wherever the codec is consulted.
@@ -97,28 +102,53 @@ def parsed(data: bytes) -> bytes:
     return parse_message(data, max_bytes=MAX_BYTES).SerializeToString(deterministic=True)
 
 
+def _written(records: Any, fmt: TraceFormat) -> bytes:
+    sink = io.BytesIO()
+    write_records((r.message for r in records), sink, fmt)
+    return sink.getvalue()
+
+
+def _converted(convert: Callable[..., int], data: bytes, **options: Any) -> bytes:
+    sink = io.BytesIO()
+    convert(io.BytesIO(data), sink, **options)
+    return sink.getvalue()
+
+
 def trace(data: bytes) -> tuple[Any, ...]:
+    """JSONL -> .binpb -> JSONL a record at a time, and as ``omni-grpc
+    convert`` does it, in batches: both ways must give the same frames, the
+    same skipped lines and the same JSONL back."""
     skipped: list[Any] = []
     records = list(read_records(io.BytesIO(data), "jsonl", tolerant=True, on_skip=skipped.append))
-    binpb = io.BytesIO()
-    write_records((r.message for r in records), binpb, "binpb")
-    back = io.BytesIO()
-    write_records(
-        (r.message for r in read_records(io.BytesIO(binpb.getvalue()), "binpb")), back, "jsonl"
+    binpb = _written(records, "binpb")
+    back = _written(read_records(io.BytesIO(binpb), "binpb"), "jsonl")
+    direct = _written(records, "jsonl")
+    if back != direct:
+        raise AssertionError(f".binpb is not lossless: {direct!r} came back as {back!r}")
+    batch_skipped: list[Any] = []
+    batch = outcome(
+        lambda: _converted(jsonl_to_binpb, data, tolerant=True, on_skip=batch_skipped.append)
     )
-    direct = io.BytesIO()
-    write_records((r.message for r in records), direct, "jsonl")
-    if back.getvalue() != direct.getvalue():
+    if batch != ("ok", binpb) or batch_skipped != skipped:
         raise AssertionError(
-            f".binpb is not lossless: {direct.getvalue()!r} came back as {back.getvalue()!r}"
+            f"jsonl_to_binpb gave {batch!r}, skipping {batch_skipped!r}; "
+            f"a record at a time gave {binpb!r}, skipping {skipped!r}"
         )
-    return [r.line for r in records], skipped, binpb.getvalue(), back.getvalue()
+    batch_back = outcome(lambda: _converted(binpb_to_jsonl, binpb))
+    if batch_back != ("ok", back):
+        raise AssertionError(f"binpb_to_jsonl gave {batch_back!r}, a record at a time {back!r}")
+    return [r.line for r in records], skipped, binpb, back
 
 
-def binpb_to_jsonl(data: bytes) -> bytes:
-    sink = io.BytesIO()
-    write_records((r.message for r in read_records(io.BytesIO(data), "binpb")), sink, "jsonl")
-    return sink.getvalue()
+def frames(data: bytes) -> tuple[Any, ...]:
+    """``data`` as a .binpb trace written as JSONL, in batches and a record
+    at a time: the same JSONL, or an error both ways (a batch names the
+    record of a message it cannot write, so only the error class must agree)."""
+    batch = outcome(lambda: _converted(binpb_to_jsonl, data))
+    single = outcome(lambda: _written(read_records(io.BytesIO(data), "binpb"), "jsonl"))
+    if batch[:2] != single[:2]:
+        raise AssertionError(f"binpb_to_jsonl gave {batch!r}, a record at a time {single!r}")
+    return batch
 
 
 PATHS = (
@@ -139,7 +169,7 @@ def run_all(data: bytes) -> tuple[Any, ...]:
         outcome(lambda: parsed(data)),
         written,
         outcome(lambda: trace(data)),
-        outcome(lambda: binpb_to_jsonl(data)),
+        frames(data),
     )
 
 

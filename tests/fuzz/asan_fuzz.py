@@ -129,6 +129,9 @@ EDGE_TOKENS = [
     b'"\\ud800"', b"\\udc00\\ud800", b"\\u0000", b"\\u2028", b"\xed\xa0\x80", b"\xc0\x80",
     b"\xf4\x90\x80\x80", b"\xff", b"[[[[[[[[[[", b'{"a":{"a":{"a":{"a":{"a":{"a":{"a":{"a":{"a":',
     b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", b"\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x01",
+    # every JSON escape, a surrogate pair, upper-case hex, 2- to 4-byte UTF-8
+    b"\\b", b"\\f", b"\\r", b"\\t", b"\\n", b"\\/", b'\\"', b"\\\\", b"\\ud83d\\ude00",
+    b"\\u00E9", b"\\u001f", b"\\u007f", b"\xc3\xa9", b"\xe2\x80\xa8", b"\xf0\x9f\x98\x80",
 ]  # fmt: skip
 
 

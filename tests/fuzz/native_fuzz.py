@@ -11,8 +11,10 @@ Each input goes only through public entry points (the C functions' names may
 change; these do not), once with the native codec and once with it switched
 off, and the two runs must agree exactly:
 
-* ``parse_message(data)``: the message's wire bytes, or the ConversionError;
-* ``serialize_message(OmniMessage.FromString(data))``: the line, or the error;
+* ``parse_message(data)`` and ``message_from_dict(orjson.loads(data))``: the
+  message's wire bytes, or the ConversionError;
+* ``serialize_message(msg)`` and ``message_to_jsonable(msg)`` (as orjson writes
+  it) for ``msg = OmniMessage.FromString(data)``: the line, or the error;
 * the trace path in memory: JSONL ``data`` read tolerantly, written as
   ``.binpb``, read back and written as JSONL (the ``omni-grpc convert`` path),
   with the lines skipped and why. The JSONL written from the ``.binpb`` must
@@ -40,6 +42,7 @@ from types import ModuleType
 from typing import Any
 
 import atheris  # first: its libFuzzer is the one the extension reports coverage to
+import orjson
 from google.protobuf.message import DecodeError
 
 from omni_grpc_proto.omni.v1.omni_pb2 import OmniMessage
@@ -62,7 +65,14 @@ def _load_extension(path: str) -> ModuleType:
 NATIVE_BUILD = _load_extension(os.environ["OMNI_FUZZ_EXTENSION"])
 
 with atheris.instrument_imports(include=["omni_grpc.convert", "omni_grpc.trace"]):
-    from omni_grpc.convert import ConversionError, parse_message, serialize_message
+    from omni_grpc.convert import (
+        ConversionError,
+        message_from_dict,
+        message_to_jsonable,
+        parse_message,
+        serialize_message,
+    )
+    from omni_grpc.convert._jsontext import dumps
     from omni_grpc.trace.convert import binpb_to_jsonl, jsonl_to_binpb
     from omni_grpc.trace.formats import TraceFormat, read_records, write_records
 
@@ -153,21 +163,31 @@ def frames(data: bytes) -> tuple[Any, ...]:
 
 PATHS = (
     "parse_message",
+    "message_from_dict",
     "serialize_message",
+    "message_to_jsonable",
     "trace JSONL->.binpb->JSONL",
     "trace .binpb->JSONL",
 )
+NOT_THIS_KIND = ("not this kind of input",)
 
 
 def run_all(data: bytes) -> tuple[Any, ...]:
     try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        obj = None
+    try:
         msg: OmniMessage | None = OmniMessage.FromString(data)
     except DecodeError:
         msg = None
-    written = ("undecodable",) if msg is None else outcome(lambda: serialize_message(msg))
     return (
         outcome(lambda: parsed(data)),
-        written,
+        NOT_THIS_KIND
+        if type(obj) is not dict
+        else outcome(lambda: message_from_dict(obj).SerializeToString(deterministic=True)),
+        NOT_THIS_KIND if msg is None else outcome(lambda: serialize_message(msg)),
+        NOT_THIS_KIND if msg is None else outcome(lambda: dumps(message_to_jsonable(msg))),
         outcome(lambda: trace(data)),
         frames(data),
     )

@@ -6,8 +6,9 @@ replicated to N messages, beside two baselines measured in the same run:
   same messages, the usual way to move JSON through protobuf in Python.
 
 Usage: python benchmarks/convert.py [--messages 100000] [--repeat 3]
-Reports messages/s (best of --repeat) and the ratio to the floor, then the
-round trip of the Struct/schema-heavy ``tool_list_ready`` lines on their own.
+Reports messages/s (best of --repeat interleaved rounds, on thread CPU time)
+and the ratio to the floor, then the round trip of the Struct/schema-heavy
+``tool_list_ready`` lines on their own.
 ``OMNI_GRPC_NATIVE=0`` measures the pure-Python codec.
 """
 
@@ -18,7 +19,7 @@ import os
 import statistics
 
 import orjson
-from _common import best_rate, corpus_lines  # benchmarks/_common.py, beside this file
+from _common import corpus_lines, interleaved_rates  # benchmarks/_common.py, beside this file
 from google.protobuf import json_format
 
 from omni_grpc.convert import parse_message, serialize_message
@@ -60,13 +61,16 @@ def main() -> None:
             json_format.Parse(json_format.MessageToJson(message), omni_pb2.OmniMessage())
         return len(messages)
 
-    results = {
-        "floor (orjson loads+dumps)": best_rate(floor, args.repeat),
-        "omni-grpc JSON->proto->JSON": best_rate(ours, args.repeat),
-        "  of which JSON->proto": best_rate(ours_parse, args.repeat),
-        "  of which proto->JSON": best_rate(ours_serialize, args.repeat),
-        "protobuf json_format round trip": best_rate(protobuf_json_format, args.repeat),
-    }
+    results = interleaved_rates(
+        {
+            "floor (orjson loads+dumps)": floor,
+            "omni-grpc JSON->proto->JSON": ours,
+            "  of which JSON->proto": ours_parse,
+            "  of which proto->JSON": ours_serialize,
+            "protobuf json_format round trip": protobuf_json_format,
+        },
+        args.repeat,
+    )
     floor_rate = results["floor (orjson loads+dumps)"]
     size = statistics.mean(len(line) for line in lines)
     native = os.environ.get("OMNI_GRPC_NATIVE", "auto")
@@ -80,7 +84,8 @@ def main() -> None:
     ]
     if tools:
         lines = (tools * (args.messages // 10 // len(tools) + 1))[: args.messages // 10]
-        floor_rate, rate = best_rate(floor, args.repeat), best_rate(ours, args.repeat)
+        rates = interleaved_rates({"floor": floor, "ours": ours}, args.repeat)
+        floor_rate, rate = rates["floor"], rates["ours"]
         print(
             f"{'tool_list_ready alone, round trip':34} {rate:12,.0f} {floor_rate / rate:8.1f}"
             f"  ({len(lines)} lines)"

@@ -42,16 +42,6 @@ def best_seconds(work: Callable[[], object], repeat: int) -> float:
     return min(times)
 
 
-def best_rate(work: Callable[[], int], repeat: int) -> float:
-    """The highest items/s of ``repeat`` calls of ``work``, which returns its item count."""
-    rates = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        count = work()
-        rates.append(count / (time.perf_counter() - start))
-    return max(rates)
-
-
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

@@ -51,3 +51,30 @@ def test_the_environment_variable_forces_the_python_codec() -> None:
         [sys.executable, "-c", script], env=env, check=True, capture_output=True, text=True
     )
     assert out.stdout.strip() == "True"
+
+
+def test_a_stale_extension_is_set_aside_not_called() -> None:
+    """An extension built from older source (a pull without reinstalling)
+    lacks entry points the codec calls: it is disabled with a warning that
+    says what to run, and the Python codec does the work."""
+    script = (
+        "import sys, types, warnings\n"
+        "stale = types.ModuleType('omni_grpc.convert._codec')\n"
+        "for name in ('configure', 'encode', 'decode'):\n"
+        "    setattr(stale, name, lambda *args: None)\n"
+        "sys.modules['omni_grpc.convert._codec'] = stale\n"
+        "with warnings.catch_warnings(record=True) as seen:\n"
+        "    warnings.simplefilter('always')\n"
+        "    from omni_grpc.convert import _message, parse_message, serialize_message\n"
+        'line = b\'{"timestamp":"t","type":"event_msg","payload":{"type":"request_begin"}}\'\n'
+        "assert serialize_message(parse_message(line)) == line\n"
+        "print(_message.NATIVE is None)\n"
+        "print([str(w.message) for w in seen])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OMNI_GRPC_NATIVE"}
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, check=True, capture_output=True, text=True
+    )
+    first, warned = out.stdout.strip().splitlines()
+    assert first == "True"
+    assert "lacks encode_text, decode_text" in warned and "pip install -e ." in warned

@@ -187,6 +187,9 @@ def _configure(module: NativeCodec) -> None:
     )
 
 
+_ENTRY_POINTS = [name for name in NativeCodec.__dict__ if not name.startswith("_")]
+
+
 def _load() -> NativeCodec | None:
     if os.environ.get("OMNI_GRPC_NATIVE", "1") == "0":
         return None
@@ -195,6 +198,12 @@ def _load() -> NativeCodec | None:
     except ImportError:
         return None  # built without a C compiler: the Python codec does everything
     try:
+        missing = [name for name in _ENTRY_POINTS if not hasattr(module, name)]
+        if missing:
+            # an extension built from older source (a pull without reinstalling)
+            raise RuntimeError(
+                f"the built extension lacks {', '.join(missing)}: rerun pip install -e ."
+            )
         _configure(module)
     except (TypeError, ValueError, KeyError, RuntimeError) as exc:
         # A schema the tables cannot describe (or a stale build): the Python

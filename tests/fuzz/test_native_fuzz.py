@@ -94,28 +94,15 @@ def test_the_session_finds_a_planted_divergence(tmp_path: Path, seeds: Path) -> 
     assert list(tmp_path.glob("crash-*")), report
 
 
-KNOWN_BUGS = Path(__file__).with_name("native_known_bugs")
+REGRESSIONS = Path(__file__).with_name("native_regressions")
 
 
-class KnownBug(Exception):
-    """The session crashed the way the reported bug does, and no other way."""
-
-
-@pytest.mark.xfail(
-    strict=True,
-    raises=KnownBug,
-    reason="_native.c scan_int computes v * 10 + digit for a 19th digit before its "
-    "length check: signed overflow (UBSan traps) on a 19-digit integer. Once fixed this "
-    "XPASSes: move the file to native_regressions/ and drop this test.",
-)
 def test_a_19_digit_integer_in_a_line_is_no_undefined_behaviour(
     tmp_path: Path, seeds: Path
 ) -> None:
-    # Found by a 25-minute session (seed 11); the line is a conformance line
-    # with one value made 19 digits long.
+    # Found by a 25-minute session (seed 11): scan_int multiplied in a 19th
+    # digit before its length check (signed overflow, which UBSan traps). The
+    # line is a conformance line with one value made 19 digits long.
     extension = asan_fuzz.build(tmp_path / "build")
-    done = asan_fuzz.run(extension, [str(KNOWN_BUGS / "scan-int-19-digits")], seeds)
-    report = (done.stdout + done.stderr)[-3000:]
-    if done.returncode != 0 and "deadly signal" in done.stderr and " in scan_int " in done.stderr:
-        raise KnownBug(report)
-    assert done.returncode == 0, report
+    done = asan_fuzz.run(extension, [str(REGRESSIONS / "scan-int-19-digits")], seeds)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]

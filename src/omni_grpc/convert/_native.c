@@ -757,7 +757,11 @@ static int scan_int(Text *x, int64_t *out) {
     if (p < end && *p == '-') { neg = 1; p++; }
     const unsigned char *digits = p;
     int64_t v = 0;
-    while (p < end && *p >= '0' && *p <= '9') { v = v * 10 + (*p - '0'); p++; if (p - digits > 18) return 0; }
+    while (p < end && *p >= '0' && *p <= '9') {
+        if (p - digits == 18) return 0; /* checked first: a 19th digit could overflow v */
+        v = v * 10 + (*p - '0');
+        p++;
+    }
     Py_ssize_t nd = p - digits;
     if (nd == 0 || (digits[0] == '0' && nd > 1)) return 0;
     if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) return 0;

@@ -143,3 +143,17 @@ def test_a_closed_stdout_ends_the_conversion_quietly(tmp_path: Path) -> None:
         os.close(write_end)
     # 128 + SIGPIPE, as a shell reports for a tool the signal ended; no traceback.
     assert (done.returncode, done.stderr) == (141, b"")
+
+
+def test_a_bad_frame_is_named_once_whatever_the_output(tmp_path: Path) -> None:
+    """The reader names a bad frame; the writer must not name it again as
+    the record it was writing ("record 14: record 15 at byte offset")."""
+    full = cli("convert", "--to", "binpb", CORPUS / "trace_basic_tool_turn_001.jsonl", "-")
+    torn = tmp_path / "torn.binpb"
+    torn.write_bytes(full.stdout[:-3])
+    for out in ("out.jsonl", "out.binpb"):
+        done = cli("convert", torn, tmp_path / out)
+        assert done.returncode == 1
+        message = done.stderr.decode()
+        assert f"{torn}: record 15 at byte offset" in message, message
+        assert message.count("record ") == 1, message

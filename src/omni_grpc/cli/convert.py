@@ -113,8 +113,11 @@ def _convert(
                 records = read_records(source, in_fmt, tolerant=args.tolerant, on_skip=on_skip)
                 write_records(messages(records, tick), sink, out_fmt)
     except ConversionError as exc:
-        if exc.line is None and current:
-            exc = exc.at_line(current) if in_fmt == "jsonl" else _in_record(exc, current)
+        # Only the same-format JSONL path can fail writing a record it read
+        # (a .binpb frame is written back as it came, and the converters
+        # name their records themselves); its line is the one being written.
+        if exc.line is None and current and in_fmt == "jsonl":
+            exc = exc.at_line(current)
         print(f"{PROG}: error: {args.input}: {exc}", file=sys.stderr)
         return 1
     except UsageError as exc:
@@ -126,12 +129,6 @@ def _convert(
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
     return 0
-
-
-def _in_record(exc: ConversionError, record: int) -> ConversionError:
-    """A .binpb record that cannot be written as JSON (its fields contradict
-    each other), named like the reader names a bad frame."""
-    return ConversionError(f"record {record}: {exc}")
 
 
 def _format(path: str, explicit: TraceFormat | None, flag: str) -> TraceFormat:

@@ -31,6 +31,12 @@ class FrameError(ConversionError):
         self.offset = offset
 
 
+def unwritable(record: int, exc: ConversionError) -> ConversionError:
+    """A record that cannot be written as JSON (its fields contradict each
+    other), named like a bad frame is."""
+    return ConversionError(f"record {record}: {exc}")
+
+
 def encode_varint(value: int) -> bytes:
     if value < 0:
         raise ValueError("a length prefix cannot be negative")

@@ -22,6 +22,7 @@ from omni_grpc.trace.binpb import (
     FrameReader,
     decode_frame,
     encode_frame,
+    unwritable,
 )
 from omni_grpc.trace.jsonl import LineParser
 from omni_grpc.trace.lines import (
@@ -123,8 +124,7 @@ def binpb_to_jsonl(
             try:
                 write(serialize_message(message) + b"\n")
             except ConversionError as exc:
-                # its fields contradict each other: named like a bad frame
-                raise ConversionError(f"record {frames.record}: {exc}") from None
+                raise unwritable(frames.record, exc) from None
             count += 1
             if progress is not None and count % 4096 == 0:
                 progress()

@@ -38,6 +38,7 @@ typedef struct {
 typedef struct {
     PyObject *type_text; /* str or NULL */
     int nfields;
+    int nrequired;       /* fields an object must have */
     Field fields[MAX_FIELDS];
 } Table;
 
@@ -77,10 +78,17 @@ static int buf_reserve(Buf *b, Py_ssize_t more) {
     return 0;
 }
 
+/* Writes v as a varint at out (room for 10 bytes); returns its length. */
+static int varint_at(char *out, uint64_t v) {
+    int n = 0;
+    while (v >= 0x80) { out[n++] = (char)((v & 0x7F) | 0x80); v >>= 7; }
+    out[n++] = (char)v;
+    return n;
+}
+
 static int put_varint(Buf *b, uint64_t v) {
     if (buf_reserve(b, 10) < 0) return -1;
-    while (v >= 0x80) { b->data[b->len++] = (char)((v & 0x7F) | 0x80); v >>= 7; }
-    b->data[b->len++] = (char)v;
+    b->len += varint_at(b->data + b->len, v);
     return 0;
 }
 
@@ -209,8 +217,7 @@ static int encode_object(int t, PyObject *obj, Buf *b, int *truthy, int depth) {
     const Table *tab = &tables[t];
     PyObject *key, *value;
     Py_ssize_t pos = 0;
-    int last = -1, required = 0, need = 0;
-    for (int i = 0; i < tab->nfields; i++) need += tab->fields[i].required;
+    int last = -1, required = 0;
     while (PyDict_Next(obj, &pos, &key, &value)) {
         if (!PyUnicode_CheckExact(key)) return 0;
         if (tab->type_text && PyUnicode_Compare(key, s_type) == 0) {
@@ -229,7 +236,7 @@ static int encode_object(int t, PyObject *obj, Buf *b, int *truthy, int depth) {
         int r = encode_field(&tab->fields[found], value, b, truthy, depth);
         if (r <= 0) return r;
     }
-    if (required != need || b->failed) return 0;
+    if (required != tab->nrequired || b->failed) return 0;
     return 1;
 }
 
@@ -960,8 +967,7 @@ static int text_field(int t, int i, Text *x, Buf *b, int *truthy, int depth) {
 static int text_object(int t, Text *x, Buf *b, int *truthy, int depth, int type_done) {
     const Table *tab = &tables[t];
     const TableText *tt = &table_text[t];
-    int last = -1, required = 0, need = 0;
-    for (int i = 0; i < tab->nfields; i++) need += tab->fields[i].required;
+    int last = -1, required = 0;
     if (type_done) {
         last = 0;
         if (eat(x, '}')) goto end;
@@ -995,7 +1001,7 @@ static int text_object(int t, Text *x, Buf *b, int *truthy, int depth, int type_
         if (!eat(x, ',')) return 0;
     }
 end:
-    return required == need && !b->failed;
+    return required == tab->nrequired && !b->failed;
 }
 
 static int key_is(Text *x, const char *want, Py_ssize_t wn) {
@@ -1319,13 +1325,10 @@ static PyObject *py_jsonl_to_binpb(PyObject *self, PyObject *args) {
             if (put_varint(&out, 0) < 0) break;
             Py_ssize_t body = out.len;
             if (!text_message(a, z - a, &out)) { out.len = mark; out.failed = 0; break; }
-            /* the length prefix, now that it is known (a varint of 1-5 bytes) */
+            /* the length prefix, now that it is known */
             Py_ssize_t size = out.len - body;
-            unsigned char prefix[10];
-            int k = 0;
-            uint64_t v = (uint64_t)size;
-            while (v >= 0x80) { prefix[k++] = (unsigned char)((v & 0x7F) | 0x80); v >>= 7; }
-            prefix[k++] = (unsigned char)v;
+            char prefix[10];
+            int k = varint_at(prefix, (uint64_t)size);
             if (buf_reserve(&out, k) < 0) { out.len = mark; out.failed = 0; break; }
             memmove(out.data + mark + k, out.data + body, (size_t)size);
             memcpy(out.data + mark, prefix, (size_t)k);
@@ -1467,6 +1470,7 @@ static PyObject *py_configure(PyObject *self, PyObject *args) {
                 PyErr_SetString(PyExc_ValueError, "bad nested table");
                 return NULL;
             }
+            tab->nrequired += f->required;
             f->key = Py_NewRef(key);
             f->number = number;
             f->number2 = number2;

@@ -209,25 +209,33 @@ def serialize_message(msg: OmniMessage) -> bytes:
     protocol keys agree with the typed fields and appear once, or a
     ``ConversionError`` naming what is inconsistent.
     """
+    wire = None
     if NATIVE is not None:  # the common case, wire bytes to text in C
-        text = NATIVE.decode_text(msg.SerializeToString())
+        wire = msg.SerializeToString()
+        text = NATIVE.decode_text(wire)
         if text is not None:
             return text
-    return jt.dumps(message_to_jsonable(msg))
+    return jt.dumps(_jsonable(msg, wire))
 
 
 def message_to_jsonable(msg: OmniMessage) -> Any:
     """The message as orjson input in reference form: a dict (which may hold
     fragments), or one fragment when an unknown key holds a lone surrogate."""
+    return _jsonable(msg, None)
+
+
+def _jsonable(msg: OmniMessage, wire: bytes | None) -> Any:
+    """``message_to_jsonable``, given the message's wire bytes when the caller
+    has already serialized it."""
     try:
-        return _to_jsonable(msg)
+        return _to_jsonable(msg, wire)
     except RecursionError:
         raise ConversionError("nested too deeply to convert") from None
 
 
-def _to_jsonable(msg: OmniMessage) -> Any:
+def _to_jsonable(msg: OmniMessage, wire: bytes | None) -> Any:
     if NATIVE is not None:
-        native = NATIVE.decode(msg.SerializeToString())
+        native = NATIVE.decode(msg.SerializeToString() if wire is None else wire)
         if native is not None:
             return native
     if not has_hints(msg):

@@ -1061,18 +1061,21 @@ done:
     return ok;
 }
 
-static PyObject *py_encode_text(PyObject *self, PyObject *arg) {
+/* One message through a text path: bytes, or None when it declined. */
+static PyObject *one_message(PyObject *arg, int (*convert)(const unsigned char *, Py_ssize_t, Buf *)) {
     Py_buffer view;
     if (ntables < 0) Py_RETURN_NONE;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
     Buf out = {0};
-    PyObject *result = NULL;
-    if (text_message(view.buf, view.len, &out)) result = PyBytes_FromStringAndSize(out.data ? out.data : "", out.len);
+    PyObject *result;
+    if (convert(view.buf, view.len, &out)) result = PyBytes_FromStringAndSize(out.data ? out.data : "", out.len);
     else result = Py_NewRef(Py_None);
     PyMem_Free(out.data);
     PyBuffer_Release(&view);
     return result;
 }
+
+static PyObject *py_encode_text(PyObject *self, PyObject *arg) { return one_message(arg, text_message); }
 
 /* ---- wire -> JSON text -------------------------------------------------- */
 
@@ -1267,18 +1270,7 @@ static int wire_message(const unsigned char *p, Py_ssize_t n, Buf *out) {
     return ok;
 }
 
-static PyObject *py_decode_text(PyObject *self, PyObject *arg) {
-    Py_buffer view;
-    if (ntables < 0) Py_RETURN_NONE;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
-    Buf out = {0};
-    PyObject *result;
-    if (wire_message(view.buf, view.len, &out)) result = PyBytes_FromStringAndSize(out.data, out.len);
-    else result = Py_NewRef(Py_None);
-    PyMem_Free(out.data);
-    PyBuffer_Release(&view);
-    return result;
-}
+static PyObject *py_decode_text(PyObject *self, PyObject *arg) { return one_message(arg, wire_message); }
 
 /* ---- whole traces ------------------------------------------------------- */
 

@@ -23,9 +23,21 @@ function el(tag, cls, text) {
   return node;
 }
 
+// The view follows the conversation while the reader is at its end; once they
+// scroll up it stays where they are. Whatever grows (a new card, a streamed
+// word, an approval's buttons) goes through the observer below.
+let following = true;
+const FOLLOW_SLACK = 48; // px from the end that still count as "at the end"
+
+logEl.addEventListener("scroll", () => {
+  following = logEl.scrollHeight - logEl.scrollTop - logEl.clientHeight <= FOLLOW_SLACK;
+});
+new MutationObserver(() => {
+  if (following) logEl.scrollTop = logEl.scrollHeight;
+}).observe(logEl, { childList: true, subtree: true, characterData: true });
+
 function add(node) {
   logEl.appendChild(node);
-  logEl.scrollTop = logEl.scrollHeight;
   return node;
 }
 

@@ -1,0 +1,62 @@
+"""A conversation far taller than the window, in real headless Chromium."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from omni_grpc.engines.demo import DemoEngine
+from tests.browser.serving import TOKEN, page_server, run_turns
+from tests.browser.webdriver import chromium
+
+pytestmark = pytest.mark.browser
+
+# Every conversation element whose box must hold its content: a flex column
+# that shrinks its children squeezes exactly these.
+CARD_HEIGHTS = """
+const cards = [...document.querySelectorAll('#log > *')];
+return cards.map((e) => ({cls: e.className, height: e.getBoundingClientRect().height,
+                          content: e.scrollHeight}));
+"""
+
+
+async def test_fifty_turns_keep_every_card_and_the_last_approval_usable(tmp_path: Path) -> None:
+    async with page_server(tmp_path, DemoEngine()) as (_, url), chromium() as browser:
+        session = await run_turns(url, [f"turn {n}" for n in range(1, 50)])
+        await browser.get(f"{url}/?access_token={TOKEN}&session={session}")
+        await browser.wait_for("return document.querySelectorAll('.user').length > 0")
+        await browser.js("document.getElementById('mode').value = 'ask'")
+        await browser.type("#prompt", "turn 50")
+        await browser.click("#send")
+        await browser.wait_for("return document.querySelector('.tool button.approve') !== null")
+
+        cards = await browser.js(CARD_HEIGHTS)
+        tools = [c for c in cards if "tool" in c["cls"].split()]
+        assert len(tools) >= 2
+        squeezed = [c for c in cards if c["height"] + 1 < c["content"] or c["height"] < 16]
+        assert squeezed == [], squeezed[:5]
+        # Every tool card has the same head, so the same height at least.
+        assert min(t["height"] for t in tools) >= 30
+
+        # The approval is on screen (the view followed the stream) and takes a real click.
+        button = await browser.js(
+            """
+            const b = document.querySelector('.tool button.approve');
+            const r = b.getBoundingClientRect();
+            const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+            return {height: r.height, width: r.width, top: r.top, bottom: r.bottom,
+                    view: window.innerHeight, hit: hit === b, what: hit && hit.outerHTML.slice(0, 200),
+                    main: document.getElementById("log").getBoundingClientRect().bottom};
+            """
+        )
+        assert button["height"] >= 24 and button["width"] >= 48, button
+        assert 0 <= button["top"] and button["bottom"] <= button["view"], button
+        assert button["hit"], button
+        await browser.click(".tool button.approve")
+        await browser.wait_for(
+            "return document.body.dataset.state === 'idle'"
+            " && document.querySelector('.tool .decision.allow') !== null"
+            " && document.querySelector('.tool button.approve') === null"
+        )
+        assert await browser.js("return [...document.querySelectorAll('.user')].pop().textContent") == "turn 50"

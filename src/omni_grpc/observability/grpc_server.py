@@ -9,7 +9,6 @@ the label set unbounded.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -20,6 +19,12 @@ from prometheus_client import Counter, Histogram
 
 from omni_grpc.observability import tracing
 from omni_grpc.observability.metrics import ServerMetrics
+from omni_grpc.transport.grpc.handlers import (
+    Behavior,
+    requests_for,
+    stream_responses,
+    unary_response,
+)
 
 # grpc.StatusCode -> the code names the Go interceptors write (codes.Code.String()).
 GO_CODE_NAMES = {
@@ -207,18 +212,18 @@ async def _counted(requests: AsyncIterator[Any], call: _Call) -> AsyncIterator[A
 
 
 def _unary(
-    behavior: Callable[..., Awaitable[Any]],
+    behavior: Behavior,
     begin: Callable[[], _Call],
     request_streaming: bool = False,
 ) -> Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]:
     async def handle(request: Any, context: grpc.aio.ServicerContext) -> Any:
         call = begin()
         if request_streaming:
-            request = _counted(request, call)
+            request = requests_for(behavior, _counted(request, call))
         else:
             call.received()
         try:
-            response = await behavior(request, context)
+            response = await unary_response(behavior, request, context)
         except BaseException as exc:
             call.end(_code_after(context, exc), exc)
             raise
@@ -230,42 +235,27 @@ def _unary(
 
 
 def _streaming(
-    behavior: Callable[..., Any], begin: Callable[[], _Call], *, request_streaming: bool
-) -> Callable[[Any, grpc.aio.ServicerContext], Any]:
-    if inspect.isasyncgenfunction(behavior):
-
-        async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
-            call = begin()
-            if request_streaming:
-                request = _counted(request, call)
-            else:
-                call.received()
-            error: BaseException | None = None
-            try:
-                async for response in behavior(request, context):
-                    call.sent()
-                    yield response
-            except BaseException as exc:
-                error = exc
-                raise
-            finally:
-                call.end(_code_after(context, error), error)
-
-        return stream
-
-    # A coroutine that writes its responses itself (health's Watch does).
-    async def write(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    behavior: Behavior, begin: Callable[[], _Call], *, request_streaming: bool
+) -> Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]:
+    # One wrapper for every shape: a coroutine's own context.write calls are
+    # counted by the context it is given, the rest as they are yielded.
+    async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         call = begin()
         if request_streaming:
-            request = _counted(request, call)
+            request = requests_for(behavior, _counted(request, call))
         else:
             call.received()
+        error: BaseException | None = None
         try:
-            result = await behavior(request, _CountingContext(context, call))
+            async for response in stream_responses(
+                behavior, request, _CountingContext(context, call)
+            ):
+                call.sent()
+                yield response
         except BaseException as exc:
-            call.end(_code_after(context, exc), exc)
+            error = exc
             raise
-        call.end(_code_after(context, None))
-        return result
+        finally:
+            call.end(_code_after(context, error), error)
 
-    return write
+    return stream

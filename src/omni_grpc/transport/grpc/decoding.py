@@ -5,7 +5,9 @@ UTF-8 in a string field, nesting past protobuf's recursion limit) with
 ``UNKNOWN: Unexpected <class '...DecodeError'>``, and an exception escaping a
 handler with its text, which can name files on the server. This interceptor
 makes the first ``INVALID_ARGUMENT`` naming the request type, and the second
-``INTERNAL`` with nothing but the exception's type (the log has the rest).
+``INTERNAL`` with a fixed sentence: not even the exception's type, which names
+the server's internals (the log has it all). It wraps every behavior shape
+grpc.aio takes (see ``handlers``): grpcio-health's ``Watch`` is a coroutine.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
+
+from omni_grpc.transport.grpc.handlers import stream_responses, unary_response
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +65,8 @@ async def _refuse(request: _Undecodable, context: grpc.aio.ServicerContext) -> N
     )
 
 
-def _internal(exc: Exception) -> str:
-    return f"internal error: {type(exc).__name__}"
+# What a client is told of an error the server did not expect.
+INTERNAL_MESSAGE = "internal server error"
 
 
 class DecodeGuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
@@ -87,12 +91,12 @@ class DecodeGuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
                 if isinstance(request, _Undecodable):
                     await _refuse(request, context)
                 try:
-                    return await inner_unary(request, context)
+                    return await unary_response(inner_unary, request, context)
                 except (grpc.aio.AbortError, grpc.RpcError):
                     raise
-                except Exception as exc:
+                except Exception:
                     log.exception("%s failed", method)
-                    await context.abort(grpc.StatusCode.INTERNAL, _internal(exc))
+                    await context.abort(grpc.StatusCode.INTERNAL, INTERNAL_MESSAGE)
 
             return grpc.unary_unary_rpc_method_handler(unary, **kw)
         inner_stream = handler.unary_stream
@@ -101,12 +105,12 @@ class DecodeGuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             if isinstance(request, _Undecodable):
                 await _refuse(request, context)
             try:
-                async for response in inner_stream(request, context):
+                async for response in stream_responses(inner_stream, request, context):
                     yield response
             except (grpc.aio.AbortError, grpc.RpcError):
                 raise
-            except Exception as exc:
+            except Exception:
                 log.exception("%s failed", method)
-                await context.abort(grpc.StatusCode.INTERNAL, _internal(exc))
+                await context.abort(grpc.StatusCode.INTERNAL, INTERNAL_MESSAGE)
 
         return grpc.unary_stream_rpc_method_handler(stream, **kw)

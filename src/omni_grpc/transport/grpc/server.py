@@ -78,13 +78,10 @@ class GrpcTransport:
 
     def _build(self) -> grpc.aio.Server:
         """A grpc.aio server belongs to the running loop, so it is made in start()."""
-        # Telemetry, then auth, then the decode guard: auth sees the guarded
-        # handler, so a refused call never parses garbage.
-        interceptors: list[grpc.aio.ServerInterceptor] = list(self.interceptors)
-        if self.config.auth_token:
-            interceptors.append(BearerAuthInterceptor(self.config.auth_token))
-        interceptors.append(DecodeGuardInterceptor())
-        server = grpc.aio.server(interceptors=interceptors, options=self.config.channel_options())
+        server = grpc.aio.server(
+            interceptors=interceptor_chain(self.interceptors, self.config.auth_token),
+            options=self.config.channel_options(),
+        )
         agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentService(self.hub), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         enable_reflection(server, (SERVICE_NAME, health.SERVICE_NAME))
@@ -145,6 +142,18 @@ class GrpcTransport:
         if self.server is not None:
             await self.health.enter_graceful_shutdown()
             await self.server.stop(grace)
+
+
+def interceptor_chain(
+    outer: Sequence[grpc.aio.ServerInterceptor], auth_token: str | None
+) -> list[grpc.aio.ServerInterceptor]:
+    """``outer`` (telemetry), then auth, then the decode guard: auth sees the
+    guarded handler, so a refused call never parses garbage."""
+    chain = list(outer)
+    if auth_token:
+        chain.append(BearerAuthInterceptor(auth_token))
+    chain.append(DecodeGuardInterceptor())
+    return chain
 
 
 @contextlib.contextmanager

@@ -68,7 +68,9 @@ async def test_watch_follows_a_full_disk_and_its_recovery(
     server_factory: ServerFactory,
     small_disk: SmallDisk,  # noqa: F811
 ) -> None:
-    server = await server_factory(data_dir=small_disk.path / "data", engine_options={"repeat": "60"})
+    server = await server_factory(
+        data_dir=small_disk.path / "data", engine_options={"repeat": "60"}
+    )
     assert server.grpc is not None
     async with grpc.aio.insecure_channel(server.grpc.address) as channel:
         watchers = [Watcher(channel), Watcher(channel, "omni.v1.AgentService")]

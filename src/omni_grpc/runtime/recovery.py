@@ -1,0 +1,216 @@
+"""Recovery: closing the runs that did not end the ordinary way.
+
+A run whose owner died is closed by whichever replica's sweep takes its
+expired lease over (``close_orphan``), the way an abort would. A run the
+trace storage stopped is closed in the trace before its session's next run
+(``close_unrecorded``). A run whose end could not reach the backend keeps
+trying until it can, or until its lease runs out (``finish_later``). The
+sessions found on disk at startup are indexed here too (``restore``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import replace
+
+from omni_grpc.convert import message_from_dict, message_to_dict
+from omni_grpc.engines.base import AbortSignal
+from omni_grpc.runtime import bodies
+from omni_grpc.runtime.approvals import ApprovalBroker
+from omni_grpc.runtime.backend import Backend
+from omni_grpc.runtime.errors import BackendUnavailable, Fenced
+from omni_grpc.runtime.event_log import EventLog
+from omni_grpc.runtime.events import EventBody, HubEvent
+from omni_grpc.runtime.health import BACKEND, HealthState, RunFailure
+from omni_grpc.runtime.recorder import Recorder, TraceRejected
+from omni_grpc.runtime.run import Run
+from omni_grpc.runtime.run_guard import RunGuard
+from omni_grpc.runtime.run_lease import Lease
+from omni_grpc.runtime.trace_store import utc_now
+from omni_grpc.trace.resume import INTERRUPTED_REASON, recover_shard
+from omni_grpc.vocabulary import AbortKind, SessionState
+from omni_grpc_proto.omni.v1 import agent_service_pb2
+
+log = logging.getLogger(__name__)
+
+BACKEND_LOST_REASON = "the session store became unavailable"
+# Recorded (once the storage works again) to close a run stopped by it.
+UNRECORDED_REASON = "the trace could not be written; the server stopped the run"
+# Seconds between pings of a shared backend (health follows it).
+BACKEND_PING_SECONDS = 1.0
+# Idle logs are looked for this often (memory is freed on a timer, not only
+# when the next request happens to come).
+RECLAIM_EVERY = 60.0
+
+
+class Recovery:
+    def __init__(
+        self, backend: Backend, recorder: Recorder, health: HealthState, replica_id: str
+    ) -> None:
+        self.backend = backend
+        self.recorder = recorder
+        self.traces = recorder.traces
+        self.health = health
+        self.replica_id = replica_id
+        # Closing attempts for runs whose end could not be published yet.
+        self.pending_closes: set[asyncio.Task[None]] = set()
+
+    async def restore(self) -> None:
+        """Indexes the sessions recorded under the data dir (after a restart, or
+        traces another replica wrote); sessions already indexed are kept.
+
+        A session indexed here for the first time gets its newest shard made
+        whole (a crash's torn tail set aside, an interrupted run closed). One
+        already indexed is left alone: another replica may be running it, and
+        a run whose replica died is closed by the orphan sweep instead."""
+        for record in await asyncio.to_thread(self.traces.scan):
+            if await self.backend.index.add(record):
+                count, repaired = await asyncio.to_thread(self.traces.recover, record)
+                if not repaired:  # a read-only or full disk: before the next run
+                    self.recorder.unclosed[record.session_id] = INTERRUPTED_REASON
+                if count != record.message_count:
+                    await self.backend.index.recorded(record.session_id, count, utc_now())
+
+    async def close_unrecorded(self, run: Run, reason: str) -> None:
+        """Closes, in the trace, the run a failing storage (or a crash whose
+        repair the disk refused) left open."""
+        self.recorder.check_lease(run)
+        path = self.traces.paths(run.record)[-1]
+        self.traces.forget(run.record)
+        if not path.exists():
+            self.recorder.unclosed.pop(run.session_id, None)
+            return
+        recovery = await asyncio.to_thread(recover_shard, path, reason)
+        if recovery.closed:
+            run.record = replace(
+                run.record,
+                message_count=run.record.message_count + len(recovery.closed),
+                updated_at=utc_now(),
+            )
+            await self.recorder.count(run)
+        self.recorder.unclosed.pop(run.session_id, None)
+
+    async def publish_end(
+        self,
+        session_id: str,
+        event_log: EventLog,
+        lease: Lease,
+        closing: list[EventBody],
+        failure: RunFailure | None = None,
+    ) -> None:
+        if closing:
+            await event_log.publish_many(closing, fence=lease.token)
+        await self.backend.approvals.clear(session_id)
+        idle = bodies.task_state_body(SessionState.IDLE, failure=failure)
+        await event_log.publish(idle, fence=lease.token, end_run=True)
+
+    def finish_soon(self, run: Run, closing: list[EventBody]) -> None:
+        """Told no one yet: keep trying until the backend is back (or another
+        replica, finding the lease expired, closes the run itself)."""
+        task = asyncio.create_task(self._finish_later(run, closing))
+        self.pending_closes.add(task)
+        task.add_done_callback(self.pending_closes.discard)
+
+    async def _finish_later(self, run: Run, closing: list[EventBody]) -> None:
+        delay = 0.5
+        while run.lease.still_valid():
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+            try:
+                await self.recorder.count(run)  # counts lost while the backend was down
+                await self.publish_end(run.session_id, run.log, run.lease, closing)
+                return
+            except Fenced:
+                return
+            except BackendUnavailable:
+                continue
+
+    # ---- background work -----------------------------------------------------------
+
+    async def reclaim_loop(self) -> None:
+        while True:
+            await asyncio.sleep(RECLAIM_EVERY)
+            self.backend.logs.reclaim_idle()
+
+    async def watch_backend(self) -> None:
+        """Health follows the shared backend: NOT_SERVING while it is down."""
+        while True:
+            try:
+                await self.backend.ping()
+            except BackendUnavailable as exc:
+                if self.health.problem(BACKEND) is None:
+                    log.error("the session store is unreachable: %s", exc.detail)
+                self.health.report(BACKEND, str(exc))
+            else:
+                if self.health.problem(BACKEND) is not None:
+                    log.warning("the session store is reachable again")
+                self.health.clear(BACKEND)
+            await asyncio.sleep(BACKEND_PING_SECONDS)
+
+    async def sweep_loop(self) -> None:
+        assert self.backend.sweep_interval is not None
+        while True:
+            await asyncio.sleep(self.backend.sweep_interval)
+            try:
+                for session_id in await self.backend.leases.orphans():
+                    await self.close_orphan(session_id)
+            except BackendUnavailable:
+                continue
+            except Exception:
+                log.exception("looking for orphaned runs failed")
+
+    async def close_orphan(self, session_id: str) -> None:
+        """Closes a run whose owner died: as an abort would, from the log."""
+        lease = await self.backend.leases.take_over(session_id, self.replica_id)
+        if lease is None:
+            return  # another replica got there first
+        log.warning("session %s: its owner was lost; closing the run", session_id)
+        record = await self.backend.index.get(session_id)
+        event_log = self.backend.logs.get(session_id)
+        guard = RunGuard()
+        for event in current_run(await event_log.window()):
+            message = event.message  # decoded on each access for a kept event
+            if message is not None:
+                guard.observe(message_to_dict(message))
+        lost = AbortKind.REPLICA_LOST
+        closing = [
+            message_from_dict(item)
+            for item in guard.closing_messages(aborted=True, reason=lost.default_reason, error=None)
+        ]
+        if record is not None:
+            self.traces.forget(record)  # the dead owner extended the file
+            recorded = await asyncio.to_thread(self.traces.view(record).messages)
+            # What the dead owner wrote may not all have been counted.
+            record = replace(record, message_count=len(recorded))
+            run = Run(record, lease, event_log, AbortSignal(), ApprovalBroker(session_id))
+            # An owner that lost only the backend recorded the close itself.
+            closed = bool(recorded) and recorded[-1].get("payload", {}).get("type") == "abort"
+            if not closed:
+                for msg in closing:
+                    with contextlib.suppress(TraceRejected):
+                        self.recorder.append(run, msg)
+            await self.recorder.count(run)
+        await self.publish_end(
+            session_id,
+            event_log,
+            lease,
+            [
+                bodies.message_body(m, lost if m.WhichOneof("payload") == "abort" else None)
+                for m in closing
+            ],
+        )
+
+
+def current_run(events: list[HubEvent]) -> list[HubEvent]:
+    """The window's events from the open run's ``task_state running`` on."""
+    for index in range(len(events) - 1, -1, -1):
+        ev = events[index].server_event
+        if (
+            ev is not None
+            and ev.WhichOneof("kind") == "task_state"
+            and ev.task_state.state == agent_service_pb2.SESSION_STATE_RUNNING
+        ):
+            return events[index:]
+    return events

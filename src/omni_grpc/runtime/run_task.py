@@ -1,0 +1,311 @@
+"""The run task: one engine run driven from its input to its closing
+``task_state idle``.
+
+A task publishes, in order: the run's input messages, ``task_state
+running``, every engine message, and ``task_state idle``. The trace gets
+``session_meta`` (first run only), the input, then every recordable engine
+message, each before it is published (``emit``). ``RunTasks`` holds the runs
+this process executes; nothing here is shared with another replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from omni_grpc.convert import ConversionError, message_from_dict, message_to_dict
+from omni_grpc.engines.base import (
+    AbortSignal,
+    Engine,
+    EngineMessage,
+    JsonObject,
+    ReadOnlyTools,
+    RunOptions,
+)
+from omni_grpc.observability.observer import HubObserver
+from omni_grpc.runtime import bodies
+from omni_grpc.runtime.approvals import ApprovalMode
+from omni_grpc.runtime.backend import Backend
+from omni_grpc.runtime.errors import BackendUnavailable, Fenced
+from omni_grpc.runtime.events import EventBody
+from omni_grpc.runtime.health import RunFailure
+from omni_grpc.runtime.interface import RunRequest
+from omni_grpc.runtime.recorder import Recorder, TraceRejected
+from omni_grpc.runtime.recovery import BACKEND_LOST_REASON, UNRECORDED_REASON, Recovery
+from omni_grpc.runtime.run import Run
+from omni_grpc.vocabulary import AbortKind, SessionState
+from omni_grpc_proto.omni.v1 import omni_pb2
+
+log = logging.getLogger(__name__)
+
+
+class RunTasks:
+    def __init__(
+        self,
+        engine: Engine,
+        backend: Backend,
+        recorder: Recorder,
+        recovery: Recovery,
+        observer: HubObserver,
+        *,
+        default_approval: ApprovalMode,
+        abort_grace: float,
+    ) -> None:
+        self.engine = engine
+        self.backend = backend
+        self.recorder = recorder
+        self.recovery = recovery
+        self.traces = recorder.traces
+        self.observer = observer
+        self.default_approval = default_approval
+        self.abort_grace = abort_grace
+        # The runs this process executes, by session id.
+        self.runs: dict[str, Run] = {}
+
+    def start(self, run: Run, inputs: list[omni_pb2.OmniMessage], request: RunRequest) -> None:
+        """Starts the run's task (and its lease renewal, for a lease that expires)."""
+        self.runs[run.session_id] = run
+        run.task = asyncio.create_task(
+            self._drive(run, inputs, request), name=f"omni-run-{run.session_id}"
+        )
+        if self.backend.leases.ttl != float("inf"):
+            run.renewal = asyncio.create_task(self._renew(run))
+
+    async def _drive(
+        self, run: Run, inputs: list[omni_pb2.OmniMessage], request: RunRequest
+    ) -> None:
+        failed: str | None = None
+        failure: RunFailure | None = None
+        run.observed = self.observer.run_started(run.session_id, run.abort, inputs)
+        crashed = False
+        unclosed = self.recorder.unclosed
+        try:
+            if run.session_id in unclosed:
+                await self.recovery.close_unrecorded(run, unclosed[run.session_id])
+            if run.record.message_count == 0:
+                meta = message_from_dict(self.recorder.session_meta(run.record))
+                await self.recorder.record(run, meta)
+            for msg in inputs:
+                await self._emit(run, msg)
+            await run.log.publish(
+                bodies.task_state_body(SessionState.RUNNING), fence=run.lease.token
+            )
+            await self._run_engine(run, inputs, request)
+            await self._settle(run)  # a write that failed after the engine ended
+        except Fenced:
+            run.lost = True
+            log.warning("session %s: fenced by another replica; the task stops", run.session_id)
+        except TraceRejected as exc:
+            # Nothing more can be recorded, so nothing more is published: the
+            # run's client is told through the closing task_state.
+            failure = exc.failure
+            unclosed[run.session_id] = UNRECORDED_REASON
+            log.error("session %s: %s", run.session_id, failure.message)
+        except OSError as exc:  # the trace directory could not be made or repaired
+            failure = self.recorder.storage_failed(exc)
+            log.error("session %s: %s", run.session_id, failure.message)
+        except BackendUnavailable as exc:
+            failed = str(exc)
+            log.error("session %s: run failed: %s", run.session_id, exc)
+        except Exception:  # a hub bug must still end the task cleanly
+            log.exception("task of session %s failed", run.session_id)
+            crashed = True
+        finally:
+            if run.renewal is not None:
+                run.renewal.cancel()
+            run.approvals.deny_all()
+            self.runs.pop(run.session_id, None)
+            run.observed.finished(failed=failure is not None or failed is not None or crashed)
+            if not run.lost:
+                await self._finish(run, failed, failure)
+            self.backend.logs.release(run.session_id)
+
+    async def _finish(self, run: Run, failed: str | None, failure: RunFailure | None) -> None:
+        """Ends the run in the log: closing messages if the backend failed, then idle."""
+        closing: list[EventBody] = []
+        if failed is not None:
+            closing = await self._close_in_trace(run, BACKEND_LOST_REASON, failed)
+            # What failed to reach the log is in the trace; the close says so.
+            run.log.forgive(run.lease.token)
+        try:
+            await self.recorder.count(run)
+            await self.recovery.publish_end(run.session_id, run.log, run.lease, closing, failure)
+        except Fenced:
+            pass
+        except BackendUnavailable:
+            self.recovery.finish_soon(run, closing)
+
+    async def _close_in_trace(self, run: Run, reason: str, error: str) -> list[EventBody]:
+        """Records the run's close in the trace (best effort) and returns it."""
+        out = []
+        for item in run.guard.closing_messages(aborted=False, reason=reason, error=error):
+            msg = message_from_dict(item)
+            with contextlib.suppress(Fenced, TraceRejected, BackendUnavailable):
+                await self.recorder.record(run, msg)
+            kind = AbortKind.SERVER_FAILURE if msg.WhichOneof("payload") == "abort" else None
+            out.append(bodies.message_body(msg, kind))
+        return out
+
+    async def _settle(self, run: Run) -> None:
+        """Waits for what was queued for the log; raises its failure."""
+        if run.last_publish is not None:
+            await run.last_publish
+
+    async def _emit(
+        self,
+        run: Run,
+        msg: omni_pb2.OmniMessage,
+        as_dict: Mapping[str, Any] | None = None,
+    ) -> None:
+        if run.lost:
+            raise Fenced(run.session_id, run.lease.token)
+        # Partials and child-session messages are never recorded; skipping them
+        # here keeps the writer's full check off the hot path of every delta.
+        arm = msg.WhichOneof("payload") or ""
+        kind = _abort_kind(run.abort) if arm == "abort" else None
+        body = bodies.message_body(msg, kind)  # serialized once, for the trace and every transport
+        last = run.last_publish
+        if last is not None and last.done() and last.exception() is not None:
+            raise last.exception()  # type: ignore[misc]
+        written = False
+        if not arm.startswith("partial_") and not msg.origin:
+            written = self.recorder.append(run, msg, body.data)
+        # Observed once recorded, before anything else can fail: the closing
+        # messages of a run cut short must not repeat what the trace holds.
+        run.guard.observe(as_dict if as_dict is not None else message_to_dict(msg))
+        if written:
+            self.recorder.count_soon(run)
+        # Queued, not awaited: the engine goes on while the backend writes what
+        # queued meanwhile in one round trip. When the backend is behind, or a
+        # reader that keeps up is about to fall out of the window, it waits.
+        run.last_publish = run.log.publish_nowait(body, fence=run.lease.token)
+        if run.log.congested:
+            await run.last_publish
+        run.observed.message(msg, arm, kind)
+
+    async def _renew(self, run: Run) -> None:
+        """Keeps the lease while the task runs; a lost lease stops the task."""
+        interval = self.backend.leases.ttl / 4
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                renewed = await self.backend.leases.renew(run.lease)
+            except BackendUnavailable:
+                if run.lease.still_valid():
+                    continue  # it may come back before the lease runs out
+                renewed = None
+            if renewed is None:
+                log.warning("session %s: lost the run lease; stopping the task", run.session_id)
+                run.lost = True
+                abort_local(run, None, AbortKind.REPLICA_LOST)
+                return
+            run.lease = renewed
+
+    async def _run_engine(
+        self, run: Run, inputs: list[omni_pb2.OmniMessage], request: RunRequest
+    ) -> None:
+        guard, abort = run.guard, run.abort
+        mode = request.approval_mode or self.default_approval
+        session_id = run.session_id
+
+        async def publish_ask(tool_call_id: str, tool_call: JsonObject) -> None:
+            body = bodies.approval_request_body(message_from_dict(tool_call))
+            # Pending first: a client that sees the request can approve it at once.
+            await self.backend.approvals.add(session_id, tool_call_id, body)
+            run.observed.asked(tool_call)  # counted before any client can see the ask
+            await run.log.publish(body, fence=run.lease.token)
+
+        async def forget_ask(tool_call_id: str) -> None:
+            with contextlib.suppress(BackendUnavailable):
+                await self.backend.approvals.take(session_id, tool_call_id)
+
+        read_only: Callable[[str], bool] = (
+            self.engine.is_read_only_tool
+            if isinstance(self.engine, ReadOnlyTools)
+            else (lambda _n: False)
+        )
+        options = RunOptions(
+            session_id=session_id,
+            approve=run.observed.approver(
+                run.approvals.make_approver(mode, abort, publish_ask, forget_ask, read_only)
+            ),
+            abort=abort,
+            thinking_level=request.thinking_level,
+            workspace=self.traces.workspace(session_id),
+            trace=self.traces.view(run.record),
+            metadata=request.metadata,
+        )
+        failure: list[str] = []
+        infrastructure: list[BaseException] = []
+
+        async def pump() -> None:
+            stream = self.engine.run([message_to_dict(m) for m in inputs], options)
+            try:
+                async for item in stream:
+                    msg, as_dict = _decode(item)
+                    await self._emit(run, msg, as_dict)
+            except TraceRejected as exc:
+                infrastructure.append(exc)
+                abort.set(exc.failure.message, AbortKind.SERVER_FAILURE)
+            except (Fenced, BackendUnavailable) as exc:
+                infrastructure.append(exc)
+            except ConversionError as exc:
+                failure.append(f"engine produced an invalid message: {exc}")
+            except Exception as exc:
+                log.exception("engine failed in session %s", session_id)
+                failure.append(f"engine error: {exc}")
+            finally:
+                with contextlib.suppress(Exception):
+                    await stream.aclose()  # type: ignore[attr-defined]
+
+        pumping = asyncio.create_task(pump())
+        aborted = asyncio.create_task(abort.wait())
+        try:
+            await asyncio.wait({pumping, aborted}, return_when=asyncio.FIRST_COMPLETED)
+            if not pumping.done():
+                # Aborted: the engine has abort_grace seconds to yield its abort.
+                done, _ = await asyncio.wait({pumping}, timeout=self.abort_grace)
+                if not done:
+                    failure.append("engine ignored the abort")
+                    pumping.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await pumping
+        finally:
+            aborted.cancel()
+            if not pumping.done():
+                pumping.cancel()
+        if infrastructure:
+            raise infrastructure[0]
+        if not failure and guard.unfinished and not guard.abort_seen:
+            failure.append("engine ended with its stream unfinished")
+        if failure or (abort.is_set() and not guard.abort_seen):
+            reason = (
+                abort.reason if abort.is_set() and abort.reason else (failure or ["aborted"])[0]
+            )
+            closing = guard.closing_messages(
+                aborted=abort.is_set(), reason=reason, error=failure[0] if failure else None
+            )
+            for item in closing:
+                await self._emit(run, message_from_dict(item))
+
+
+def abort_local(run: Run, reason: str | None, kind: AbortKind) -> None:
+    run.abort.set(reason or kind.default_reason, kind)
+    run.approvals.deny_all()
+
+
+def _abort_kind(signal: AbortSignal | None) -> AbortKind:
+    """Who ended the run: whoever set the signal; an engine that aborts with no
+    signal set gave up on its own (the reference's ``llm request error``)."""
+    if signal is not None and signal.is_set() and signal.kind is not None:
+        return signal.kind
+    return AbortKind.ENGINE_FAILURE
+
+
+def _decode(item: EngineMessage) -> tuple[omni_pb2.OmniMessage, Mapping[str, Any]]:
+    if isinstance(item, omni_pb2.OmniMessage):
+        return item, message_to_dict(item)
+    return message_from_dict(item), item

@@ -157,3 +157,30 @@ def test_a_bad_frame_is_named_once_whatever_the_output(tmp_path: Path) -> None:
         message = done.stderr.decode()
         assert f"{torn}: record 15 at byte offset" in message, message
         assert message.count("record ") == 1, message
+
+
+def test_what_convert_accepts_it_converts_back_and_validate_agrees(tmp_path: Path) -> None:
+    """Issue 28: an unknown payload in an envelope of empty type went to
+    .binpb but not back. Each line is either converted both ways byte for
+    byte (and valid for ``validate``) or refused by convert and called
+    malformed by validate, never one without the other."""
+    lines = [
+        b'{"timestamp":"t","type":"","payload":{"type":"future"}}',
+        b'{"timestamp":"t","type":"future_msg","payload":{"type":"future","x":1}}',
+        b'{"timestamp":"t","type":"model_msg","payload":{"type":"","x":[]}}',
+    ]
+    for n, line in enumerate(lines):
+        source = tmp_path / f"{n}.jsonl"
+        source.write_bytes(line + b"\n")
+        forward = cli("convert", source, tmp_path / f"{n}.binpb")
+        valid = cli("validate", "--stream", source)
+        if forward.returncode == 0:
+            back = cli("convert", tmp_path / f"{n}.binpb", tmp_path / f"{n}.back.jsonl")
+            assert back.returncode == 0, back.stderr
+            assert (tmp_path / f"{n}.back.jsonl").read_bytes() == line + b"\n"
+            assert b"malformed" not in valid.stdout
+        else:
+            assert forward.returncode == 1 and b"line 1" in forward.stderr
+            assert valid.returncode == 1 and b"malformed" in valid.stdout
+    refused = cli("convert", tmp_path / "0.jsonl", tmp_path / "z.binpb")
+    assert b"envelope type is empty" in refused.stderr

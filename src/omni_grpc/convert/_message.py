@@ -167,6 +167,14 @@ def _decode_payload(payload: Any, envelope_type: Any, msg: OmniMessage, rec: Sha
             raise wrong_type("/payload/type", "a string", kind)
         found = PAYLOAD_BY_TYPE.get(kind)
         if found is None:
+            if not envelope_type:
+                # The unknown arm keeps its envelope type as a proto3 string,
+                # where empty means unset: such a line could not be written
+                # back, so it is refused here, not on the way back.
+                raise ConversionError(
+                    "the envelope type is empty (a payload of unknown kind needs one)",
+                    path="/type",
+                )
             msg.unknown.type = jt.scrub_surrogates(kind)
             try:
                 msg.unknown.json = jt.dump_value(payload)

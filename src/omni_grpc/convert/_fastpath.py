@@ -43,7 +43,9 @@ Encoder = Callable[[Any], dict[str, Any]]
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
 _BIG_INT = re.compile(rb"\d{16}")  # 2**53 has 16 digits
-_EXPONENT = re.compile(rb"\d[eE]")
+# A number token with a fraction or exponent, as compact JSON writes one.
+_FLOAT_TOKEN = re.compile(rb"[:,\[]-?\d+[.eE]")
+_NEGATIVE_ZERO = re.compile(rb"[:,\[]-0\.0[,\]}]")
 DECLINE: Any = object()  # "the general codec must decide"
 
 
@@ -62,6 +64,8 @@ def fidelity_twin(value: dict[str, Any]) -> Any:
         return DECLINE
     if plain.count(b"{") + plain.count(b"[") > VIEW_DEPTH and jt.depth_of(value) > VIEW_DEPTH:
         return DECLINE
+    if _NEGATIVE_ZERO.search(plain):
+        return DECLINE  # the view holds 0 for it (struct_view), not the dict's -0.0
     if plain == orjson.dumps(value, option=orjson.OPT_SORT_KEYS) and not _BIG_INT.search(plain):
         return None
     # Cached for the sizes that repeat; a large one must not stay pinned.
@@ -91,17 +95,19 @@ def _canonical(value: Any) -> Any:
 def json_text(value: dict[str, Any]) -> Any:
     """JavaScript's text of an orjson-parsed object, or DECLINE.
 
-    For values orjson parsed from JavaScript's text (no lone surrogates, no
-    integers past 64 bits, no float written as an integer), orjson writes the
-    same text, except where it picks exponent form and JavaScript does not
-    (``4.5e-6`` for ``0.0000045``). So text without a digit followed by an
-    exponent is final, a C-speed check; the rest is written here.
+    orjson writes integers as JavaScript does, but floats its own way: ``1.0``
+    and ``-0.0`` where JavaScript writes ``1`` and ``0`` (a float parsed from
+    ``1.0``, or built by Python code), and exponent form where JavaScript
+    picks none (``4.5e-6`` for ``0.0000045``). So text with no number token
+    holding a fraction or an exponent is final, a C-speed check (a string
+    that merely looks like one only costs the slow path); the rest is written
+    here.
     """
     try:
         plain = orjson.dumps(value)
     except orjson.JSONEncodeError:
         return DECLINE
-    if _EXPONENT.search(plain) is None:
+    if _FLOAT_TOKEN.search(plain) is None:
         return plain.decode()
     try:
         return jt.dump_value(value)

@@ -220,6 +220,11 @@ def _int_view(value: Any) -> int:
         return value if _INT64_MIN <= value <= _INT64_MAX else 0
     if not math.isfinite(value):
         raise ConversionError(f"{value} is not a JSON number")
+    if value.is_integer() and abs(value) < 1e21:
+        # The integer JavaScript writes for it (4.4641062880545424e16 is
+        # written 44641062880545420): the field then holds what the text says.
+        written = int(jt.js_number(value))
+        return written if _INT64_MIN <= written <= _INT64_MAX else 0
     truncated = int(value)
     return truncated if _INT64_MIN <= truncated <= _INT64_MAX else 0
 
@@ -235,7 +240,10 @@ class Int(Field):
             raise wrong_type(path, "a number", value)
         try:
             number = _int_view(value)
-            if kind is float or number != value:
+            # A hint only when the field's own text differs: 1.0 and -0 are
+            # written 1 and 0 by JavaScript, which is what the field writes,
+            # and a hint the next parse would not make breaks proto identity.
+            if jt.js_number(value) != str(number) if kind is float else number != value:
                 rec.raw_value(path, value)
         except ConversionError as exc:
             raise _located(exc, path) from None
@@ -345,7 +353,9 @@ def struct_view(value: Any, level: int = 1) -> Any:
     if kind is float:
         if not math.isfinite(value):
             raise ConversionError(f"{value} is not a JSON number")
-        return value
+        # -0.0 + 0.0 is 0.0: JavaScript writes -0 as 0, so the view holds 0,
+        # which the next parse of that text gives too.
+        return value + 0.0
     if kind is str:
         return jt.scrub_surrogates(value)
     if value is None or kind is bool:

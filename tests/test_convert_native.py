@@ -18,6 +18,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_convert_accepted import odd_envelopes, respelled
 from test_convert_properties import envelopes, json_values
 from test_convert_safety import messages
 
@@ -259,6 +260,23 @@ def spelled(value: Any, rng: random.Random) -> str:
 @given(envelopes(), st.randoms(use_true_random=False))
 def test_any_spelling_agrees(obj: dict[str, Any], rng: random.Random) -> None:
     both_parse(spelled(obj, rng).encode())
+
+
+@PROFILE
+@given(envelopes() | odd_envelopes(), st.randoms(use_true_random=False))
+def test_odd_shapes_and_number_spellings_agree(obj: dict[str, Any], rng: random.Random) -> None:
+    """Issue 28's classes: empty and unknown kinds and envelope types, and
+    numbers JavaScript never writes (``1.0``, ``-0``, Python float text),
+    as text and as an already parsed object, parsed and written back."""
+    text = respelled(obj, rng).encode()
+    both_parse(text)
+    parsed = jt.loads(text)
+    native = outcome(lambda: wire(message_from_dict(parsed)))
+    with pure():
+        reference = outcome(lambda: wire(message_from_dict(parsed)))
+    assert native == reference
+    if native[0] == "ok":
+        both_serialize(omni_pb2.OmniMessage.FromString(native[1]))
 
 
 def test_spellings_of_the_corpus_agree() -> None:

@@ -40,6 +40,22 @@ def seeds(into: Path) -> None:
     (into / "trace.binpb").write_bytes(sink.getvalue())
     for n, line in enumerate(lines[:60]):
         (into / f"line-{n}").write_bytes(line)
+    # Issue 28's classes: odd envelope types, number spellings JavaScript
+    # never writes, a tool schema and fidelity holding them.
+    for n, line in enumerate(ODD_LINES):
+        (into / f"odd-{n}").write_bytes(line)
+
+
+ODD_LINES = [
+    b'{"timestamp":"t","type":"","payload":{"type":"future"}}',
+    b'{"timestamp":"t","type":"x","payload":{"type":""}}',
+    b'{"timestamp":"t","type":"event_msg","payload":{"type":"compaction_begin",'
+    b'"reason":"context","mode":"summarize","context":1.0,"turns":-0}}',
+    b'{"timestamp":"t","type":"model_msg","payload":{"type":"text","role":"assistant",'
+    b'"text":"x","fidelity":{"id":"r","encrypted_content":-0.0,"n":1.0}}}',
+    b'{"timestamp":"t","type":"event_msg","payload":{"type":"tool_list_ready","tools":'
+    b'[{"name":"n","description":"d","parameters":{"max":1.0,"min":-0.0,"e":1e2}}]}}',
+]
 
 
 def test_a_bounded_fuzzing_session_finds_nothing(tmp_path: Path) -> None:

@@ -1,11 +1,19 @@
 """The gRPC Run stream against a raw grpc.aio floor, with 1 to N subscribers
-per session, native codec against pure Python, all in one run.
+per session, native codec against pure Python, memory backend against Redis,
+and this tree against an older checkout, all in one run.
 
 * omni: real ``omni-grpc serve`` processes (demo engine, zero pacing, a long
   answer), one with the native codec and one with ``OMNI_GRPC_NATIVE=0``.
   For N subscribers, N - 1 clients ``Attach`` to a session (each on its own
   connection) and wait for their first message; then one more client
   ``Run``s a task in that session. All N streams get every event of the task.
+* ``--backends memory,redis``: each omni server once per backend; a Redis
+  server gets a real ``redis-server`` of its own (no persistence, so its disk
+  is not measured), and its CPU per delivered event is printed beside the
+  omni server's.
+* ``--before DIR``: each omni server also from the source tree ``DIR`` (a
+  ``git worktree add`` of an older commit, its native extension built or
+  copied in), served side by side with this tree, named ``...-before``.
 * floor: a bare grpc.aio server process streaming the very same RunResponse
   bytes (recorded from a calibration run, so count and sizes match),
   pre-serialized, with no hub, engine, codec or trace behind it; for N
@@ -28,6 +36,7 @@ per-subscriber work of building and serializing an AttachResponse.
 
     .venv/bin/python benchmarks/grpc_stream.py [--repeat 300] [--rounds 3]
         [--subscribers new,1,10,100] [--codecs native,pure]
+        [--backends memory,redis] [--before /tmp/omni-before]
 
 ``--repeat`` is the demo engine's answer repetitions (300: 2,446 events).
 """
@@ -48,7 +57,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
-from _common import best_seconds, cpu_seconds, threads_cpu_seconds  # benchmarks/_common.py
+from _common import (  # benchmarks/_common.py
+    best_seconds,
+    cpu_seconds,
+    free_port,
+    threads_cpu_seconds,
+)
 
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc
@@ -174,6 +188,7 @@ class Fanout:
     seconds: float  # from the call until the last subscriber had its last event
     cpu: float  # server CPU seconds meanwhile (its threads' schedstat)
     ticks: float  # the same from /proc stat (whole process, 10 ms ticks): a cross-check
+    redis_cpu: float = 0.0  # the target's redis-server CPU seconds meanwhile (Redis only)
 
     @property
     def rate(self) -> float:
@@ -184,6 +199,10 @@ class Fanout:
     def cpu_per_delivered(self) -> float:
         """Server CPU microseconds per event per subscriber."""
         return self.cpu / (self.events * self.subscribers) * 1e6
+
+    @property
+    def redis_per_delivered(self) -> float:
+        return self.redis_cpu / (self.events * self.subscribers) * 1e6
 
 
 def _is_task_end(response: pb.AttachResponse) -> bool:
@@ -199,6 +218,7 @@ class Target:
     name: str
     pid: int
     address: str
+    redis_pid: int | None = None
     channels: list[grpc.aio.Channel] = field(default_factory=list)
     sessions: dict[int, str] = field(default_factory=dict)  # subscribers -> session id
 
@@ -238,12 +258,14 @@ async def omni_fanout(target: Target, subscribers: int) -> Fanout:
     try:
         ticks = cpu_seconds(target.pid)
         before = threads_cpu_seconds(target.pid)
+        redis_before = _redis_cpu(target)
         begin = time.perf_counter()
         watchers = [asyncio.create_task(watch(stream)) for stream in streams]
         events, _, first, total = await _run_on(channels[0], "go", session_id)
         seen = await asyncio.gather(*watchers)
         used = threads_cpu_seconds(target.pid) - before
         ticks = cpu_seconds(target.pid) - ticks
+        redis_used = _redis_cpu(target) - redis_before
     finally:
         for call in calls:
             call.cancel()
@@ -251,7 +273,11 @@ async def omni_fanout(target: Target, subscribers: int) -> Fanout:
         counts = sorted({count for count, _ in seen})
         raise RuntimeError(f"{target.name}: Run saw {events} events, Attach streams {counts}")
     end = max([begin + total, *(at for _, at in seen)])
-    return Fanout(subscribers, events, first, end - begin, used, ticks)
+    return Fanout(subscribers, events, first, end - begin, used, ticks, redis_used)
+
+
+def _redis_cpu(target: Target) -> float:
+    return 0.0 if target.redis_pid is None else threads_cpu_seconds(target.redis_pid)
 
 
 async def cold_run(target: Target) -> Fanout:
@@ -260,6 +286,7 @@ async def cold_run(target: Target) -> Fanout:
     set-up and HTTP/2 flow-control warm-up included."""
     ticks = cpu_seconds(target.pid)
     before = threads_cpu_seconds(target.pid)
+    redis_before = _redis_cpu(target)
     begin = time.perf_counter()
     async with grpc.aio.insecure_channel(target.address, options=CHANNEL_OPTIONS) as channel:
         if target.name == "floor":
@@ -268,7 +295,8 @@ async def cold_run(target: Target) -> Fanout:
             events, _, first, _ = await _run_on(channel, "go", "")
         seconds = time.perf_counter() - begin
     used = threads_cpu_seconds(target.pid) - before
-    return Fanout(1, events, first, seconds, used, cpu_seconds(target.pid) - ticks)
+    ticks = cpu_seconds(target.pid) - ticks
+    return Fanout(1, events, first, seconds, used, ticks, _redis_cpu(target) - redis_before)
 
 
 async def floor_fanout(target: Target, subscribers: int) -> Fanout:
@@ -343,30 +371,95 @@ def native_built() -> bool:
     return _message.NATIVE is not None
 
 
-def serve_cmd(data_dir: Path, repeat: int, subscribers: int) -> list[str]:
-    return [
+def serve_cmd(
+    data_dir: Path, repeat: int, subscribers: int, redis_url: str | None = None
+) -> list[str]:
+    cmd = [
         sys.executable, "-m", "omni_grpc", "serve", "--grpc-port", "0", "--no-http",
         "--data-dir", str(data_dir), "--engine-opt", f"repeat={repeat}",
         "--max-streams-per-session", str(max(128, subscribers + 8)),
     ]  # fmt: skip
+    return cmd if redis_url is None else [*cmd, "--redis-url", redis_url]
 
 
-async def bench(repeat: int, rounds: int, counts: list[int], codecs: list[str]) -> None:
+def start_redis(directory: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A real redis-server on a free port, without persistence; waits for PING."""
+    import redis
+
+    directory.mkdir(parents=True)
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory),
+            "--appendonly", "no", "--save", "", "--protected-mode", "no",
+            "--logfile", str(directory / "redis.log"),
+        ],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    client = redis.Redis(port=port)
+    for _ in range(500):
+        try:
+            if client.ping():
+                break
+        except redis.ConnectionError:
+            time.sleep(0.02)
+    else:
+        raise RuntimeError("redis-server did not answer PING")
+    client.close()
+    return proc, f"redis://127.0.0.1:{port}/0"
+
+
+def _tree_env(base: dict[str, str], tree: Path | None) -> dict[str, str]:
+    """The environment that serves from ``tree`` (ahead of the editable install)."""
+    if tree is None:
+        return base
+    paths = [str(tree / "src"), str(tree / "generated" / "python")]
+    return {**base, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+async def bench(
+    repeat: int,
+    rounds: int,
+    counts: list[int],
+    codecs: list[str],
+    backends: list[str] | None = None,
+    before: Path | None = None,
+) -> None:
     env_for = {
         "native": {**os.environ, "OMNI_GRPC_NATIVE": "1"},
         "pure": {**os.environ, "OMNI_GRPC_NATIVE": "0"},
     }
+    backends = backends or ["memory"]
+    trees: list[tuple[str, Path | None]] = [("", None)]
+    if before is not None:
+        trees.append(("-before", before))
     procs: list[subprocess.Popen[str]] = []
+    redises: list[subprocess.Popen[bytes]] = []
     targets: list[Target] = []
     load_before = os.getloadavg()
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            for codec in codecs:
-                proc, address = start(
-                    serve_cmd(Path(tmp, codec), repeat, max(counts)), "gRPC on", env_for[codec]
-                )
-                procs.append(proc)
-                targets.append(Target(codec, proc.pid, address))
+            for backend in backends:
+                for codec in codecs:
+                    for suffix, tree in trees:
+                        # Named by what differs: the codec, the backend, the tree.
+                        parts = [codec] if len(codecs) > 1 or backends == ["memory"] else []
+                        if backends != ["memory"]:
+                            parts.append(backend)
+                        name = "/".join(parts) + suffix
+                        redis_url, redis_pid = None, None
+                        if backend == "redis":
+                            redis_proc, redis_url = start_redis(Path(tmp, name, "redis"))
+                            redises.append(redis_proc)
+                            redis_pid = redis_proc.pid
+                        proc, address = start(
+                            serve_cmd(Path(tmp, name, "data"), repeat, max(counts), redis_url),
+                            "gRPC on",
+                            _tree_env(env_for[codec], tree),
+                        )
+                        procs.append(proc)
+                        targets.append(Target(name, proc.pid, address, redis_pid))
+            names = [t.name for t in targets]
             frames: list[bytes] = []
             await omni_run(targets[0].address, "calibrate", frames)
             frames_path = Path(tmp, "frames.bin")
@@ -405,13 +498,16 @@ async def bench(repeat: int, rounds: int, counts: list[int], codecs: list[str]) 
         for proc in procs:
             proc.terminate()
             proc.wait()
-    report(samples, codecs, counts, frames, rounds, repeat, load_before, os.getloadavg())
+        for redis_proc in redises:
+            redis_proc.terminate()
+            redis_proc.wait()
+    report(samples, names, counts, frames, rounds, repeat, load_before, os.getloadavg())
     in_process_costs(frames, codecs)
 
 
 def report(
     samples: dict[tuple[str, int], list[Fanout]],
-    codecs: list[str],
+    names: list[str],  # the omni servers'
     counts: list[int],
     frames: list[bytes],
     rounds: int,
@@ -441,13 +537,17 @@ def report(
         "it keeps); new = one client per Run on a new connection, in a new session; rate is "
         "per stream; CPU is the server process's, per delivered event"
     )
+    width = max(7, *(len(name) for name in names))
+    redis_cpu = any(s.redis_cpu for group in samples.values() for s in group)
     head = (
-        f"{'subs':>4} {'server':>7} {'events/s':>9} {'vs floor':>9} {'(rounds)':>8} "
+        f"{'subs':>4} {'server':>{width}} {'events/s':>9} {'vs floor':>9} {'(rounds)':>8} "
         f"{'CPU us/ev':>10} {'(median)':>8} {'floor/CPU':>10} {'(rounds)':>8} {'first msg':>10}"
     )
+    if redis_cpu:
+        head += f" {'redis us/ev':>11}"
     print(head)
     for n in counts:
-        for name in [*codecs, "floor"]:
+        for name in [*names, "floor"]:
             rate, cpu = best_rate(name, n), best_cpu(name, n)
             first = min(s.first for s in samples[(name, n)]) * 1000
             median = statistics.median(s.cpu_per_delivered for s in samples[(name, n)])
@@ -461,7 +561,12 @@ def report(
                     f"{median:>8.1f} {best_cpu('floor', n) / cpu:>10.2f} {cpu_rounds:>8.2f}"
                 )
             label = "new" if n == COLD else str(n)
-            print(f"{label:>4} {name:>7} {rate:>9,.0f} {ratios} {first:>8.2f}ms")
+            line = f"{label:>4} {name:>{width}} {rate:>9,.0f} {ratios} {first:>8.2f}ms"
+            if redis_cpu and any(s.redis_cpu for s in samples[(name, n)]):
+                # the median: the best of a second process's CPU means little
+                redis = statistics.median(s.redis_per_delivered for s in samples[(name, n)])
+                line += f" {redis:>11.1f}"
+            print(line)
     every = [s for group in samples.values() for s in group]
     print(
         f"cross-check: server CPU over all samples {sum(s.cpu for s in every):.2f} s from "
@@ -474,7 +579,7 @@ def report(
             f"server CPU per extra subscriber per event ({low} -> {high} subscribers), "
             "from the best and (in brackets) the median CPU per delivered event:"
         )
-        for name in [*codecs, "floor"]:
+        for name in [*names, "floor"]:
             # CPU per task event over all its subscribers, at each end of the range.
             per_event = {n: best_cpu(name, n) * n for n in (low, high)}
             slope = (per_event[high] - per_event[low]) / (high - low)
@@ -484,7 +589,7 @@ def report(
             }
             median_slope = (medians[high] - medians[low]) / (high - low)
             print(
-                f"  {name:>7}: {slope:6.1f} us ({median_slope:.1f}); one event to {low}: "
+                f"  {name:>{width}}: {slope:6.1f} us ({median_slope:.1f}); one event to {low}: "
                 f"{per_event[low]:.1f} us, to {high}: {per_event[high]:.1f} us"
             )
 
@@ -497,6 +602,10 @@ def main() -> None:
         "--subscribers", default="new,1,10,100", help="comma-separated counts, and/or new"
     )
     parser.add_argument("--codecs", default="native,pure", help="native, pure or both")
+    parser.add_argument("--backends", default="memory", help="memory, redis or both")
+    parser.add_argument(
+        "--before", type=Path, help="also serve from this source tree (an older checkout)"
+    )
     parser.add_argument("--serve-floor", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_floor:
@@ -504,18 +613,26 @@ def main() -> None:
         return
     words = [w for w in args.subscribers.split(",") if w]
     codecs = [c for c in args.codecs.split(",") if c]
+    backends = [b for b in args.backends.split(",") if b]
     if (
         not words
         or not all(w == "new" or (w.isdigit() and int(w) >= 1) for w in words)
         or not codecs
         or set(codecs) - {"native", "pure"}
+        or not backends
+        or set(backends) - {"memory", "redis"}
     ):
-        parser.error("--subscribers takes new and counts >= 1, --codecs native and/or pure")
+        parser.error(
+            "--subscribers takes new and counts >= 1, --codecs native and/or pure, "
+            "--backends memory and/or redis"
+        )
     counts = sorted({COLD if w == "new" else int(w) for w in words})
     if "native" in codecs and not native_built():
         print("the native codec is not built here: measuring the pure path only")
         codecs = [c for c in codecs if c != "native"] or ["pure"]
-    asyncio.run(bench(args.repeat, args.rounds, counts, codecs))
+    if args.before is not None and not (args.before / "src" / "omni_grpc").is_dir():
+        parser.error(f"--before {args.before}: no src/omni_grpc there")
+    asyncio.run(bench(args.repeat, args.rounds, counts, codecs, backends, args.before))
 
 
 if __name__ == "__main__":

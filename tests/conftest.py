@@ -208,10 +208,20 @@ async def make_log(backend_kind: str, request: pytest.FixtureRequest) -> AsyncIt
     logs: list[EventLog] = []
     conns = []
 
+    handles: dict[int, tuple[str, int, int]] = {}  # id(log) -> its prefix and window
+
     async def make(
-        *, epoch: str | None = None, max_count: int = 10_000, max_bytes: int = 8 << 20
+        *,
+        epoch: str | None = None,
+        max_count: int = 10_000,
+        max_bytes: int = 8 << 20,
+        replica_of: EventLog | None = None,
     ) -> EventLog:
+        """``replica_of``: the same session's log as another replica sees it
+        (on the memory backend, which has no replicas, that log itself)."""
         log: EventLog
+        if replica_of is not None and backend_kind == "memory":
+            return replica_of
         if backend_kind == "memory":
             # A reader that stops is let go quickly (the contract's cut-off cases).
             log = MemoryEventLog(
@@ -226,10 +236,14 @@ async def make_log(backend_kind: str, request: pytest.FixtureRequest) -> AsyncIt
             from omni_grpc.runtime.redis.event_log import RedisEventLog
 
             server = request.getfixturevalue("redis_server")
-            conn = RedisConnection(server.url, prefix=f"log-{secrets.token_hex(6)}:")
+            prefix = f"log-{secrets.token_hex(6)}:"
+            if replica_of is not None:
+                prefix, max_count, max_bytes = handles[id(replica_of)]
+            conn = RedisConnection(server.url, prefix=prefix)
             conns.append(conn)
             window = ReplayWindow(max_count, max_bytes)
-            log = RedisEventLog(conn, "s1", window, idle_ttl=600, epoch=epoch)
+            log = RedisEventLog(conn, "s1", window, idle_ttl=600, epoch=epoch, stall_timeout=0.05)
+            handles[id(log)] = (prefix, max_count, max_bytes)
         logs.append(log)
         return log
 

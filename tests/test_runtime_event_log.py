@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from conftest import MakeLog
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from omni_grpc.runtime.event_log import EventLog
 from omni_grpc.runtime.events import EventBody, HubEvent, parse_event_id, utf16_length
@@ -231,21 +233,24 @@ async def test_a_subscribe_racing_publishes_misses_and_repeats_nothing(make_log:
         assert all(kept[e.seq] == e.data for e in buffered)
 
 
-# ---- back-pressure (the memory log: its writer and readers share a process) ----
+# ---- back-pressure: a writer waits for the readers of its own process ----------
 
 
-async def write_all(log: MemoryEventLog, count: int) -> None:
+async def write_all(log: EventLog, count: int) -> list[HubEvent]:
     """A writer as the hub is one: it waits only when the log says so."""
+    futures = []
     for n in range(count):
-        future = log.publish_nowait(body(f'"{n}"'))
+        futures.append(log.publish_nowait(body(f'"{n}"')))
         if log.congested:
-            await future
+            await futures[-1]
+    return [await future for future in futures]
 
 
-async def test_a_lone_reader_that_keeps_up_is_never_cut_off() -> None:
+async def test_a_lone_reader_that_keeps_up_is_never_cut_off(make_log: MakeLog) -> None:
     # A run many times longer than the window, read by one reader that takes
-    # one event per loop turn while the writer could write hundreds.
-    log = MemoryEventLog(RESYNC, max_count=20)
+    # one event per loop turn while the writer could write hundreds (on Redis
+    # a whole batch per round trip).
+    log = await make_log(max_count=20)
     sub = await log.subscribe()
     got: list[HubEvent] = []
 
@@ -258,13 +263,39 @@ async def test_a_lone_reader_that_keeps_up_is_never_cut_off() -> None:
 
     reader = asyncio.create_task(read(1000))
     await write_all(log, 1000)
-    await asyncio.wait_for(reader, 30)
+    await asyncio.wait_for(reader, 60)
     assert [e.data for e in got] == [f'"{n}"'.encode() for n in range(1000)]
-    assert sub.cutoffs == 0
+    assert sub.cutoffs == 0  # type: ignore[attr-defined]
 
 
-async def test_a_reader_that_stops_is_let_go_and_cut_off_while_others_keep_up() -> None:
-    log = MemoryEventLog(RESYNC, max_count=20, stall_timeout=0.05)
+async def test_a_lone_reader_keeps_up_with_a_byte_window_too(make_log: MakeLog) -> None:
+    log = await make_log(max_bytes=2_000)
+    sub = await log.subscribe()
+    text = '"' + "x" * 98 + '"'  # 100 units: 20 fill the window
+
+    async def read() -> list[HubEvent]:
+        out = []
+        while len(out) < 300:
+            event = await sub.next()
+            assert event is not None
+            out.append(event)
+            await asyncio.sleep(0)
+        return out
+
+    reader = asyncio.create_task(read())
+    for _ in range(300):
+        future = log.publish_nowait(body(text))
+        if log.congested:
+            await future
+    got = await asyncio.wait_for(reader, 60)
+    assert all(e.buffered and e.data == text.encode() for e in got)
+    assert sub.cutoffs == 0  # type: ignore[attr-defined]
+
+
+async def test_a_reader_that_stops_is_let_go_and_cut_off_while_others_keep_up(
+    make_log: MakeLog,
+) -> None:
+    log = await make_log(max_count=20)  # the fixture's stall timeout is 0.05 s
     stuck = await log.subscribe()
     fast = await log.subscribe()
     got: list[HubEvent] = []
@@ -278,25 +309,118 @@ async def test_a_reader_that_stops_is_let_go_and_cut_off_while_others_keep_up() 
 
     reader = asyncio.create_task(read())
     await write_all(log, 300)
-    await asyncio.wait_for(reader, 30)
+    await asyncio.wait_for(reader, 60)
     # The one that kept up got everything; the one that stopped held the
     # writer only until its stall timeout, then fell out of the window.
     assert [e.data for e in got] == [f'"{n}"'.encode() for n in range(300)]
-    assert fast.cutoffs == 0 and stuck.cutoffs >= 1
+    assert fast.cutoffs == 0 and stuck.cutoffs >= 1  # type: ignore[attr-defined]
     first = await stuck.next()
     assert first is not None and first.data == b'{"type":"resync_required"}'
 
 
-async def test_a_closed_reader_releases_the_writer() -> None:
-    log = MemoryEventLog(RESYNC, max_count=10)
+async def test_a_closed_reader_releases_the_writer(make_log: MakeLog) -> None:
+    log = await make_log(max_count=10)
     sub = await log.subscribe()
-    for n in range(9):
-        log.publish_nowait(body(f'"{n}"'))
+    futures = [log.publish_nowait(body(f'"{n}"')) for n in range(9)]
     held = log.publish_nowait(body('"9"'))
     assert log.congested and not held.done()
     sub.close()
     event = await asyncio.wait_for(held, 5)
     assert event.data == b'"9"' and not log.congested
+    assert [(await f).data for f in futures] == [f'"{n}"'.encode() for n in range(9)]
+
+
+# ---- contiguity: nothing after a gap is handed out silently ---------------------
+
+
+def check_contiguous(delivered: list[HubEvent], kept: list[HubEvent]) -> None:
+    """Each buffered event a reader was handed is the kept event right after the
+    previous one it was handed, unless a resync_required came between them."""
+    seqs = [e.seq for e in delivered]
+    assert seqs == sorted(set(seqs)), "seqs must strictly increase"
+    index = {e.seq: i for i, e in enumerate(kept)}
+    last: int | None = None
+    for event in delivered:
+        if not event.buffered:
+            if event.data == RESYNC.data:
+                last = None  # history covers the gap; live goes on from here
+            continue
+        assert event.seq in index, f"seq {event.seq} was never published"
+        assert event.data == kept[index[event.seq]].data
+        if last is not None:
+            assert index[event.seq] == last + 1, (
+                f"{kept[last + 1].event_id} to {event.event_id} skipped with no resync"
+            )
+        last = index[event.seq]
+
+
+async def read_until(sub: object, last_seq: int) -> list[HubEvent]:
+    out: list[HubEvent] = []
+    while not out or out[-1].seq < last_seq:
+        event = await asyncio.wait_for(sub.next(), 5)  # type: ignore[attr-defined]
+        assert event is not None
+        out.append(event)
+    return out
+
+
+async def test_a_window_trimmed_past_a_reader_is_never_a_silent_gap(make_log: MakeLog) -> None:
+    # Another replica writes a burst much larger than the window in one round
+    # trip: the stream is trimmed before this replica's reader gets to it.
+    log = await make_log(max_count=4)
+    writer = await make_log(replica_of=log)
+    sub = await log.subscribe()
+    kept = [await writer.publish(body('"first"'))]
+    got = await read_until(sub, kept[-1].seq)
+    kept += await writer.publish_many([body(f'"{n}"') for n in range(50)])
+    kept.append(await writer.publish(body('"last"')))
+    got += await read_until(sub, kept[-1].seq)
+    # It was told, and goes on live from the resync.
+    assert any(e.data == RESYNC.data for e in got)
+    kept.append(await writer.publish(body('"after"')))
+    got += await read_until(sub, kept[-1].seq)
+    check_contiguous(got, kept)
+    assert got[-1].data == b'"after"'
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from(["here", "there"]), st.integers(1, 12), st.integers(0, 12)),
+        min_size=1,
+        max_size=8,
+    ),
+    window=st.integers(2, 8),
+)
+async def test_every_reader_gets_every_event_or_a_resync(
+    make_log: MakeLog, steps: list[tuple[str, int, int]], window: int
+) -> None:
+    # Bursts written here or on another replica, readers that read a few
+    # events in between: whatever each reader is handed follows on, or says
+    # resync_required first.
+    log = await make_log(max_count=window)
+    other = await make_log(replica_of=log)
+    readers = [await log.subscribe(), await log.subscribe()]
+    delivered: list[list[HubEvent]] = [[], []]
+    kept: list[HubEvent] = []
+    for where, burst, reads in steps:
+        writer = log if where == "here" else other
+        kept += await writer.publish_many([body(f'"{len(kept) + n}"') for n in range(burst)])
+        for sub, out in zip(readers, delivered, strict=True):
+            for _ in range(reads if sub is readers[0] else 1):
+                if not sub.pending and out and out[-1].seq >= kept[-1].seq:  # type: ignore[attr-defined]
+                    break
+                event = await asyncio.wait_for(sub.next(), 5)
+                assert event is not None
+                out.append(event)
+    for sub, out in zip(readers, delivered, strict=True):
+        if not out or out[-1].seq < kept[-1].seq:
+            out += await read_until(sub, kept[-1].seq)
+        check_contiguous(out, kept)
+        assert out[-1].seq >= kept[-1].seq  # the last event, or a resync after it
 
 
 async def test_replayed_events_decode_to_what_was_published(make_log: MakeLog) -> None:

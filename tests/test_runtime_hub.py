@@ -30,9 +30,10 @@ from omni_grpc.runtime.bodies import is_task_end
 from omni_grpc.runtime.errors import TooManyStreams
 from omni_grpc.runtime.event_log import Subscription
 from omni_grpc.runtime.events import HubEvent
+from omni_grpc.runtime.fanout import Subscriber
 from omni_grpc.runtime.hub import Hub, RunRequest
 from omni_grpc.runtime.limits import Limits
-from omni_grpc.runtime.memory_log import MemoryEventLog, MemorySubscription
+from omni_grpc.runtime.memory_log import MemoryEventLog
 
 MakeBackend = Callable[..., Backend]
 
@@ -365,7 +366,7 @@ async def test_idle_unwatched_logs_are_reclaimed_and_old_ids_then_resync(tmp_pat
 class AwaitingLog(MemoryEventLog):
     """A log whose subscribe yields to the loop first, as a networked one does."""
 
-    async def subscribe(self, *args: Any, **kwargs: Any) -> MemorySubscription:
+    async def subscribe(self, *args: Any, **kwargs: Any) -> Subscriber:
         await asyncio.sleep(0)
         return await super().subscribe(*args, **kwargs)
 

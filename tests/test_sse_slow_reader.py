@@ -12,8 +12,9 @@ from waiting import until
 
 from omni_grpc.engines.demo import DemoEngine
 from omni_grpc.runtime import bodies
+from omni_grpc.runtime.fanout import Subscriber
 from omni_grpc.runtime.hub import Hub
-from omni_grpc.runtime.memory_log import MemoryEventLog, MemorySubscription
+from omni_grpc.runtime.memory_log import MemoryEventLog
 from omni_grpc.transport.sse.app import create_app
 from omni_grpc.transport.sse.server import HttpServer
 
@@ -43,13 +44,13 @@ def dialect_events(stream: bytes) -> list[tuple[str, dict[str, object]]]:
 
 async def test_a_reader_that_falls_behind_gets_error_and_a_failed_done(tmp_path: Path) -> None:
     logs: list[MemoryEventLog] = []
-    subscriptions: list[MemorySubscription] = []
+    subscriptions: list[Subscriber] = []
 
     def small_log(_sid: str) -> MemoryEventLog:
         log = MemoryEventLog(bodies.resync_required_body(), max_count=32)
         original = log.subscribe
 
-        async def subscribe(*args: object, **kw: object) -> MemorySubscription:
+        async def subscribe(*args: object, **kw: object) -> Subscriber:
             sub = await original(*args, **kw)  # type: ignore[arg-type]
             subscriptions.append(sub)
             return sub

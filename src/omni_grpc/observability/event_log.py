@@ -11,7 +11,7 @@ read its first event counts as a miss: it resumed nothing.)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from omni_grpc.observability.metrics import ServerMetrics
@@ -24,42 +24,26 @@ def _is_resync(event: HubEvent) -> bool:
     return ev is not None and ev.WhichOneof("kind") == "resync_required"
 
 
-class ObservedSubscription:
-    def __init__(self, inner: Subscription, metrics: ServerMetrics, resuming: bool) -> None:
-        self._inner = inner
+class DeliveryCounter:
+    """Counts what one subscriber is handed (an observer of its fan-out queue)."""
+
+    def __init__(self, metrics: ServerMetrics, resuming: bool) -> None:
         self._delivered = metrics.events_delivered
         self._metrics = metrics
         # Until the first event: whether this subscriber asked to resume.
         self._first = resuming
 
-    async def next(self) -> HubEvent | None:
-        event = await self._inner.next()
-        if event is None:
-            return None
+    def __call__(self, event: HubEvent) -> None:
         self._delivered.value += 1
         first, self._first = self._first, False
         if first or not event.buffered:  # resync_required is never buffered
             self._classify(event, first)
-        return event
 
     def _classify(self, event: HubEvent, first: bool) -> None:
         if first:  # the subscriber gave an event id: its first event says hit or miss
             self._metrics.replays.labels("miss" if _is_resync(event) else "hit").inc()
         elif _is_resync(event):
             self._metrics.subscriber_cutoffs.inc()
-
-    def __aiter__(self) -> AsyncIterator[HubEvent]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[HubEvent]:
-        while (event := await self.next()) is not None:
-            yield event
-
-    def close(self) -> None:
-        self._inner.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
 class ObservedEventLog:
@@ -122,8 +106,9 @@ class ObservedEventLog:
     async def subscribe(
         self, after_event_id: str | None = None, initial: InitialEvents | None = None
     ) -> Subscription:
-        inner = await self._inner.subscribe(after_event_id, initial)
-        return ObservedSubscription(inner, self._metrics, resuming=bool(after_event_id))
+        sub = await self._inner.subscribe(after_event_id, initial)
+        sub.observe(DeliveryCounter(self._metrics, resuming=bool(after_event_id)))
+        return sub
 
     async def close(self) -> None:
         await self._inner.close()

@@ -18,12 +18,20 @@ Semantics (the reference server's SSE channel):
 * ``subscribe`` is atomic: no event is published between the replayed gap,
   the initial events and the first live event, so a subscriber sees strictly
   increasing seqs with no hole a reconnect could fall into.
-* A subscriber that keeps up is never cut off: when its queue nears the
-  window, a writer that waits on ``congested`` waits for it. One that really
-  falls behind (does not read down within a stall timeout) no longer holds the
-  writer back, and is cut off (its queue dropped) and told
-  ``resync_required`` once the window moves past it; it then keeps receiving
-  live events.
+* A subscriber that keeps up is never cut off by a writer in its process:
+  when its queue nears the window, a writer that waits on ``congested`` waits
+  for it. One that really falls behind (does not read down within a stall
+  timeout) no longer holds the writer back, and is cut off (its queue
+  dropped) and told ``resync_required`` once the window moves past it; it
+  then keeps receiving live events.
+* Every subscriber checks that each kept event follows on from the last one
+  it was given: an event after a gap is never handed out silently, the
+  subscriber is cut off as above instead. The ``resync_required``'s own id is
+  where it goes on from (history covers what it missed).
+
+Both backends serve their subscribers through one fan-out
+(``runtime/fanout.py``); a backend appends, replays, reports its window and
+hands the fan-out each event in log order.
 """
 
 from __future__ import annotations
@@ -70,6 +78,10 @@ class Subscription(Protocol):
 
     def close(self) -> None:
         """Stops delivery and releases the queue (idempotent)."""
+        ...
+
+    def observe(self, observer: Callable[[HubEvent], None]) -> None:
+        """``observer`` is called with each event this subscription hands out."""
         ...
 
 

@@ -79,11 +79,17 @@ class HubEvent:
     body: EventBody
     # False for unicast events (sent to one subscriber, never replayed).
     buffered: bool
+    # For a kept event: the seq of the kept event before it (0 for the first
+    # of its epoch), so a reader can tell that it follows on from the last one
+    # it delivered; None where the backend did not record it.
+    prev: int | None = None
 
     def stored(self) -> HubEvent:
         """The event as a replay window keeps it (see the module docstring)."""
         body = self.body.stored()
-        return self if body is self.body else HubEvent(self.seq, self.event_id, body, self.buffered)
+        if body is self.body:
+            return self
+        return HubEvent(self.seq, self.event_id, body, self.buffered, self.prev)
 
     @property
     def message(self) -> omni_pb2.OmniMessage | None:

@@ -6,7 +6,7 @@ import asyncio
 import secrets
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from omni_grpc.runtime.event_log import (
     InitialEvents,
@@ -15,6 +15,7 @@ from omni_grpc.runtime.event_log import (
     initial_bodies,
 )
 from omni_grpc.runtime.events import EventBody, HubEvent, format_event_id, parse_event_id
+from omni_grpc.runtime.fanout import DEFAULT_STALL_TIMEOUT, Fanout, Subscriber
 
 DEFAULT_MAX_COUNT = ReplayWindow().max_events
 DEFAULT_MAX_BYTES = ReplayWindow().max_bytes
@@ -23,93 +24,9 @@ DEFAULT_MAX_BYTES = ReplayWindow().max_bytes
 RunEnder = Callable[[int], object]
 
 
-# Back-pressure: a subscriber whose queue fills this share of the window holds
-# the writer back until it has read down to LOW_WATER, unless it has not done
-# so within the log's stall timeout (then it is let go, and cut off as before
-# once the window moves past its queue).
-HIGH_WATER = 0.9
-LOW_WATER = 0.5
-DEFAULT_STALL_TIMEOUT = 2.0
-
-
-class MemorySubscription:
-    """A subscriber's bounded queue. The log fills it; the transport drains it."""
-
-    def __init__(self, log: MemoryEventLog) -> None:
-        self._log = log
-        self._queue: deque[HubEvent] = deque()
-        self._bytes = 0
-        self._wakeup = asyncio.Event()
-        self._closed = False
-        # Let go by the back-pressure: it did not read down in time.
-        self.lagging = False
-        # Events dropped by cut-offs, for tests and metrics.
-        self.cutoffs = 0
-
-    def _push(self, event: HubEvent) -> None:
-        if self._closed:
-            return
-        self._queue.append(event)
-        self._bytes += event.body.size
-        self._wakeup.set()
-
-    def level(self) -> float:
-        """How full the queue is, as a share of the log's window."""
-        log = self._log
-        return max(len(self._queue) / log._max_count, self._bytes / log._max_bytes)
-
-    def _oldest_seq(self) -> int | None:
-        return self._queue[0].seq if self._queue else None
-
-    def _cut_off(self, resync: HubEvent) -> None:
-        """Drops the backlog this subscriber can no longer be served from."""
-        self.cutoffs += 1
-        self._queue.clear()
-        self._bytes = 0
-        self.lagging = False
-        self._push(resync)
-
-    def _end(self) -> None:
-        self._closed = True
-        self._wakeup.set()
-
-    @property
-    def pending(self) -> int:
-        return len(self._queue)
-
-    async def next(self) -> HubEvent | None:
-        while not self._queue:
-            if self._closed:
-                return None
-            self._wakeup.clear()
-            await self._wakeup.wait()
-        event = self._queue.popleft()
-        self._bytes -= event.body.size
-        if self.level() <= LOW_WATER:
-            self.lagging = False
-            if self._log._pressed_by is self:
-                self._log._relieve()
-        return event
-
-    def __aiter__(self) -> AsyncIterator[HubEvent]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[HubEvent]:
-        while (event := await self.next()) is not None:
-            yield event
-
-    def close(self) -> None:
-        if not self._closed:
-            self._queue.clear()
-            self._bytes = 0
-            self._end()
-            self._log._subscribers.discard(self)
-            if self._log._pressed_by is self:
-                self._log._relieve()
-
-
 class MemoryEventLog:
-    """Ring buffer of at most ``max_count`` events / ``max_bytes`` UTF-16 units.
+    """Ring buffer of at most ``max_count`` events / ``max_bytes`` UTF-16 units,
+    its subscribers served by a :class:`~omni_grpc.runtime.fanout.Fanout`.
 
     No method awaits anything, so each call is atomic on the event loop.
     """
@@ -133,19 +50,13 @@ class MemoryEventLog:
         self._bytes = 0
         self._next_seq = 1
         self._last_evicted_seq = 0
-        self._subscribers: set[MemorySubscription] = set()
+        self._last_kept = 0  # the newest kept seq (every kept event names its predecessor)
+        self._fanout = Fanout(max_count, max_bytes, stall_timeout=stall_timeout)
         self._closed = False
         # time.monotonic() of the last publish or subscribe (idle reclaiming).
         self.last_activity = time.monotonic()
         # Releases the run lease (wired by the memory backend).
         self.end_run: RunEnder | None = None
-        # Back-pressure: the subscriber the writer waits for, the futures of the
-        # writes made meanwhile, and the timer that lets a stalled one go.
-        self.stall_timeout = stall_timeout
-        self._pressed_by: MemorySubscription | None = None
-        self._held: list[asyncio.Future[HubEvent]] = []
-        self._held_events: dict[asyncio.Future[HubEvent], HubEvent] = {}
-        self._stall_timer: asyncio.TimerHandle | None = None
 
     @property
     def epoch(self) -> str:
@@ -158,7 +69,15 @@ class MemoryEventLog:
 
     @property
     def subscriber_count(self) -> int:
-        return len(self._subscribers)
+        return len(self._fanout)
+
+    @property
+    def stall_timeout(self) -> float:
+        return self._fanout.stall_timeout
+
+    @stall_timeout.setter
+    def stall_timeout(self, seconds: float) -> None:
+        self._fanout.stall_timeout = seconds
 
     def buffer_stats(self) -> tuple[int, int]:
         """(events, UTF-16 units) in the replay buffer now."""
@@ -171,7 +90,7 @@ class MemoryEventLog:
 
     @property
     def congested(self) -> bool:
-        return self._pressed_by is not None
+        return self._fanout.congested
 
     def publish_nowait(
         self, body: EventBody, *, fence: int | None = None, end_run: bool = False
@@ -180,41 +99,12 @@ class MemoryEventLog:
         that keeps up has nearly filled its queue: then it resolves when that
         subscriber has read down (or has stalled), so a writer that waits for
         it goes at the reader's pace instead of cutting the reader off."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[HubEvent] = loop.create_future()
-        event = self._publish(body)
+        future: asyncio.Future[HubEvent] = asyncio.get_running_loop().create_future()
+        future.set_result(self._publish(body))
         if end_run and fence is not None and self.end_run is not None:
             self.end_run(fence)
-        if self._pressed_by is None:
-            pressing = [s for s in self._subscribers if not s.lagging and s.level() >= HIGH_WATER]
-            if pressing:
-                self._pressed_by = max(pressing, key=lambda s: s.level())
-                self._stall_timer = loop.call_later(self.stall_timeout, self._stalled)
-        if self._pressed_by is None:
-            future.set_result(event)
-        else:
-            self._held.append(future)
-            self._held_events[future] = event
-        return future
-
-    def _relieve(self) -> None:
-        if self._stall_timer is not None:
-            self._stall_timer.cancel()
-            self._stall_timer = None
-        self._pressed_by = None
-        held, self._held = self._held, []
-        for future in held:
-            event = self._held_events.pop(future)
-            if not future.done():
-                future.set_result(event)
-
-    def _stalled(self) -> None:
-        """The subscriber did not read down in time: it no longer holds the
-        writer back (and is cut off once the window passes its queue)."""
-        if self._pressed_by is not None:
-            self._pressed_by.lagging = True
-        self._stall_timer = None
-        self._relieve()
+        self._fanout.press()
+        return self._fanout.hold(future)
 
     def forgive(self, fence: int | None) -> None:
         return None
@@ -237,13 +127,19 @@ class MemoryEventLog:
         # Evict first, so any resync_required sent to a cut-off subscriber
         # takes a lower seq than this event.
         self._evict(incoming=size)
-        event = self._take_seq(body, buffered=True)
+        seq = self._next_seq
+        self._next_seq += 1
+        event = HubEvent(seq, format_event_id(self._epoch, seq), body, True, self._last_kept)
+        self._last_kept = seq
         # Subscribers get the decoded event; the window keeps only its text.
         self._buffer.append((event.stored(), size))
         self._bytes += size
-        for sub in self._subscribers:
-            sub._push(event)
+        self._cut_off(self._fanout.deliver(event))
         return event
+
+    def _cut_off(self, subs: Sequence[Subscriber]) -> None:
+        for sub in subs:
+            sub.cut_off(self._take_seq(self._resync_body, buffered=False))
 
     def _evict(self, incoming: int) -> None:
         # The incoming event always gets in, even when it alone exceeds max_bytes.
@@ -253,12 +149,9 @@ class MemoryEventLog:
             old, size = self._buffer.popleft()
             self._bytes -= size
             self._last_evicted_seq = old.seq
-            for sub in self._subscribers:
-                oldest = sub._oldest_seq()
-                if oldest is not None and oldest <= old.seq:
-                    # Its backlog reaches past the buffer: serving it would keep
-                    # evicted events alive, so it must resync instead.
-                    sub._cut_off(self._take_seq(self._resync_body, buffered=False))
+            # A backlog reaching past the buffer: serving it would keep evicted
+            # events alive, so it must resync instead.
+            self._cut_off(self._fanout.trimmed(old.seq))
 
     async def replay_after(self, event_id: str) -> list[HubEvent] | None:
         return self._replay_after(event_id)
@@ -277,7 +170,7 @@ class MemoryEventLog:
 
     async def subscribe(
         self, after_event_id: str | None = None, initial: InitialEvents | None = None
-    ) -> MemorySubscription:
+    ) -> Subscriber:
         self.last_activity = time.monotonic()
         # The initial events must describe the session as of this subscription:
         # build them again if a publish overtook them.
@@ -286,28 +179,26 @@ class MemoryEventLog:
             bodies = await initial_bodies(initial)
             if mark == self._next_seq:
                 break
-        sub = MemorySubscription(self)
+        # From here to start() nothing awaits: the snapshot is atomic.
+        sub = self._fanout.add()
         if self._closed:
-            sub._end()
+            self._fanout.discard(sub)
+            sub.end()
             return sub
+        events: list[HubEvent] = []
         if after_event_id:
             replay = self._replay_after(after_event_id)
             if replay is None:
-                sub._push(self._take_seq(self._resync_body, buffered=False))
+                events.append(self._take_seq(self._resync_body, buffered=False))
             else:
-                for event in replay:
-                    sub._push(event)
-        for body in bodies:
-            sub._push(self._take_seq(body, buffered=False))
-        self._subscribers.add(sub)
+                events.extend(replay)
+        events.extend(self._take_seq(body, buffered=False) for body in bodies)
+        sub.start(events, self._next_seq - 1, self._last_kept)
         return sub
 
     async def close(self) -> None:
         self._closed = True
-        for sub in list(self._subscribers):
-            sub._end()
-        self._subscribers.clear()
-        self._relieve()
+        self._fanout.end()
 
 
 class MemoryEventLogs(LogRegistry[MemoryEventLog]):

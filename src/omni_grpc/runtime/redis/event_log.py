@@ -1,12 +1,21 @@
 """The event log on Redis Streams: replay and live from the same stream.
 
 Each replica reads a session's stream once (one blocking ``XREAD`` per
-session with local subscribers) and fans each event out to its own
-subscribers. There is no pub/sub side channel: a subscriber registers locally
-first, then one script returns its replayed gap and takes the seqs of its
-initial events, and it goes live from there, dropping what the replay already
-covered. A subscriber whose queue outgrows the replay window is cut off with
-``resync_required``, as in the memory log.
+session with local subscribers) and hands each event to its fan-out
+(``runtime/fanout.py``), which serves this replica's subscribers as it serves
+the memory log's. There is no pub/sub side channel: a subscriber registers
+locally first, then one script returns its replayed gap and takes the seqs of
+its initial events, and it goes live from there, dropping what the replay
+already covered.
+
+Back-pressure holds a writer in this process: the events it has written and
+the reader has not yet handed out count against every local subscriber's
+share of the window, so a reader that keeps up is not cut off by a burst still
+on its way. A writer on another replica does not wait for this replica's
+readers: one that falls more than a window behind is cut off with
+``resync_required`` (its backlog is larger than the window), and one the
+stream was trimmed past between two reads is told so too (the entry read next
+does not name the last one delivered).
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ import logging
 import secrets
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +39,7 @@ from omni_grpc.runtime.event_log import (
     initial_bodies,
 )
 from omni_grpc.runtime.events import EventBody, HubEvent, format_event_id, parse_event_id
+from omni_grpc.runtime.fanout import DEFAULT_STALL_TIMEOUT, Fanout, Subscriber
 from omni_grpc.runtime.health import RunFailure
 from omni_grpc.runtime.redis import scripts
 from omni_grpc.runtime.redis.connection import BLOCK_MS, RedisConnection, unavailable_on_failure
@@ -87,98 +97,14 @@ def decode_entry(epoch: str, entry_id: bytes, fields: dict[bytes, bytes]) -> Hub
     else:
         event = agent_service_pb2.ServerEvent.FromString(fields[b"p"])
         body = EventBody(None, event, data, failure)
-    return HubEvent(seq, format_event_id(epoch, seq), body, True)
+    prev = fields.get(b"pv")
+    return HubEvent(seq, format_event_id(epoch, seq), body, True, int(prev) if prev else None)
 
 
 def _pairs(raw: Any) -> dict[bytes, bytes]:
     if isinstance(raw, dict):
         return raw
     return {raw[i]: raw[i + 1] for i in range(0, len(raw), 2)}
-
-
-class RedisSubscription:
-    def __init__(self, log: RedisEventLog) -> None:
-        self._log = log
-        self._queue: deque[HubEvent] = deque()
-        self._bytes = 0
-        self._wakeup = asyncio.Event()
-        self._closed = False
-        self._error: BaseException | None = None
-        # Live events at or below this seq were covered by the replay.
-        self._min_seq: int | None = None
-        self._early: list[HubEvent] = []
-        self.cutoffs = 0
-
-    def _push(self, event: HubEvent) -> None:
-        if self._closed:
-            return
-        if self._min_seq is None:  # still subscribing: keep for the merge
-            self._early.append(event)
-            return
-        if event.seq < self._min_seq:
-            return
-        self._queue.append(event)
-        self._bytes += event.body.size
-        self._wakeup.set()
-
-    def _start(self, events: list[HubEvent], min_seq: int) -> None:
-        self._min_seq = min_seq
-        for event in events:
-            self._queue.append(event)
-            self._bytes += event.body.size
-        early, self._early = self._early, []
-        for event in early:
-            self._push(event)
-        self._wakeup.set()
-
-    def _over(self, window: ReplayWindow) -> bool:
-        return len(self._queue) > window.max_events or self._bytes > window.max_bytes
-
-    def _cut_off(self, resync: HubEvent) -> None:
-        self.cutoffs += 1
-        self._queue.clear()
-        self._bytes = 0
-        self._min_seq = resync.seq + 1
-        self._queue.append(resync)
-        self._wakeup.set()
-
-    def _fail(self, error: BaseException) -> None:
-        self._error = error
-        self._closed = True
-        self._wakeup.set()
-
-    def _end(self) -> None:
-        self._closed = True
-        self._wakeup.set()
-
-    @property
-    def pending(self) -> int:
-        return len(self._queue)
-
-    async def next(self) -> HubEvent | None:
-        while not self._queue:
-            if self._closed:
-                if self._error is not None:
-                    raise self._error
-                return None
-            self._wakeup.clear()
-            await self._wakeup.wait()
-        event = self._queue.popleft()
-        self._bytes -= event.body.size
-        return event
-
-    def __aiter__(self) -> AsyncIterator[HubEvent]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[HubEvent]:
-        while (event := await self.next()) is not None:
-            yield event
-
-    def close(self) -> None:
-        if not self._closed:
-            self._queue.clear()
-            self._end()
-        self._log._subscribers.discard(self)
 
 
 class RedisEventLog:
@@ -192,6 +118,7 @@ class RedisEventLog:
         *,
         idle_ttl: float,
         epoch: str | None = None,
+        stall_timeout: float = DEFAULT_STALL_TIMEOUT,
     ) -> None:
         self._conn = conn
         self.session_id = session_id
@@ -208,7 +135,12 @@ class RedisEventLog:
         self._publish_script = r.register_script(scripts.PUBLISH)
         self._subscribe_script = r.register_script(scripts.SUBSCRIBE)
         self._replay_script = r.register_script(scripts.REPLAY)
-        self._subscribers: set[RedisSubscription] = set()
+        self._fanout = Fanout(
+            window.max_events,
+            window.max_bytes,
+            stall_timeout=stall_timeout,
+            in_flight=self._unseen,
+        )
         self._reader: asyncio.Task[None] | None = None
         self._closed = False
         self.last_activity = time.monotonic()
@@ -217,10 +149,28 @@ class RedisEventLog:
         self._queue: list[_Pending] = []
         self._flusher: asyncio.Task[None] | None = None
         self._failed: dict[int | None, BaseException] = {}
+        # What this process wrote that the reader has not handed out yet: the
+        # events and UTF-16 units not yet appended (queued or on their way),
+        # and the (seq, units) of those appended.
+        self._unsent = [0, 0]
+        self._written: deque[tuple[int, int]] = deque()
+        self._written_units = 0
+        self._read_seq = 0  # the newest seq the reader handed out
+
+    def _unseen(self) -> tuple[int, int]:
+        return self._unsent[0] + len(self._written), self._unsent[1] + self._written_units
+
+    def _sent(self, items: Sequence[_Pending]) -> None:
+        self._unsent[0] -= len(items)
+        self._unsent[1] -= sum(p.body.size for p in items)
 
     @property
     def subscriber_count(self) -> int:
-        return len(self._subscribers)
+        return len(self._fanout)
+
+    @property
+    def stall_timeout(self) -> float:
+        return self._fanout.stall_timeout
 
     @property
     def reading(self) -> bool:
@@ -235,10 +185,9 @@ class RedisEventLog:
 
     @property
     def congested(self) -> bool:
-        """Redis is behind the writer. (Local subscribers are fed by this
-        replica's reader and cut off when their queue passes the window; they
-        do not hold back a writer that may run on another replica.)"""
-        return len(self._queue) > _MAX_QUEUED
+        """Redis is behind the writer, or a local subscriber that keeps up is
+        about to fall out of the window (see the module docstring)."""
+        return len(self._queue) > _MAX_QUEUED or self._fanout.congested
 
     def publish_nowait(
         self, body: EventBody, *, fence: int | None = None, end_run: bool = False
@@ -254,9 +203,12 @@ class RedisEventLog:
             future.set_exception(failed)
             return future
         self._queue.append(_Pending(body, fence, end_run, future))
+        self._unsent[0] += 1
+        self._unsent[1] += body.size
         if self._flusher is None:
             self._flusher = asyncio.create_task(self._flush())
-        return future
+        self._fanout.press()
+        return self._fanout.hold(future)
 
     def forgive(self, fence: int | None) -> None:
         self._failed.pop(fence, None)
@@ -282,19 +234,29 @@ class RedisEventLog:
                         [p.body for p in batch], first.fence, batch[-1].end_run
                     )
                 except BaseException as exc:
+                    self._sent(batch)
                     self._failed[first.fence] = exc
-                    failed = batch + [p for p in self._queue if p.fence == first.fence]
+                    dropped = [p for p in self._queue if p.fence == first.fence]
+                    self._sent(dropped)
+                    failed = batch + dropped
                     self._queue = [p for p in self._queue if p.fence != first.fence]
                     for pending in failed:
                         if not pending.future.done():
                             pending.future.set_exception(exc)
                             pending.future.exception()  # retrieved: the owner sees it
+                    self._fanout.landed()
                     if isinstance(exc, asyncio.CancelledError):
                         raise
                     continue
+                self._sent(batch)
                 for pending, event in zip(batch, events, strict=True):
+                    # On its way to local subscribers (unless the reader was quicker).
+                    if self._reader is not None and event.seq > self._read_seq:
+                        self._written.append((event.seq, pending.body.size))
+                        self._written_units += pending.body.size
                     if not pending.future.done():
                         pending.future.set_result(event)
+                self._fanout.landed()
         finally:
             self._flusher = None
 
@@ -377,21 +339,21 @@ class RedisEventLog:
 
     async def subscribe(
         self, after_event_id: str | None = None, initial: InitialEvents | None = None
-    ) -> RedisSubscription:
-        sub = RedisSubscription(self)
+    ) -> Subscriber:
+        sub = self._fanout.add()
         if self._closed:
-            sub._end()
+            self._fanout.discard(sub)
+            sub.end()
             return sub
         self.last_activity = time.monotonic()
         # Registered before the snapshot: whatever the reader delivers from now
         # on is merged by seq, so nothing falls between replay and live.
-        self._subscribers.add(sub)
         try:
             result = await self._snapshot(after_event_id, initial)
         except BaseException:
-            self._subscribers.discard(sub)
+            self._fanout.discard(sub)
             raise
-        epoch, resync, first_initial, top, entries, bodies_ = result
+        epoch, resync, first_initial, top, entries, bodies_, last = result
         self._epoch = epoch
         events: list[HubEvent] = []
         if resync:
@@ -404,7 +366,7 @@ class RedisEventLog:
         for offset, body in enumerate(bodies_):
             seq = first_initial + offset
             events.append(HubEvent(seq, format_event_id(epoch, seq), body, False))
-        sub._start(events, top + 1)
+        sub.start(events, top, last)
         if self._reader is None:
             self._reader = asyncio.create_task(
                 self._read_from(f"{top}-0"), name=f"omni-redis-read-{self.session_id}"
@@ -413,7 +375,7 @@ class RedisEventLog:
 
     async def _snapshot(
         self, after_event_id: str | None, initial: InitialEvents | None
-    ) -> tuple[str, int, int, int, list[Any], Sequence[EventBody]]:
+    ) -> tuple[str, int, int, int, list[Any], Sequence[EventBody], int | None]:
         replay, after_epoch, after_seq = "0", "", ""
         if after_event_id:
             replay = "1"
@@ -439,14 +401,15 @@ class RedisEventLog:
                 )
                 if result[0] == b"ok":
                     break
-        _, epoch, resync, first, top, entries = result
-        return epoch.decode(), int(resync), int(first), int(top), entries, bodies_
+        _, epoch, resync, first, top, entries, last = result
+        newest = int(last) if last else None
+        return epoch.decode(), int(resync), int(first), int(top), entries, bodies_, newest
 
     async def _read_from(self, position: str) -> None:
         """The one reader of this stream in this replica."""
         epoch = self._epoch or ""
         try:
-            while self._subscribers and not self._closed:
+            while self._fanout.subscribers and not self._closed:
                 with unavailable_on_failure():
                     response = await self._conn.blocking.xread(
                         {self._events: position}, block=BLOCK_MS, count=1000
@@ -461,34 +424,37 @@ class RedisEventLog:
                         await self._fan_out(event)
         except BackendUnavailable as exc:
             log.warning("session %s: event stream lost: %s", self.session_id, exc)
-            for sub in list(self._subscribers):
-                sub._fail(exc)
-            self._subscribers.clear()
+            self._fanout.fail(exc)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("session %s: event reader failed", self.session_id)
-            for sub in list(self._subscribers):
-                sub._fail(BackendUnavailable("the event reader failed"))
-            self._subscribers.clear()
+            self._fanout.fail(BackendUnavailable("the event reader failed"))
         finally:
             self._reader = None
+            self._written.clear()
+            self._written_units = 0
 
     async def _fan_out(self, event: HubEvent) -> None:
-        for sub in list(self._subscribers):
-            sub._push(event)
-            if sub._over(self._window):
-                # It fell behind the window: serving it would mean keeping
-                # evicted events alive for it.
-                with unavailable_on_failure():
-                    seq = await self._conn.commands.hincrby(self._meta, "next", 1)
-                resync = HubEvent(
-                    seq,
-                    format_event_id(event.event_id.rsplit("-", 1)[0], seq),
-                    bodies.resync_required_body(),
-                    False,
-                )
-                sub._cut_off(resync)
+        self._read_seq = event.seq
+        written = self._written
+        while written and written[0][0] <= event.seq:
+            # handed out now (or skipped, if the stream was trimmed past it)
+            self._written_units -= written.popleft()[1]
+        # A gap, or a backlog larger than the window: serving it would mean
+        # keeping evicted events alive for it.
+        behind = self._fanout.deliver(event)
+        behind.extend(s for s in self._fanout.overflowing() if s not in behind)
+        for sub in behind:
+            with unavailable_on_failure():
+                seq = await self._conn.commands.hincrby(self._meta, "next", 1)
+            resync = HubEvent(
+                seq,
+                format_event_id(event.event_id.rsplit("-", 1)[0], seq),
+                bodies.resync_required_body(),
+                False,
+            )
+            sub.cut_off(resync)
 
     async def _keep_alive(self) -> None:
         """Watched logs do not expire, even while idle."""
@@ -500,9 +466,7 @@ class RedisEventLog:
 
     async def close(self) -> None:
         self._closed = True
-        for sub in list(self._subscribers):
-            sub._end()
-        self._subscribers.clear()
+        self._fanout.end()
         reader = self._reader
         if reader is not None:
             reader.cancel()
@@ -512,14 +476,26 @@ class RedisEventLog:
 
 class RedisEventLogs(LogRegistry[RedisEventLog]):
     def __init__(
-        self, conn: RedisConnection, window: ReplayWindow, *, idle_ttl: float = 30 * 60
+        self,
+        conn: RedisConnection,
+        window: ReplayWindow,
+        *,
+        idle_ttl: float = 30 * 60,
+        stall_timeout: float = DEFAULT_STALL_TIMEOUT,
     ) -> None:
         super().__init__(idle_ttl)
         self._conn = conn
         self._window = window
+        self._stall_timeout = stall_timeout
 
     def _create(self, session_id: str) -> RedisEventLog:
-        return RedisEventLog(self._conn, session_id, self._window, idle_ttl=self.idle_ttl)
+        return RedisEventLog(
+            self._conn,
+            session_id,
+            self._window,
+            idle_ttl=self.idle_ttl,
+            stall_timeout=self._stall_timeout,
+        )
 
     def _is_idle(self, log: RedisEventLog) -> bool:
         # Only this replica's handle is dropped: Redis keeps the data and

@@ -4,7 +4,9 @@ A session's events are the stream ``{sid}:events``; entry ids are the event
 seqs themselves (``<seq>-0``), explicit and monotonic, never time-based. The
 hash ``{sid}:meta`` holds the epoch, the last seq given out (``next``), the
 last evicted seq (``evicted``, the resync watermark: ``XREAD`` from a trimmed
-id silently starts at the oldest entry left), and the bytes in the window.
+id silently starts at the oldest entry left), the bytes in the window, and the
+newest kept seq (``last``). Each entry names the kept seq before it (``pv``),
+so a reader can tell that what it reads follows on from what it delivered.
 Redis trims by count only, so the byte cap is enforced here, exactly.
 
 The run lease is ``{sid}:run`` (the open run's token; no expiry),
@@ -24,7 +26,8 @@ local function ensure_meta(stream, meta, candidate)
   if not epoch then
     epoch = candidate
     redis.call('DEL', stream)
-    redis.call('HSET', meta, 'epoch', epoch, 'next', 0, 'evicted', 0, 'bytes', 0, 'ver', 0)
+    redis.call('HSET', meta, 'epoch', epoch, 'next', 0, 'evicted', 0, 'bytes', 0, 'ver', 0,
+      'last', 0)
   end
   return epoch
 end
@@ -56,6 +59,8 @@ local max_bytes = tonumber(ARGV[3])
 local n = tonumber(ARGV[7])
 local bytes = tonumber(redis.call('HGET', KEYS[2], 'bytes'))
 local len = redis.call('XLEN', KEYS[1])
+-- Absent in a meta written before entries named their predecessor.
+local last = redis.call('HGET', KEYS[2], 'last')
 local evicted = nil
 local first = nil
 local bump = 0
@@ -76,6 +81,10 @@ for i = 0, n - 1 do
   local seq = redis.call('HINCRBY', KEYS[2], 'next', 1)
   if not first then first = seq end
   local fields = {'k', ARGV[base], 'n', size, 'd', ARGV[base + 2], 'p', ARGV[base + 7]}
+  if last then
+    table.insert(fields, 'pv'); table.insert(fields, last)
+  end
+  last = tostring(seq)
   if ARGV[base + 4] ~= '' then
     table.insert(fields, 'fc'); table.insert(fields, ARGV[base + 4])
     table.insert(fields, 'fm'); table.insert(fields, ARGV[base + 5])
@@ -89,6 +98,7 @@ for i = 0, n - 1 do
   len = len + 1
 end
 redis.call('HSET', KEYS[2], 'bytes', bytes)
+if last then redis.call('HSET', KEYS[2], 'last', last) end
 if evicted then redis.call('HSET', KEYS[2], 'evicted', evicted) end
 if bump == 1 then redis.call('HINCRBY', KEYS[2], 'ver', 1) end
 if ARGV[5] == '1' and token ~= '' and redis.call('GET', KEYS[5]) == token then
@@ -103,7 +113,8 @@ return {epoch, first}
 # KEYS: events, meta, run
 # ARGV: epoch candidate, replay 0|1, after epoch, after seq, n initial, expected ver|'', ttl
 # Returns {'retry'} when a state-changing event overtook the caller's initial
-# events, else {'ok', epoch, resync seq (0: none), first initial seq, top seq, entries}.
+# events, else {'ok', epoch, resync seq (0: none), first initial seq, top seq, entries,
+# newest kept seq ('' when the meta predates it)}.
 SUBSCRIBE = (
     _ENSURE_META
     + """
@@ -129,7 +140,8 @@ if n > 0 then
   first = redis.call('HINCRBY', KEYS[2], 'next', n) - n + 1
 end
 keep_for(KEYS[1], KEYS[2], KEYS[3], ARGV[7])
-return {'ok', epoch, resync, first, redis.call('HGET', KEYS[2], 'next'), entries}
+return {'ok', epoch, resync, first, redis.call('HGET', KEYS[2], 'next'), entries,
+  redis.call('HGET', KEYS[2], 'last') or ''}
 """
 )
 

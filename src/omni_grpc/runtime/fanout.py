@@ -1,0 +1,340 @@
+"""Fan-out: one log's subscribers in this process, whatever the backend.
+
+A backend only appends, replays, reports its window and hands each event to
+:meth:`Fanout.deliver` in log order (the memory log as it publishes, the
+Redis log as its one reader of the stream receives). Everything a subscriber
+sees is decided here, once for every backend:
+
+* its queue, ``next`` and ``close``, and the end or failure of the log;
+* the merge of a subscribe: events delivered while a backend was still
+  taking the subscriber's snapshot are kept aside, and those the snapshot
+  already covered are dropped, so replay, initial events and live follow on;
+* contiguity: every kept event names the kept event before it
+  (``HubEvent.prev``). A subscriber whose next kept event does not follow on
+  from the last one it was given (the window moved past a reader that was
+  not there to see it) is never handed the event after the gap silently: it
+  is cut off like a reader that fell behind;
+* back-pressure: a subscriber that keeps up and nearly fills its share of
+  the window holds back this process's writer (``congested``, and the
+  futures of ``hold``) until it has read down, unless it does not read down
+  within the stall timeout; then it is let go, and cut off once its backlog
+  reaches past the window;
+* the cut-off: the backlog is dropped and ``resync_required`` takes its
+  place; its own event id is where the subscriber goes on live from (it
+  fetches history for what it missed), as the reference channel does.
+
+What each backend can see of its window differs, so it picks the cut-off
+rule it can observe: the memory log reports each eviction (:meth:`trimmed`),
+the Redis log, which cannot see another replica trim, cuts off a backlog
+larger than the window (:meth:`overflowing`). A backend gives the resync its
+seq (``cut_off``) because only the backend can take one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+
+from omni_grpc.runtime.events import HubEvent
+
+# Back-pressure: a subscriber whose queue fills this share of the window holds
+# the writer back until it has read down to LOW_WATER, unless it has not done
+# so within the stall timeout.
+HIGH_WATER = 0.9
+LOW_WATER = 0.5
+DEFAULT_STALL_TIMEOUT = 2.0
+
+# Called with each event a subscriber is handed (metrics count deliveries).
+Observer = Callable[[HubEvent], None]
+# Events and UTF-16 units this process has written that no subscriber has
+# been handed yet (a shared backend's round trip): they count against every
+# subscriber's share of the window before they arrive.
+InFlight = Callable[[], tuple[int, int]]
+
+
+class Subscriber:
+    """One subscriber's ordered queue. The fan-out fills it; a transport drains it."""
+
+    def __init__(self, fanout: Fanout) -> None:
+        self._fanout = fanout
+        self._queue: deque[HubEvent] = deque()
+        self._bytes = 0
+        self._wakeup = asyncio.Event()
+        self._closed = False
+        self._error: BaseException | None = None
+        # Live events at or below this seq were covered by the snapshot (or a
+        # cut-off); None while the backend still takes the snapshot.
+        self._after: int | None = None
+        self._early: list[HubEvent] = []
+        # The seq of the last kept event this subscriber was given or skipped
+        # past: the next kept one must name it as its ``prev``.
+        self._last_kept: int | None = None
+        self._observer: Observer | None = None
+        # Let go by the back-pressure: it did not read down in time.
+        self.lagging = False
+        # Cut-offs so far (tests and metrics).
+        self.cutoffs = 0
+
+    # ---- what the backend and the fan-out call ---------------------------------
+
+    def start(self, events: list[HubEvent], after: int, last_kept: int | None) -> None:
+        """The snapshot is taken: ``events`` (replayed gap, initial events)
+        come first; live events up to ``after`` were in it; ``last_kept`` is
+        the newest kept seq it saw."""
+        self._after = after
+        self._last_kept = last_kept
+        for event in events:
+            self._append(event)
+        early, self._early = self._early, []
+        for event in early:
+            if not self.push(event):
+                self._fanout.gapped.append(self)
+        self._wakeup.set()
+
+    def push(self, event: HubEvent) -> bool:
+        """Queues a live event; False when it does not follow on from the last
+        kept one (the caller cuts this subscriber off)."""
+        if self._closed:
+            return True
+        if self._after is None:  # still subscribing: keep for the merge
+            self._early.append(event)
+            return True
+        if event.buffered:
+            follows = event.prev is None or self._last_kept is None or event.prev == self._last_kept
+            if event.seq <= self._after:  # covered already
+                self._last_kept = max(self._last_kept or 0, event.seq)
+                return True
+            self._last_kept = event.seq
+            if not follows:
+                return False
+        elif event.seq <= self._after:
+            return True
+        self._append(event)
+        self._wakeup.set()
+        return True
+
+    def _append(self, event: HubEvent) -> None:
+        self._queue.append(event)
+        self._bytes += event.body.size
+
+    def cut_off(self, resync: HubEvent) -> None:
+        """Drops the backlog this subscriber can no longer be served from:
+        ``resync`` (a seq newer than all of it) takes its place."""
+        if self._closed:
+            return
+        self.cutoffs += 1
+        self._queue.clear()
+        self._bytes = 0
+        self.lagging = False
+        self._after = max(self._after or 0, resync.seq)
+        self._append(resync)
+        self._wakeup.set()
+        if self._fanout.pressed_by is self:
+            self._fanout.relieve()
+
+    def fail(self, error: BaseException) -> None:
+        self._error = error
+        self.end()
+
+    def end(self) -> None:
+        self._closed = True
+        self._wakeup.set()
+
+    def level(self, extra: tuple[int, int] = (0, 0)) -> float:
+        """How full the queue is (with ``extra`` on its way), as a share of the window."""
+        count, units = self._fanout.limits
+        return max((len(self._queue) + extra[0]) / count, (self._bytes + extra[1]) / units)
+
+    def oldest_seq(self) -> int | None:
+        return self._queue[0].seq if self._queue else None
+
+    def over_window(self) -> bool:
+        count, units = self._fanout.limits
+        return len(self._queue) > count or self._bytes > units
+
+    # ---- what a transport calls ----------------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        return len(self._queue)
+
+    def observe(self, observer: Observer) -> None:
+        """``observer`` is called with each event this subscriber is handed."""
+        self._observer = observer
+
+    async def next(self) -> HubEvent | None:
+        while not self._queue:
+            if self._closed:
+                if self._error is not None:
+                    raise self._error
+                return None
+            self._wakeup.clear()
+            await self._wakeup.wait()
+        event = self._queue.popleft()
+        self._bytes -= event.body.size
+        fanout = self._fanout
+        pressing = fanout.pressed_by is self
+        if (pressing or self.lagging) and self.level(fanout.in_flight()) <= LOW_WATER:
+            self.lagging = False
+            if pressing:
+                fanout.relieve()
+        if self._observer is not None:
+            self._observer(event)
+        return event
+
+    def __aiter__(self) -> AsyncIterator[HubEvent]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[HubEvent]:
+        while (event := await self.next()) is not None:
+            yield event
+
+    def close(self) -> None:
+        """Stops delivery and releases the queue (idempotent)."""
+        if not self._closed:
+            self._queue.clear()
+            self._bytes = 0
+            self.end()
+        self._fanout.discard(self)
+
+
+class Fanout:
+    """The subscribers of one log in this process, and the writer's back-pressure."""
+
+    def __init__(
+        self,
+        max_count: int,
+        max_bytes: int,
+        *,
+        stall_timeout: float = DEFAULT_STALL_TIMEOUT,
+        in_flight: InFlight | None = None,
+    ) -> None:
+        self.limits = (max_count, max_bytes)
+        self.stall_timeout = stall_timeout
+        self._in_flight = in_flight
+        self.subscribers: set[Subscriber] = set()
+        # Subscribers whose merge found a gap: the backend cuts them off.
+        self.gapped: list[Subscriber] = []
+        # Back-pressure: the subscriber the writer waits for, the writes held
+        # meanwhile (the backend's future, the writer's), the stall timer.
+        self.pressed_by: Subscriber | None = None
+        self._held: list[tuple[asyncio.Future[HubEvent], asyncio.Future[HubEvent]]] = []
+        self._stall_timer: asyncio.TimerHandle | None = None
+
+    def __len__(self) -> int:
+        return len(self.subscribers)
+
+    def in_flight(self) -> tuple[int, int]:
+        return self._in_flight() if self._in_flight is not None else (0, 0)
+
+    def add(self) -> Subscriber:
+        """A new subscriber, registered before its snapshot (see ``start``)."""
+        sub = Subscriber(self)
+        self.subscribers.add(sub)
+        return sub
+
+    def discard(self, sub: Subscriber) -> None:
+        self.subscribers.discard(sub)
+        if self.pressed_by is sub:
+            self.relieve()
+
+    def deliver(self, event: HubEvent) -> list[Subscriber]:
+        """Hands a live event to every subscriber; those it does not follow on
+        for (a gap), and any whose merge found one, are returned to be cut off."""
+        gapped, self.gapped = self.gapped, []
+        for sub in self.subscribers:
+            if not sub.push(event):
+                gapped.append(sub)
+        return gapped
+
+    def trimmed(self, seq: int) -> list[Subscriber]:
+        """The window dropped ``seq``: the subscribers whose backlog reaches it."""
+        out = []
+        for sub in self.subscribers:
+            oldest = sub.oldest_seq()
+            if oldest is not None and oldest <= seq:
+                out.append(sub)
+        return out
+
+    def overflowing(self) -> list[Subscriber]:
+        """The subscribers whose backlog is larger than the window."""
+        return [sub for sub in self.subscribers if sub.over_window()]
+
+    # ---- back-pressure ---------------------------------------------------------------
+
+    @property
+    def congested(self) -> bool:
+        return self.pressed_by is not None
+
+    def press(self) -> None:
+        """After a write: a subscriber that keeps up and is about to fall out of
+        the window makes the writer wait for it."""
+        if self.pressed_by is not None or not self.subscribers:
+            return
+        extra = self.in_flight()
+        pressing = [s for s in self.subscribers if not s.lagging and s.level(extra) >= HIGH_WATER]
+        if pressing:
+            self.pressed_by = max(pressing, key=lambda s: s.level(extra))
+            loop = asyncio.get_running_loop()
+            self._stall_timer = loop.call_later(self.stall_timeout, self._stalled)
+
+    def landed(self) -> None:
+        """Writes in flight were accounted for without reaching a subscriber's
+        queue (the reader was quicker than the writer's reply): the subscriber
+        the writer waits for may have read down already."""
+        sub = self.pressed_by
+        if sub is not None and sub.level(self.in_flight()) <= LOW_WATER:
+            self.relieve()
+
+    def hold(self, future: asyncio.Future[HubEvent]) -> asyncio.Future[HubEvent]:
+        """The writer's future for a write: ``future`` itself, or, while a
+        subscriber presses, one that resolves after it has read down too."""
+        if self.pressed_by is None:
+            return future
+        held: asyncio.Future[HubEvent] = asyncio.get_running_loop().create_future()
+        self._held.append((future, held))
+        return held
+
+    def relieve(self) -> None:
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
+        self.pressed_by = None
+        held, self._held = self._held, []
+        for inner, outer in held:
+            inner.add_done_callback(functools.partial(_settle, outer=outer))
+
+    def _stalled(self) -> None:
+        """The subscriber did not read down in time: it no longer holds the
+        writer back (and is cut off once its backlog passes the window)."""
+        if self.pressed_by is not None:
+            self.pressed_by.lagging = True
+        self._stall_timer = None
+        self.relieve()
+
+    def end(self) -> None:
+        """The log closed: every subscriber's ``next`` returns None."""
+        for sub in list(self.subscribers):
+            sub.end()
+        self.subscribers.clear()
+        self.relieve()
+
+    def fail(self, error: BaseException) -> None:
+        """The backend was lost: every subscriber's ``next`` raises ``error``."""
+        for sub in list(self.subscribers):
+            sub.fail(error)
+        self.subscribers.clear()
+        self.relieve()
+
+
+def _settle(inner: asyncio.Future[HubEvent], outer: asyncio.Future[HubEvent]) -> None:
+    if outer.done():
+        return
+    if inner.cancelled():
+        outer.cancel()
+    elif (error := inner.exception()) is not None:
+        outer.set_exception(error)
+    else:
+        outer.set_result(inner.result())

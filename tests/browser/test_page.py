@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -62,7 +63,7 @@ async def test_the_page_streams_a_run_and_asks_for_approval(tmp_path: Path) -> N
             """
             const text = (sel) => [...document.querySelectorAll(sel)].map((e) => e.textContent);
             return {
-              user: text('.user'), thinking: text('.thinking'), assistant: text('.assistant'),
+              user: text('.user'), thinking: text('.thinking .body'), assistant: text('.assistant'),
               tool: text('.tool .name'), args: text('.tool .args'), output: text('.tool .output'),
               decision: text('.tool .decision'), streaming: text('.streaming'),
               asks: text('.tool .ask'), session: document.body.dataset.session,
@@ -73,9 +74,10 @@ async def test_the_page_streams_a_run_and_asks_for_approval(tmp_path: Path) -> N
         assert view["thinking"][0].startswith("The user wrote 'What is in my workspace?'")
         assert view["assistant"][0] == "I'll list the session workspace first."
         assert view["assistant"][1].startswith("You said 'What is in my workspace?'.")
-        assert view["tool"] == ["list_workspace"] and view["args"] == ['{"path":"."}']
+        assert view["tool"] == ["list_workspace"] and view["args"] == ['{ "path": "." }']
         assert view["output"] == ["(the workspace is empty)"]
-        assert view["decision"] == ["allow"] and view["asks"] == [] and view["streaming"] == []
+        assert view["decision"] == ["allowed by you"] and view["asks"] == []
+        assert view["streaming"] == []
         # What the page shows is what the session recorded.
         recorded = [
             m.text.text
@@ -114,7 +116,7 @@ async def test_the_page_reports_a_wrong_token(tmp_path: Path) -> None:
         await browser.type("#prompt", "hello")
         await browser.click("#send")
         message = await browser.wait_for(
-            "const n = document.querySelector('.note.error'); return n && n.textContent"
+            "const n = document.getElementById('banner'); return !n.hidden && n.textContent"
         )
         assert "bearer token" in message
 
@@ -135,6 +137,10 @@ async def test_without_a_session_the_page_lists_them_newest_first(tmp_path: Path
                                 json={"input": [{"type": "text", "text": "third"}],
                                       "approvalMode": "ask"})  # fmt: skip
             assert r.status_code == 202, r.text
+            while not (await http.get(f"/api/sessions/{asking}")).json()["session"][
+                "pendingApprovalCount"
+            ]:
+                await asyncio.sleep(0.02)  # until the run reaches its tool call
         await browser.get(f"{url}/?access_token=browser-token")
         rows = await browser.wait_for(
             """
@@ -143,7 +149,7 @@ async def test_without_a_session_the_page_lists_them_newest_first(tmp_path: Path
               r.querySelector('.state').textContent]);
             """
         )
-        assert rows == [[asking, "running"], [ids[1], "idle"], [ids[0], "idle"]]
+        assert rows == [[asking, "needs approval"], [ids[1], "idle"], [ids[0], "idle"]]
         # Opening one shows its conversation, and the selector its mode.
         await browser.click(f".session-link[data-session-id='{ids[0]}']")
         await browser.wait_for("return document.querySelectorAll('.assistant').length === 2")

@@ -13,9 +13,10 @@ from urllib.parse import parse_qs
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from omni_grpc.transport.sse.errors import error_response
+from omni_grpc.transport.sse.page import ASSET_PATHS
 
 # /healthz too: load balancers probe health without credentials, as on gRPC.
-PUBLIC_PATHS = frozenset({"/", "/app.js", "/app.css", "/favicon.ico", "/healthz"})
+PUBLIC_PATHS = ASSET_PATHS | {"/favicon.ico", "/healthz"}
 
 
 def request_token(scope: Scope) -> str | None:

@@ -2,8 +2,11 @@
 
 The page offers only the approval modes this server lets clients pick, and is
 sent with a Content-Security-Policy that allows nothing but its own script,
-style and same-origin requests: the agent's text is rendered as text, and no
-injected markup could load or send anything elsewhere.
+style and same-origin requests: the agent's text is rendered as text (its
+Markdown is built as DOM nodes, never parsed as HTML), and no injected markup
+could load or send anything elsewhere. Images may also come from ``blob:``
+URLs, which only the page's own script can mint: it decodes a tool output's
+``data:`` images into them, so nothing is fetched from anywhere.
 """
 
 from __future__ import annotations
@@ -22,10 +25,13 @@ _ASSETS = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/app.css": ("app.css", "text/css; charset=utf-8"),
+    "/markdown.js": ("markdown.js", "text/javascript; charset=utf-8"),
 }
+# The page and its assets: public, since they hold no data (auth.py).
+ASSET_PATHS = frozenset(_ASSETS)
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-    "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    "img-src 'self' blob:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 _HEADERS = {
     # no-store: a restarted server with a new page must not meet a stale script.

@@ -23,6 +23,7 @@ from omni_grpc.observability.metrics import ServerMetrics
 from omni_grpc.observability.telemetry import Telemetry
 from omni_grpc.runtime.approvals import ApprovalMode
 from omni_grpc.runtime.backend import Backend, memory_backend
+from omni_grpc.runtime.data_dir_lock import DataDirLock
 from omni_grpc.runtime.event_log import ReplayWindow
 from omni_grpc.runtime.hub import Hub
 from omni_grpc.runtime.limits import Limits
@@ -101,8 +102,22 @@ class OmniServer:
         self.data_dir = data_dir
         self.transports = transports
         self.shutdown_grace = shutdown_grace
+        # Held from before the hub reads (or repairs) anything until stop().
+        self.lock = (
+            DataDirLock(data_dir, shared=hub.backend.shared) if data_dir is not None else None
+        )
 
     async def start(self) -> None:
+        if self.lock is not None:
+            self.lock.acquire()  # DataDirInUse: nothing was touched
+        try:
+            await self._start()
+        except BaseException:
+            if self.lock is not None:
+                self.lock.release()
+            raise
+
+    async def _start(self) -> None:
         await self.hub.start()
         started: list[Transport] = []
         try:
@@ -118,9 +133,13 @@ class OmniServer:
             raise
 
     async def stop(self, reason: str = "server shutting down") -> None:
-        await self.hub.shutdown(reason)
-        for transport in reversed(self.transports):
-            await transport.stop(self.shutdown_grace)
+        try:
+            await self.hub.shutdown(reason)
+            for transport in reversed(self.transports):
+                await transport.stop(self.shutdown_grace)
+        finally:
+            if self.lock is not None:
+                self.lock.release()
 
     def describe(self) -> list[str]:
         return [t.describe() for t in self.transports]

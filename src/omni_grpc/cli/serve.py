@@ -17,6 +17,7 @@ from omni_grpc.engines.loader import EngineLoadError, registered
 from omni_grpc.observability import logs, tracing
 from omni_grpc.observability.logs import LOG_FORMATS
 from omni_grpc.runtime.approvals import ApprovalMode
+from omni_grpc.runtime.data_dir_lock import DataDirInUse
 from omni_grpc.runtime.errors import BackendUnavailable
 from omni_grpc.runtime.limits import Limits
 from omni_grpc.server import OmniServer, ServerConfig, TransportStartError, build_server
@@ -377,6 +378,9 @@ def run_serve(args: argparse.Namespace) -> int:
         return 1
     except TransportStartError as exc:
         print(f"omni-grpc serve: {bind_failure(exc)}", file=sys.stderr)
+        return 1
+    except DataDirInUse as exc:
+        print(f"omni-grpc serve: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"omni-grpc serve: {exc}", file=sys.stderr)

@@ -40,6 +40,8 @@ class Backend:
     name: str = "memory"
     # Seconds between looks for orphaned runs; None when runs cannot be orphaned.
     sweep_interval: float | None = None
+    # Replicas share the data dir through this backend (each locks it shared).
+    shared: bool = False
     # Raises BackendUnavailable when the shared state cannot be reached.
     ping: Callable[[], Awaitable[None]] = _always_up
     aclose: Callable[[], Awaitable[None]] = _nothing

@@ -47,6 +47,7 @@ def redis_backend(
         approvals=RedisPendingApprovals(conn),
         name=redacted(url),
         sweep_interval=owner_loss_timeout - ttl,
+        shared=True,
         ping=conn.ping,
         aclose=conn.aclose,
     )

@@ -60,7 +60,9 @@ class DataDirLock:
         if self._fd is not None:
             return
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # Held open read-only: a file open for writing would keep the data
+        # dir's file system from being remounted read-only under the server.
+        fd = os.open(self.path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -75,25 +77,30 @@ class DataDirLock:
         except BaseException:
             os.close(fd)
             raise
-        if self.shared:
-            # Holding it shared means no exclusive holder is alive: a pid in
-            # the file is a crashed one's, and would misname the holders.
-            with contextlib.suppress(OSError):
-                if _written_pid(fd) is not None:
-                    os.ftruncate(fd, 0)
-        else:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd = fd
+        # Holding it shared means no exclusive holder is alive: a pid in the
+        # file is a crashed one's, and would misname the holders.
+        if not self.shared:
+            self._write(f"{os.getpid()}\n")
+        elif _written_pid(fd) is not None:
+            self._write("")
 
     def release(self) -> None:
         if self._fd is None:
             return
         fd, self._fd = self._fd, None
-        with contextlib.suppress(OSError):
-            if not self.shared:
-                os.ftruncate(fd, 0)  # before unlocking: no one reads a stale pid
+        if not self.shared:
+            self._write("")  # before unlocking: no one reads a stale pid
         os.close(fd)  # drops the flock
+
+    def _write(self, text: str) -> None:
+        """Replaces the file's text (best effort: the lock is the fd's flock)."""
+        with contextlib.suppress(OSError):
+            fd = os.open(self.path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+            try:
+                os.write(fd, text.encode())
+            finally:
+                os.close(fd)
 
 
 def _written_pid(fd: int) -> int | None:

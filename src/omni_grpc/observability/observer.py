@@ -90,9 +90,9 @@ class _MeteredTraceWriter(TraceWriter):
         super().__init__(path)
         self._metrics = metrics
 
-    def append_line(self, record: bytes) -> None:
+    def append_line(self, record: bytes, msg: omni_pb2.OmniMessage | None = None) -> None:
         try:
-            super().append_line(record)
+            super().append_line(record, msg)
         except (OSError, ValueError):
             self._metrics.trace_errors.inc()
             raise

@@ -31,6 +31,7 @@ cursor ``"<fileIndex>:<ordinal>"`` is stable across requests and compactions.
 from __future__ import annotations
 
 import re
+import struct
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -45,6 +46,10 @@ _RETRIED = frozenset(
 )
 
 Position = tuple[int, int]  # (fileIndex, ordinal)
+# UnitScan.pack: turns, elapsed, session and context tokens, the open task's
+# first, last and last request_end millis, flags.
+_STATE = struct.Struct("<qqqqqqqH")
+STATE_BYTES = _STATE.size
 
 
 @dataclass
@@ -123,7 +128,7 @@ def window(
         if not any(pos[0] == before[0] for pos, _ in records):
             return Window([], None, PriorTotals())
         end = next((i for i, (pos, _) in enumerate(records) if pos >= before), len(records))
-    scan = _Scan()
+    scan = UnitScan()
     starts: list[tuple[int, PriorTotals]] = []
     for i in range(end):
         if scan.feed(records[i][1]):
@@ -144,7 +149,11 @@ class _Task:
 
 
 @dataclass
-class _Scan:
+class UnitScan:
+    """Feeds records in trace order and says where units start. Its state
+    after any record packs into :data:`STATE_BYTES` bytes (:meth:`pack`), so
+    the trace index (``trace/index.py``) can continue a scan from anywhere."""
+
     totals: PriorTotals = field(default_factory=PriorTotals)
     task: _Task | None = None
     in_compaction: bool = False
@@ -159,6 +168,44 @@ class _Scan:
         return PriorTotals(
             t.turns, t.subagent_tokens, t.elapsed_ms, t.session_tokens, t.context_tokens
         )
+
+    def pack(self) -> bytes:
+        """The state that decides what the next records do (not ``unit_prior``,
+        which only the record that starts a unit reads)."""
+        t, task = self.totals, self.task
+        flags = sum(
+            bit
+            for bit, on in (
+                (1, task is not None),
+                (2, task is not None and task.drew_stats),
+                (4, task is not None and task.pending_compaction_usage),
+                (8, task is not None and task.last_request_end_ms is not None),
+                (16, self.in_compaction),
+                (32, self.steering_open),
+                (64, self.prompt_run),
+            )
+            if on
+        )
+        first, last, end = (
+            (task.first_ms, task.last_ms, task.last_request_end_ms or 0)
+            if task is not None
+            else (0, 0, 0)
+        )
+        return _STATE.pack(
+            t.turns, t.elapsed_ms, t.session_tokens, t.context_tokens, first, last, end, flags
+        )
+
+    @classmethod
+    def unpack(cls, data: bytes) -> UnitScan:
+        turns, elapsed, session, context, first, last, end, flags = _STATE.unpack(data)
+        scan = cls(PriorTotals(turns, 0, elapsed, session, context))
+        if flags & 1:
+            scan.task = _Task(first, last, end if flags & 8 else None, bool(flags & 2))
+            scan.task.pending_compaction_usage = bool(flags & 4)
+        scan.in_compaction = bool(flags & 16)
+        scan.steering_open = bool(flags & 32)
+        scan.prompt_run = bool(flags & 64)
+        return scan
 
     def feed(self, msg: omni_pb2.OmniMessage) -> bool:
         """Takes the next record; True when a new unit starts at it (the totals

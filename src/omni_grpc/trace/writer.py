@@ -12,6 +12,9 @@
   is prefixed with ``\\n``. The torn line then becomes a malformed *middle* line,
   which tolerant readers skip and report instead of gluing it to a good record.
 * Only recordable messages are written: no ``partial_*``, nothing with ``origin``.
+* The shard's index (``trace/index.py``) is extended after each record, still
+  under the lock, so a window never reads the whole trace. The index is a
+  cache: a failure to update it never fails the record.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import logging
 import os
+import struct
 import threading
 from pathlib import Path
 from types import TracebackType
@@ -31,12 +36,15 @@ from omni_grpc.trace.paths import parse_shard_name
 if TYPE_CHECKING:
     from omni_grpc_proto.omni.v1.omni_pb2 import OmniMessage
 
+log = logging.getLogger(__name__)
+
 
 class TraceWriter:
     """Serialized appends to one trace shard. Safe to share between threads."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, index: bool = True) -> None:
         self._path = Path(path)
+        self._index = index
         self._lock = threading.Lock()
         # None: the tail has not been looked at since construction or a failure.
         self._needs_newline: bool | None = None
@@ -56,11 +64,12 @@ class TraceWriter:
             from omni_grpc.convert import serialize_message
 
             line = serialize_message(msg)
-        self.append_line(line)
+        self.append_line(line, msg)
         return True
 
-    def append_line(self, record: bytes) -> None:
-        """Append one already-serialized JSON record (without its newline)."""
+    def append_line(self, record: bytes, msg: OmniMessage | None = None) -> None:
+        """Append one already-serialized JSON record (without its newline);
+        ``msg`` is that record parsed, for callers that have it."""
         if b"\n" in record:
             raise ValueError("a trace record must be a single line")
         with self._lock:
@@ -90,8 +99,26 @@ class TraceWriter:
                         os.ftruncate(fd, before)
                     raise
                 self._needs_newline = False
+                if self._index:
+                    start = before + len(data) - len(record) - 1
+                    self._update_index(fd, before, start, before + len(data), record, msg)
             finally:
                 os.close(fd)  # also releases the flock
+
+    def _update_index(
+        self, fd: int, before: int, start: int, after: int, record: bytes, msg: OmniMessage | None
+    ) -> None:
+        from omni_grpc.trace.index import record_appended
+
+        try:
+            if msg is None:
+                from omni_grpc.convert import parse_message
+
+                msg = parse_message(record)
+            record_appended(self._path, fd, before, start, after, msg)
+        except (OSError, ValueError, struct.error) as exc:
+            # The next reader catches the index up from the trace.
+            log.debug("trace index of %s not updated: %s", self._path, exc)
 
     def rotate(self) -> Path:
         """Move to the next shard (``_001`` -> ``_002``) in the same date directory."""

@@ -1,11 +1,23 @@
 """Trace sizes: a ``.binpb`` against the JSONL it came from, on the
-conformance corpus and on a schema-heavy trace (MCP-style tool lists whose
-JSON Schemas make lines of several megabytes), plus the time to convert the
-schema-heavy trace each way against the floor (orjson loads + dumps).
+conformance corpus, on one generated trace per provider style, and on a
+schema-heavy trace (MCP-style tool lists whose JSON Schemas make lines of
+several megabytes), plus the time to convert the schema-heavy trace each way
+against the floor (orjson loads + dumps).
 
-Usage: python benchmarks/sizes.py [--schema-lines 5] [--tools 900] [--seed 1]
-The schema-heavy trace is generated (deterministically from --seed); sizes
-are exact, times are the best of 3.
+Provider styles (``style_lines``), each a session of tool-using turns as the
+reference builders write them:
+
+* ``openai``: Responses-API turns: a reasoning item (``thinking`` ``""``,
+  fidelity ``{"id","encrypted_content"}``, keys not sorted), text with
+  fidelity ``{"id","phase"}``, tool calls with ``{"id"}``, outputs, usage;
+* ``openai-reasoning``: the reasoning lines alone;
+* ``anthropic``: thinking text with fidelity ``{"signature"}``, text, tool
+  calls and outputs, usage;
+* ``schema-heavy``: a session whose tool list carries large JSON Schemas.
+
+Usage: python benchmarks/sizes.py [--schema-lines 5] [--tools 900] [--turns 40] [--seed 1]
+Traces are generated deterministically from --seed; sizes are exact, times
+are the best of 3.
 """
 
 from __future__ import annotations
@@ -78,6 +90,141 @@ def schema_heavy_lines(count: int, tools: int, seed: int) -> list[bytes]:
     return lines
 
 
+B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+PROSE = [*WORDS, "the", "a", "to", "of", "and", "we", "it", "this", "that", "in", "for"]
+
+
+def _b64(rng: random.Random, size: int) -> str:
+    return "".join(rng.choices(B64, k=size - size % 4))
+
+
+def _prose(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choices(PROSE, k=words)).capitalize() + "."
+
+
+def _hex(rng: random.Random, size: int) -> str:
+    return "".join(rng.choices("0123456789abcdef", k=size))
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.ms = 0
+
+    def __call__(self) -> str:
+        self.ms += 1337
+        s, ms = divmod(self.ms, 1000)
+        m, s = divmod(s, 60)
+        return f"2026-01-02T03:{m % 60:02d}:{s:02d}.{ms:03d}Z"
+
+
+def _envelope(clock: _Clock, kind: str, payload: dict[str, Any]) -> bytes:
+    return dump_value({"timestamp": clock(), "type": kind, "payload": payload}).encode()
+
+
+def _model(clock: _Clock, payload: dict[str, Any]) -> bytes:
+    return _envelope(clock, "model_msg", payload)
+
+
+def _event(clock: _Clock, payload: dict[str, Any]) -> bytes:
+    return _envelope(clock, "event_msg", payload)
+
+
+def _turn(rng: random.Random, clock: _Clock, style: str, n: int) -> list[bytes]:
+    """One request: reasoning, text, a tool call and its output, usage."""
+    lines = [_event(clock, {"type": "request_begin"})]
+    if style.startswith("openai"):
+        reasoning = {"id": f"rs_{_hex(rng, 48)}", "encrypted_content": _b64(rng, 1500)}
+        thinking: dict[str, Any] = {"type": "thinking", "role": "assistant", "thinking": ""}
+        lines.append(_model(clock, {**thinking, "stop_reason": "completed", "fidelity": reasoning}))
+        text_fidelity: dict[str, Any] = {"id": f"msg_{_hex(rng, 48)}", "phase": "commentary"}
+        call_fidelity: dict[str, Any] | None = {"id": f"fc_{_hex(rng, 48)}"}
+    else:
+        signature = {"signature": _b64(rng, 400)}
+        lines.append(
+            _model(
+                clock,
+                {
+                    "type": "thinking",
+                    "role": "assistant",
+                    "thinking": _prose(rng, 60),
+                    "stop_reason": "completed",
+                    "fidelity": signature,
+                },
+            )
+        )
+        text_fidelity, call_fidelity = {}, None
+    text: dict[str, Any] = {"type": "text", "role": "assistant", "text": _prose(rng, 30)}
+    text["stop_reason"] = "completed"
+    if text_fidelity:
+        text["fidelity"] = text_fidelity
+    lines.append(_model(clock, text))
+    call_id = f"call_{_hex(rng, 24)}"
+    call: dict[str, Any] = {
+        "type": "tool_call",
+        "role": "assistant",
+        "name": "read_file",
+        "arguments": dump_value({"path": f"src/{rng.choice(WORDS)}_{n}.py", "limit": 200}),
+        "tool_call_id": call_id,
+        "stop_reason": "completed",
+    }
+    if call_fidelity:
+        call["fidelity"] = call_fidelity
+    lines.append(_model(clock, call))
+    decision = {"type": "approval_decision", "decision": "allow", "tool_call_id": call_id}
+    lines.append(_event(clock, decision))
+    output = {
+        "type": "tool_call_output",
+        "role": "user",
+        "output": _prose(rng, 80),
+        "tool_call_id": call_id,
+        "stop_reason": "completed",
+    }
+    lines.append(_model(clock, output))
+    counts = [rng.randint(0, 90_000) for _ in range(3)]
+    usage = dict(zip(("cache_read", "cache_write", "output"), counts, strict=True))
+    usage["total"] = sum(counts)
+    lines.append(_event(clock, {"type": "token_usage", "session": usage, "request": usage}))
+    lines.append(_event(clock, {"type": "request_end", "status": "completed"}))
+    return lines
+
+
+def style_lines(style: str, turns: int, seed: int, *, tools: int = 60) -> list[bytes]:
+    """A generated trace of ``style`` (see the module docstring)."""
+    rng = random.Random(f"{style}/{seed}")
+    clock = _Clock()
+    meta = {
+        "session_id": f"session-2026-01-02-03-04-05-{_hex(rng, 8)}",
+        "provider": "anthropic" if style == "anthropic" else "openai",
+        "model_id": "claude-sonnet-4-5" if style == "anthropic" else "gpt-5",
+        "model_context_window": 200000,
+        "system_prompt": _prose(rng, 120),
+        "agent_state": "",
+        "workspace": "/work/project",
+    }
+    lines = [_envelope(clock, "session_meta", meta)]
+    if style == "schema-heavy":
+        listing = [
+            {"name": f"mcp__tool_{i}", "description": _prose(rng, 20), "parameters": schema(rng)}
+            for i in range(tools)
+        ]
+        lines.append(_event(clock, {"type": "tool_list_ready", "tools": listing}))
+    lines.append(
+        _model(
+            clock,
+            {"type": "text", "role": "user", "text": _prose(rng, 40), "stop_reason": "completed"},
+        )
+    )
+    for n in range(turns):
+        turn = _turn(rng, clock, style, n)
+        if style == "openai-reasoning":
+            turn = turn[1:2]  # the reasoning line alone
+        lines += turn
+    return lines
+
+
+STYLES = ["openai", "openai-reasoning", "anthropic", "schema-heavy"]
+
+
 def sizes(lines: list[bytes]) -> tuple[int, int]:
     sink = io.BytesIO()
     write_binpb((parse_message(line) for line in lines), sink)
@@ -91,6 +238,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--schema-lines", type=int, default=5)
     parser.add_argument("--tools", type=int, default=900)
+    parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
 
@@ -98,6 +246,14 @@ def main() -> None:
     jsonl, binpb = sizes(corpus)
     print(f"conformance corpus: {len(corpus)} lines")
     print(f"  JSONL {jsonl:,} bytes, .binpb {binpb:,} bytes: {binpb / jsonl:.2f} of the JSONL")
+    print(f"provider styles, {args.turns} turns each:")
+    for style in STYLES:
+        lines = style_lines(style, args.turns, args.seed)
+        jsonl, binpb = sizes(lines)
+        print(
+            f"  {style:17} {len(lines):4} lines, JSONL {jsonl:>10,} B, .binpb {binpb:>10,} B: "
+            f"{binpb / jsonl:.3f} of the JSONL"
+        )
 
     heavy = schema_heavy_lines(args.schema_lines, args.tools, args.seed)
     lines = [*corpus[:20], *heavy, *corpus[20:40]]

@@ -206,3 +206,35 @@ def test_mutated_corpus_lines_convert_back(index: int, data: st.DataObject) -> N
 )
 def test_reported_lines(line: bytes) -> None:
     check_both_paths(line)
+
+
+@PROFILE
+@given(st.dictionaries(strings, json_values, max_size=5), st.sampled_from(["text", "tool_call"]))
+def test_fidelity_is_stored_once_unless_hints_cannot_say_it(
+    fidelity: dict[str, Any], kind: str
+) -> None:
+    """Key order, integers past 2**53 and lone surrogates in strings are
+    envelope hints beside the Struct; the exact text (a second copy) is kept
+    only for a key with a lone surrogate, which the Struct's keys cannot hold
+    apart."""
+    payload: dict[str, Any] = {"type": kind, "role": "assistant"}
+    if kind == "text":
+        payload["text"] = "x"
+    else:
+        payload |= {"name": "n", "arguments": "{}", "tool_call_id": "c"}
+    payload["fidelity"] = fidelity
+    line = jt.dump_value({"timestamp": "t", "type": "model_msg", "payload": payload}).encode()
+    check_both_paths(line)
+    msg = parse_message(line)
+    if not any(jt.has_surrogate(key) for key in _keys(fidelity)):
+        assert getattr(msg, kind).fidelity_json == ""
+
+
+def _keys(value: Any) -> Iterator[str]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _keys(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _keys(item)

@@ -66,3 +66,73 @@ def test_a_binpb_of_a_schema_heavy_trace_is_smaller() -> None:
     assert len(lines[-1]) > 200_000
     jsonl, binpb = sizes(lines)
     assert binpb < jsonl
+
+
+T = '"timestamp":"2026-01-02T03:04:05.678Z"'
+
+
+def reasoning_line(blob_chars: int) -> bytes:
+    """An OpenAI reasoning item: its fidelity keys are not sorted."""
+    rng = random.Random(blob_chars)
+    blob = "".join(
+        rng.choices(
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", k=blob_chars
+        )
+    )
+    return (
+        f'{{{T},"type":"model_msg","payload":{{"type":"thinking","role":"assistant",'
+        f'"thinking":"","stop_reason":"completed","fidelity":{{"id":"rs_0123456789abcdef",'
+        f'"encrypted_content":"{blob}"}}}}}}'
+    ).encode()
+
+
+def test_unsorted_fidelity_is_stored_once() -> None:
+    """Issue 28: a 4.2 KB reasoning line became 8.1 KB (the Struct and
+    fidelity_json). Its key order is now a key list; the values are stored once."""
+    line = reasoning_line(4096)
+    msg = parse_message(line)
+    assert not msg.thinking.fidelity_json
+    assert [(o.path, list(o.keys)) for o in msg.key_orders] == [
+        ("/payload/fidelity", ["id", "encrypted_content"])
+    ]
+    jsonl, binpb = sizes([line])
+    assert binpb < jsonl
+    # What the .binpb adds beyond the blob is less than what the JSON does.
+    assert binpb - 4096 < jsonl - 4096
+
+
+def test_openai_style_turns_are_under_0_8_of_the_jsonl() -> None:
+    lines = []
+    for n in range(20):
+        lines.append(reasoning_line(1200 + n))
+        lines.append(
+            f'{{{T},"type":"model_msg","payload":{{"type":"text","role":"assistant",'
+            f'"text":"Reading the file {n} now.","stop_reason":"completed",'
+            f'"fidelity":{{"id":"msg_{n:032x}","phase":"commentary"}}}}}}'.encode()
+        )
+        lines.append(
+            f'{{{T},"type":"model_msg","payload":{{"type":"tool_call","role":"assistant",'
+            f'"name":"read_file","arguments":"{{\\"path\\":\\"a{n}.py\\"}}",'
+            f'"tool_call_id":"call_{n}","stop_reason":"completed",'
+            f'"fidelity":{{"id":"fc_{n:032x}"}}}}}}'.encode()
+        )
+        lines.append(
+            f'{{{T},"type":"event_msg","payload":{{"type":"token_usage","session":'
+            '{"cache_read":1024,"cache_write":380,"output":77,"total":1481},"request":'
+            '{"cache_read":1024,"cache_write":380,"output":77,"total":1481}}}'.encode()
+        )
+    jsonl, binpb = sizes(lines)
+    assert binpb < 0.8 * jsonl
+
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_a_binpb_written_with_fidelity_json_still_reads_back_byte_identically() -> None:
+    """tests/data/fidelity_json_0_2_0.binpb was written by the codec before
+    issue 28, which kept unsorted or inexact fidelity as fidelity_json."""
+    records = list(read_binpb(io.BytesIO((DATA / "fidelity_json_0_2_0.binpb").read_bytes())))
+    arms = [getattr(r.message, str(r.message.WhichOneof("payload"))) for r in records]
+    assert sum(bool(arm.fidelity_json) for arm in arms) == 3
+    lines = (DATA / "fidelity_json_0_2_0.jsonl").read_bytes().splitlines()
+    assert [serialize_message(r.message) for r in records] == lines

@@ -49,43 +49,42 @@ _NEGATIVE_ZERO = re.compile(rb"[:,\[]-0\.0[,\]}]")
 DECLINE: Any = object()  # "the general codec must decide"
 
 
-def fidelity_twin(value: dict[str, Any]) -> Any:
-    """The exact text fidelity needs beside its Struct view, for orjson-parsed
-    input: None when the view alone gives the bytes back, DECLINE when the
-    general codec must decide (a value deeper than the view).
+def fidelity_plain(value: dict[str, Any]) -> bool:
+    """Whether the Struct view alone gives the exact text of an orjson-parsed
+    fidelity back; when it does not (key order, integers past 2**53, a value
+    deeper than the view), the general codec records what it needs.
 
     A Struct gives back the same text unless some object's keys are unsorted
     or an integer is past 2**53 (doubles and JavaScript number text agree on
-    everything else), so most values are settled by two C-speed dumps.
+    everything else, -0 aside), so most values are settled by two C-speed
+    dumps.
     """
     try:
         plain = orjson.dumps(value)
     except orjson.JSONEncodeError:
-        return DECLINE
+        return False
     if plain.count(b"{") + plain.count(b"[") > VIEW_DEPTH and jt.depth_of(value) > VIEW_DEPTH:
-        return DECLINE
+        return False
     if _NEGATIVE_ZERO.search(plain):
-        return DECLINE  # the view holds 0 for it (struct_view), not the dict's -0.0
+        return False  # the view holds 0 for it (struct_view), not the dict's -0.0
     if plain == orjson.dumps(value, option=orjson.OPT_SORT_KEYS) and not _BIG_INT.search(plain):
-        return None
+        return True
     # Cached for the sizes that repeat; a large one must not stay pinned.
-    return _twin_of_text(plain) if len(plain) <= _CACHED_TWIN else _twin_uncached(plain)
+    return _plain_text(plain) if len(plain) <= _CACHED_TWIN else _plain_uncached(plain)
 
 
 _CACHED_TWIN = 64 * 1024
 
 
 @functools.lru_cache(maxsize=1024)
-def _twin_of_text(plain: bytes) -> str | None:
-    return _twin_uncached(plain)
+def _plain_text(plain: bytes) -> bool:
+    return _plain_uncached(plain)
 
 
-def _twin_uncached(plain: bytes) -> str | None:
+def _plain_uncached(plain: bytes) -> bool:
     # orjson's own text of a value it parsed reads back as the same value.
     value = orjson.loads(plain)
-    exact = jt.dump_value(value)
-    viewed = jt.dumps(_canonical(value)).decode()
-    return None if exact == viewed else exact
+    return jt.dump_value(value) == jt.dumps(_canonical(value)).decode()
 
 
 def _canonical(value: Any) -> Any:

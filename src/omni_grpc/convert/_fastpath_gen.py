@@ -49,7 +49,7 @@ _IMPORTS = [
     ("typing", ["Any"]),
     (
         "omni_grpc.convert._fastpath",
-        ["DECLINE", "INT64_MAX", "INT64_MIN", "Decoder", "Encoder", "fidelity_twin", "json_text"],
+        ["DECLINE", "INT64_MAX", "INT64_MIN", "Decoder", "Encoder", "fidelity_plain", "json_text"],
     ),
     ("omni_grpc.convert._fields", ["MISSING", "Fidelity", "JsonText"]),
     ("omni_grpc_proto.omni.v1", ["omni_pb2"]),
@@ -257,11 +257,8 @@ class _Generator:
             return [
                 "if type(value) is not dict:",
                 decline,
-                "twin = fidelity_twin(value)",
-                "if twin is DECLINE:",
+                "if not fidelity_plain(value):",
                 decline,
-                "if twin is not None:",
-                f"    kw[{_lit(field.json_name)}] = twin",
                 f"kw[{name}] = value",
             ]
         if isinstance(field, JsonText):

@@ -15,7 +15,7 @@ from omni_grpc.convert._fastpath import (
     INT64_MIN,
     Decoder,
     Encoder,
-    fidelity_twin,
+    fidelity_plain,
     json_text,
 )
 from omni_grpc.convert._fields import MISSING, Fidelity, JsonText
@@ -189,11 +189,8 @@ def decode_text(obj: dict[str, Any], twins: list[tuple[str, str]]) -> dict[str, 
             last = 4
             if type(value) is not dict:
                 return None
-            twin = fidelity_twin(value)
-            if twin is DECLINE:
+            if not fidelity_plain(value):
                 return None
-            if twin is not None:
-                kw["fidelity_json"] = twin
             kw["fidelity"] = value
             continue
         if key == "sender":
@@ -377,11 +374,8 @@ def decode_inline_data(obj: dict[str, Any], twins: list[tuple[str, str]]) -> dic
             last = 5
             if type(value) is not dict:
                 return None
-            twin = fidelity_twin(value)
-            if twin is DECLINE:
+            if not fidelity_plain(value):
                 return None
-            if twin is not None:
-                kw["fidelity_json"] = twin
             kw["fidelity"] = value
             continue
         if key == "signature":
@@ -467,11 +461,8 @@ def decode_thinking(obj: dict[str, Any], twins: list[tuple[str, str]]) -> dict[s
             last = 4
             if type(value) is not dict:
                 return None
-            twin = fidelity_twin(value)
-            if twin is DECLINE:
+            if not fidelity_plain(value):
                 return None
-            if twin is not None:
-                kw["fidelity_json"] = twin
             kw["fidelity"] = value
             continue
         if key == "signature":
@@ -567,11 +558,8 @@ def decode_inline_thinking(
             last = 5
             if type(value) is not dict:
                 return None
-            twin = fidelity_twin(value)
-            if twin is DECLINE:
+            if not fidelity_plain(value):
                 return None
-            if twin is not None:
-                kw["fidelity_json"] = twin
             kw["fidelity"] = value
             continue
         if key == "signature":
@@ -675,11 +663,8 @@ def decode_tool_call(obj: dict[str, Any], twins: list[tuple[str, str]]) -> dict[
             last = 6
             if type(value) is not dict:
                 return None
-            twin = fidelity_twin(value)
-            if twin is DECLINE:
+            if not fidelity_plain(value):
                 return None
-            if twin is not None:
-                kw["fidelity_json"] = twin
             kw["fidelity"] = value
             continue
         if key == "signature":

@@ -419,6 +419,70 @@ def _merge(exact: Any, current: Any, level: int) -> Any:
     return canonical_view(current)
 
 
+def _exact_hints(
+    value: dict[str, Any], path: str
+) -> tuple[list[tuple[str, list[str]]], list[tuple[str, Any]]] | None:
+    """What the Struct view of ``value`` lacks, as envelope hints: the key
+    list of each object whose keys are not sorted, and the value of each
+    number a double does not write back (integers past 2**53) and each string
+    with a lone surrogate. None when hints cannot say it (a key with a lone
+    surrogate, which the view's keys cannot hold apart; nesting below the
+    view): then the whole exact text is kept in ``<name>_json``."""
+    orders: list[tuple[str, list[str]]] = []
+    raws: list[tuple[str, Any]] = []
+    stack: list[tuple[Any, str, int]] = [(value, path, 1)]
+    while stack:
+        item, at, level = stack.pop()
+        kind = type(item)
+        if kind is dict or kind is list:
+            if level > VIEW_DEPTH:
+                return None
+            if kind is dict:
+                keys = list(item)
+                if any(jt.has_surrogate(key) for key in keys):
+                    return None
+                if keys != sorted(keys):
+                    orders.append((at, keys))
+                stack.extend((item[key], child(at, key), level + 1) for key in reversed(keys))
+            else:
+                stack.extend((sub, f"{at}/{n}", level + 1) for n, sub in reversed(list(enumerate(item))))
+        elif kind is int:
+            if jt.js_number(float(item)) != str(item):
+                raws.append((at, item))
+        elif kind is str and jt.has_surrogate(item):
+            raws.append((at, item))
+    return orders, raws
+
+
+def _hinted_view(value: Any, path: str, view: ShapeView, level: int) -> Any:
+    """The Struct content written with the envelope hints under ``path``: a
+    raw value while it still reads as the view's current value, and each
+    object's listed keys first, in their order. Keys not listed (set since,
+    say in Go) follow in sorted order: appended, as JavaScript's assignment
+    appends, in the one order a Struct can give."""
+    raw = view.raws.get(path)
+    if raw is not None:
+        try:
+            if struct_view(jt.loads(raw), level) == value:
+                return jt.Fragment(raw)
+        except ConversionError:
+            pass  # a hint that does not read as the value is stale
+    kind = type(value)
+    if kind is dict:
+        order = view.orders.get(path)
+        if order is None:
+            keys = sorted(value)
+        else:
+            listed = [key for key in order if key in value]
+            keys = listed + sorted(set(value).difference(listed))
+        return {key: _hinted_view(value[key], child(path, key), view, level + 1) for key in keys}
+    if kind is list:
+        return [_hinted_view(v, f"{path}/{n}", view, level + 1) for n, v in enumerate(value)]
+    if kind is float:
+        return jt.Fragment(jt.js_number(value))
+    return value
+
+
 class Fidelity(Field):
     """Opaque provider data: a ``google.protobuf.Struct`` view, which other
     languages read and edit natively, plus ``<name>_json``, its exact text,
@@ -448,7 +512,15 @@ class Fidelity(Field):
         target.SetInParent()  # {} is a value too
         target.update(viewed)
         if exact != plain:
-            setattr(msg, self.json_name, exact)
+            hints = _exact_hints(value, path)
+            if hints is None:
+                setattr(msg, self.json_name, exact)
+            else:
+                orders, raws = hints
+                for at, keys in orders:
+                    rec.key_order(at, keys)
+                for at, item in raws:
+                    rec.raw_value(at, item)
 
     def has_value(self, msg: Message) -> bool:
         return bool(msg.HasField(self.name))
@@ -460,7 +532,9 @@ class Fidelity(Field):
             current = struct_to_python(getattr(msg, self.name))
             text = getattr(msg, self.json_name)
             if not text:
-                return canonical_view(current)
+                if view is None:
+                    return canonical_view(current)
+                return _hinted_view(current, path, view, 1)
             exact = jt.loads(jt.canonical(text))
         except ConversionError as exc:
             raise ConversionError(f"{self.json_name}: {exc.reason}", path=path) from None

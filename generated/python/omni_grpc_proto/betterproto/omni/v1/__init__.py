@@ -1431,11 +1431,14 @@ class Text(betterproto2.Message):
     ---- complete model payloads ----------------------------------------------
 
     fidelity: opaque provider data, passed back byte for byte. The Struct is a
-    typed view for readers in every language; fidelity_json, when set, is the
-    exact text. They are kept in step by the codec: where they disagree, the
-    Struct wins (it is what other languages edit) and every part of the text
-    the Struct still agrees with keeps its bytes and key order. The view stops
-    at 16 levels of nesting (deeper values read as null there, and live only in
+    typed view for readers in every language. What it cannot say is in the
+    envelope hints under /payload/fidelity (key order of objects whose keys are
+    not sorted, integers above 2^53, lone surrogates), or, only where hints
+    cannot say it, in fidelity_json, the exact text (older writers set it for
+    any difference). Where a hint or the text disagrees with the Struct, the
+    Struct wins (it is what other languages edit) and every part it still
+    agrees with keeps its bytes and key order. The view stops at 16 levels of
+    nesting (deeper values read as null there, their text is in
     fidelity_json), so a message's protobuf nesting stays bounded.
     """
 

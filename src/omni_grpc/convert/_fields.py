@@ -445,7 +445,9 @@ def _exact_hints(
                     orders.append((at, keys))
                 stack.extend((item[key], child(at, key), level + 1) for key in reversed(keys))
             else:
-                stack.extend((sub, f"{at}/{n}", level + 1) for n, sub in reversed(list(enumerate(item))))
+                stack.extend(
+                    (sub, f"{at}/{n}", level + 1) for n, sub in reversed(list(enumerate(item)))
+                )
         elif kind is int:
             if jt.js_number(float(item)) != str(item):
                 raws.append((at, item))

@@ -1,14 +1,81 @@
-"""Request failures the hub reports; each transport maps them to its own status."""
+"""Request failures the runtime reports, each with one code, and the one
+table (``STATUSES``) that gives every code its gRPC and its HTTP status.
+
+A transport answers a ``HubError`` from ``STATUSES[error.code]`` alone, so
+the same refusal reads the same on every transport. A HubError whose class
+names no code is a server bug: ``INTERNAL`` on gRPC and 500 on HTTP.
+"""
 
 from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from google.rpc import code_pb2
+
+
+class ErrorCode(enum.StrEnum):
+    # The values are the HTTP error codes of the reference's ``{"error": {"code"}}``.
+    INVALID_REQUEST = "invalid_request"
+    SESSION_NOT_FOUND = "session_not_found"
+    APPROVAL_NOT_FOUND = "approval_not_found"
+    TASK_IN_PROGRESS = "task_in_progress"
+    APPROVAL_MODE_NOT_ALLOWED = "approval_mode_not_allowed"
+    TOO_MANY_SESSIONS = "too_many_sessions"
+    TOO_MANY_RUNS = "too_many_runs"
+    TOO_MANY_STREAMS = "too_many_streams"
+    TOO_MANY_REQUESTS = "too_many_requests"
+    STORAGE_FULL = "storage_full"
+    STORAGE_UNAVAILABLE = "storage_unavailable"
+    UNAVAILABLE = "unavailable"
+    INTERNAL = "internal"
+
+
+@dataclass(frozen=True)
+class ErrorStatus:
+    grpc: int  # a google.rpc.Code
+    http: int
+    # The ``error.code`` an HTTP body carries.
+    http_code: str
+
+
+STATUSES: dict[ErrorCode, ErrorStatus] = {
+    ErrorCode.INVALID_REQUEST: ErrorStatus(code_pb2.INVALID_ARGUMENT, 400, "invalid_request"),
+    ErrorCode.SESSION_NOT_FOUND: ErrorStatus(code_pb2.NOT_FOUND, 404, "session_not_found"),
+    ErrorCode.APPROVAL_NOT_FOUND: ErrorStatus(code_pb2.NOT_FOUND, 404, "approval_not_found"),
+    ErrorCode.TASK_IN_PROGRESS: ErrorStatus(code_pb2.FAILED_PRECONDITION, 409, "task_in_progress"),
+    ErrorCode.APPROVAL_MODE_NOT_ALLOWED: ErrorStatus(
+        code_pb2.PERMISSION_DENIED, 403, "approval_mode_not_allowed"
+    ),
+    ErrorCode.TOO_MANY_SESSIONS: ErrorStatus(code_pb2.RESOURCE_EXHAUSTED, 429, "too_many_sessions"),
+    ErrorCode.TOO_MANY_RUNS: ErrorStatus(code_pb2.RESOURCE_EXHAUSTED, 429, "too_many_runs"),
+    ErrorCode.TOO_MANY_STREAMS: ErrorStatus(code_pb2.RESOURCE_EXHAUSTED, 429, "too_many_streams"),
+    ErrorCode.TOO_MANY_REQUESTS: ErrorStatus(code_pb2.RESOURCE_EXHAUSTED, 429, "too_many_requests"),
+    # A full disk is the client's RESOURCE_EXHAUSTED on gRPC; HTTP has one
+    # storage word for both (the reference's clients know only that one).
+    ErrorCode.STORAGE_FULL: ErrorStatus(code_pb2.RESOURCE_EXHAUSTED, 503, "storage_unavailable"),
+    ErrorCode.STORAGE_UNAVAILABLE: ErrorStatus(code_pb2.UNAVAILABLE, 503, "storage_unavailable"),
+    ErrorCode.UNAVAILABLE: ErrorStatus(code_pb2.UNAVAILABLE, 503, "unavailable"),
+    ErrorCode.INTERNAL: ErrorStatus(code_pb2.INTERNAL, 500, "internal"),
+}
+
+
+def status_of(error: HubError) -> ErrorStatus:
+    return STATUSES[error.code]
 
 
 class HubError(Exception):
     """Base class: a request the hub refuses (never an engine failure)."""
 
+    # Which row of STATUSES answers it (a class or, where it depends on the
+    # case, an instance sets its own).
+    code: ErrorCode = ErrorCode.INTERNAL
+
 
 class InvalidRequest(HubError):
     """A request field is wrong; ``field`` names it (e.g. ``input[2].payload``)."""
+
+    code = ErrorCode.INVALID_REQUEST
 
     def __init__(self, field: str, description: str) -> None:
         super().__init__(f"{field}: {description}")
@@ -17,6 +84,8 @@ class InvalidRequest(HubError):
 
 
 class SessionNotFound(HubError):
+    code = ErrorCode.SESSION_NOT_FOUND
+
     def __init__(self, session_id: str) -> None:
         super().__init__(f"unknown session {session_id!r}")
         self.session_id = session_id
@@ -25,12 +94,16 @@ class SessionNotFound(HubError):
 class SessionBusy(HubError):
     """The session already runs a task (one task at a time)."""
 
+    code = ErrorCode.TASK_IN_PROGRESS
+
     def __init__(self, session_id: str) -> None:
         super().__init__(f"session {session_id!r} is already running a task")
         self.session_id = session_id
 
 
 class ApprovalNotPending(HubError):
+    code = ErrorCode.APPROVAL_NOT_FOUND
+
     def __init__(self, session_id: str, tool_call_id: str) -> None:
         super().__init__(
             f"session {session_id!r} has no pending approval for tool_call_id {tool_call_id!r}"
@@ -42,12 +115,16 @@ class ApprovalNotPending(HubError):
 class HubClosed(HubError):
     """The server is shutting down and takes no new tasks."""
 
+    code = ErrorCode.UNAVAILABLE
+
     def __init__(self) -> None:
         super().__init__("the server is shutting down")
 
 
 class ModeNotAllowed(HubError):
     """The run asks for an approval mode the operator does not let clients pick."""
+
+    code = ErrorCode.APPROVAL_MODE_NOT_ALLOWED
 
     def __init__(self, mode: str, allowed: tuple[str, ...]) -> None:
         super().__init__(
@@ -64,10 +141,13 @@ class StorageUnavailable(HubError):
         super().__init__(f"the server cannot record runs now: {problem}")
         self.problem = problem
         self.exhausted = exhausted
+        self.code = ErrorCode.STORAGE_FULL if exhausted else ErrorCode.STORAGE_UNAVAILABLE
 
 
 class BackendUnavailable(HubError):
     """The shared state (Redis) cannot be reached; the request may be retried."""
+
+    code = ErrorCode.UNAVAILABLE
 
     def __init__(self, detail: str) -> None:
         super().__init__(f"the session store is unavailable: {detail}")
@@ -94,6 +174,11 @@ class LimitExceeded(HubError):
         "max_runs": "concurrent runs",
         "max_streams_per_session": "streams on session {session}",
     }
+    _CODES = {
+        "max_sessions": ErrorCode.TOO_MANY_SESSIONS,
+        "max_runs": ErrorCode.TOO_MANY_RUNS,
+        "max_streams_per_session": ErrorCode.TOO_MANY_STREAMS,
+    }
 
     def __init__(self, limit: str, value: int, session_id: str | None = None) -> None:
         what = self._WHAT.get(limit, limit).format(session=repr(session_id))
@@ -101,6 +186,7 @@ class LimitExceeded(HubError):
         super().__init__(f"limit {limit} reached: this server allows {value} {what} ({flag})")
         self.limit = limit
         self.value = value
+        self.code = self._CODES.get(limit, ErrorCode.TOO_MANY_REQUESTS)
         self.session_id = session_id
 
 

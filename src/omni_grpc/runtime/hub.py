@@ -41,7 +41,7 @@ from omni_grpc.runtime.errors import (
 from omni_grpc.runtime.event_log import Subscription
 from omni_grpc.runtime.events import EventBody
 from omni_grpc.runtime.health import HealthState
-from omni_grpc.runtime.interface import RunRequest, SessionInfo
+from omni_grpc.runtime.interface import ApprovalPolicy, RunRequest, SessionInfo
 from omni_grpc.runtime.limits import Limits
 from omni_grpc.runtime.live_tail import LiveTail, fold_live_tail
 from omni_grpc.runtime.memory_log import MemoryEventLog
@@ -109,6 +109,10 @@ class Hub:
         self._closing = False
         self._started: asyncio.Task[None] | None = None
         self._background: list[asyncio.Task[None]] = []
+
+    @property
+    def approval_policy(self) -> ApprovalPolicy:
+        return ApprovalPolicy(self.default_approval, self.client_modes)
 
     @property
     def max_record_bytes(self) -> int:
@@ -201,6 +205,9 @@ class Hub:
                 )
             )
         return out
+
+    async def require_session(self, session_id: str) -> None:
+        await self._record(session_id)
 
     async def list_sessions(self) -> list[SessionInfo]:
         await self.start()

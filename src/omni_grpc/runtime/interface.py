@@ -1,13 +1,41 @@
-"""What transports ask of the runtime, and what it answers with."""
+"""The runtime as transports see it: the one module a transport imports.
+
+``Runtime`` is what every transport (gRPC, HTTP/SSE, and those to come)
+calls; ``runtime.hub.Hub`` is its implementation, which no transport names.
+The request and answer types, the policy a transport enforces before it
+calls, and the event types a subscription yields are re-exported here, so a
+transport needs nothing else from the runtime but ``runtime.errors`` (its
+errors, each with one code, and the table of their statuses).
+"""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from omni_grpc.engines.base import JsonObject
-from omni_grpc.runtime.approvals import ApprovalMode
-from omni_grpc.vocabulary import SessionState
+from omni_grpc.runtime.bodies import is_task_end
+from omni_grpc.runtime.event_log import Subscription
+from omni_grpc.runtime.events import HubEvent, format_event_id, parse_event_id
+from omni_grpc.runtime.health import HealthState
+from omni_grpc.runtime.live_tail import LiveTail
+from omni_grpc.vocabulary import AbortKind, ApprovalMode, SessionState
 from omni_grpc_proto.omni.v1 import omni_pb2
+
+__all__ = [
+    "ApprovalPolicy",
+    "HealthState",
+    "HubEvent",
+    "LiveTail",
+    "RunRequest",
+    "Runtime",
+    "SessionInfo",
+    "Subscription",
+    "format_event_id",
+    "is_task_end",
+    "parse_event_id",
+]
 
 
 @dataclass
@@ -43,3 +71,64 @@ class SessionInfo:
     @property
     def has_trace(self) -> bool:
         return self.trace_path is not None
+
+
+@dataclass(frozen=True)
+class ApprovalPolicy:
+    """The operator's approval policy: the mode a run that names none gets, and
+    the modes a client may ask for (a run asking for another is refused)."""
+
+    default: ApprovalMode
+    client_modes: tuple[ApprovalMode, ...]
+
+
+class Runtime(Protocol):
+    """Sessions, runs and their events; every method raises ``HubError``s only
+    for a refused request (``SessionNotFound`` for an unknown session id)."""
+
+    @property
+    def health(self) -> HealthState:
+        """Whether the server can take runs now, and what is wrong if not."""
+        ...
+
+    @property
+    def approval_policy(self) -> ApprovalPolicy: ...
+
+    async def list_sessions(self) -> list[SessionInfo]: ...
+
+    async def create_session(self) -> SessionInfo: ...
+
+    async def session_info(self, session_id: str) -> SessionInfo: ...
+
+    async def require_session(self, session_id: str) -> None:
+        """Raises ``SessionNotFound`` for an unknown session: one index read,
+        for a transport that needs a 404 and nothing of the session."""
+        ...
+
+    def new_session_model(self) -> tuple[str, str]:
+        """``(provider, model_id)`` that a session created now would record."""
+        ...
+
+    async def run(self, request: RunRequest) -> tuple[str, Subscription]:
+        """Starts a run; its session id, and a subscription from its first event."""
+        ...
+
+    async def attach(self, session_id: str, after_event_id: str | None) -> Subscription:
+        """Replay after ``after_event_id`` (or a resync), then the live stream."""
+        ...
+
+    async def approve(self, session_id: str, tool_call_id: str, decision: str) -> None: ...
+
+    async def abort(
+        self, session_id: str, reason: str | None = None, kind: AbortKind = AbortKind.USER
+    ) -> bool:
+        """Aborts the session's run, wherever it runs; False when it is idle."""
+        ...
+
+    async def history(self, session_id: str) -> AsyncIterator[omni_pb2.OmniMessage]: ...
+
+    async def history_shards(
+        self, session_id: str
+    ) -> list[tuple[int, list[omni_pb2.OmniMessage]]]: ...
+
+    async def live_tail(self, session_id: str) -> LiveTail | None: ...

@@ -8,7 +8,7 @@ from omni_grpc import protocol
 from omni_grpc.convert import message_from_dict
 from omni_grpc.protocol.run_input import InputProblem, check_run_input, tool_calls_made
 from omni_grpc.runtime.errors import InvalidRequest
-from omni_grpc.runtime.hub import Hub, RunRequest
+from omni_grpc.runtime.interface import RunRequest, Runtime
 from omni_grpc.vocabulary import ApprovalMode, Decision, ThinkingLevel
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import omni_pb2
@@ -56,7 +56,7 @@ def run_request(request: pb.RunRequest) -> RunRequest:
     )
 
 
-async def checked_run_request(hub: Hub, request: pb.RunRequest) -> RunRequest:
+async def checked_run_request(hub: Runtime, request: pb.RunRequest) -> RunRequest:
     """``run_request``, refusing input the codec or the protocol rejects
     (protocol/run_input.py) before anything is recorded or published."""
     run = run_request(request)

@@ -14,7 +14,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from omni_grpc.runtime.hub import Hub
+from omni_grpc.runtime.interface import Runtime
 from omni_grpc.transport.grpc import health
 from omni_grpc.transport.grpc.auth import BearerAuthInterceptor
 from omni_grpc.transport.grpc.decoding import DecodeGuardInterceptor
@@ -60,7 +60,7 @@ class GrpcTransport:
 
     def __init__(
         self,
-        hub: Hub,
+        hub: Runtime,
         config: GrpcConfig,
         interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
     ) -> None:

@@ -9,10 +9,8 @@ from collections.abc import AsyncIterator
 import grpc
 
 from omni_grpc.convert import serialize_message
-from omni_grpc.runtime.bodies import is_task_end
 from omni_grpc.runtime.errors import BackendUnavailable, HubError
-from omni_grpc.runtime.events import HubEvent
-from omni_grpc.runtime.hub import Hub, SessionInfo
+from omni_grpc.runtime.interface import HubEvent, Runtime, SessionInfo, is_task_end
 from omni_grpc.transport.grpc import requests
 from omni_grpc.transport.grpc.status import abort_with
 from omni_grpc.vocabulary import SESSION_HEADER as SESSION_HEADER
@@ -70,7 +68,7 @@ def session_info(info: SessionInfo) -> pb.SessionInfo:
 
 
 class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore[misc]
-    def __init__(self, hub: Hub) -> None:
+    def __init__(self, hub: Runtime) -> None:
         self.hub = hub
 
     async def Run(

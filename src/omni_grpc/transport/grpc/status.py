@@ -12,20 +12,18 @@ from typing import NoReturn
 import grpc
 from google.protobuf import any_pb2
 from google.protobuf.message import Message
-from google.rpc import code_pb2, error_details_pb2, status_pb2
+from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from omni_grpc.runtime.errors import (
     ApprovalNotPending,
-    BackendUnavailable,
-    HubClosed,
     HubError,
     InvalidRequest,
     LimitExceeded,
     ModeNotAllowed,
     SessionBusy,
     SessionNotFound,
-    StorageUnavailable,
+    status_of,
 )
 
 ERROR_DOMAIN = "omni-grpc"
@@ -38,69 +36,64 @@ def _packed(detail: Message) -> any_pb2.Any:
 
 
 def status_for(error: HubError) -> status_pb2.Status:
+    """The status from the one table (``runtime.errors.STATUSES``), with the
+    details that let a client act on it."""
+    return status_pb2.Status(
+        code=status_of(error).grpc,
+        message=str(error),
+        details=[_packed(detail) for detail in _details(error)],
+    )
+
+
+def _details(error: HubError) -> list[Message]:
     if isinstance(error, InvalidRequest):
         violation = error_details_pb2.BadRequest.FieldViolation(
             field=error.field, description=error.description
         )
-        detail: Message = error_details_pb2.BadRequest(field_violations=[violation])
-        return status_pb2.Status(
-            code=code_pb2.INVALID_ARGUMENT, message=str(error), details=[_packed(detail)]
-        )
+        return [error_details_pb2.BadRequest(field_violations=[violation])]
     if isinstance(error, SessionNotFound):
-        detail = error_details_pb2.ResourceInfo(
-            resource_type="session", resource_name=error.session_id, description=str(error)
-        )
-        return status_pb2.Status(
-            code=code_pb2.NOT_FOUND, message=str(error), details=[_packed(detail)]
-        )
+        return [
+            error_details_pb2.ResourceInfo(
+                resource_type="session", resource_name=error.session_id, description=str(error)
+            )
+        ]
     if isinstance(error, ApprovalNotPending):
-        detail = error_details_pb2.ResourceInfo(
-            resource_type="approval", resource_name=error.tool_call_id, description=str(error)
-        )
-        return status_pb2.Status(
-            code=code_pb2.NOT_FOUND, message=str(error), details=[_packed(detail)]
-        )
+        return [
+            error_details_pb2.ResourceInfo(
+                resource_type="approval", resource_name=error.tool_call_id, description=str(error)
+            )
+        ]
     if isinstance(error, SessionBusy):
         violation = error_details_pb2.PreconditionFailure.Violation(
             type="TASK_IN_PROGRESS", subject=error.session_id, description=str(error)
         )
-        detail = error_details_pb2.PreconditionFailure(violations=[violation])
-        return status_pb2.Status(
-            code=code_pb2.FAILED_PRECONDITION, message=str(error), details=[_packed(detail)]
-        )
+        return [error_details_pb2.PreconditionFailure(violations=[violation])]
     if isinstance(error, ModeNotAllowed):
-        detail = error_details_pb2.ErrorInfo(
-            reason="APPROVAL_MODE_NOT_ALLOWED",
-            domain=ERROR_DOMAIN,
-            metadata={"approval_mode": error.mode, "allowed": ",".join(error.allowed)},
-        )
-        return status_pb2.Status(
-            code=code_pb2.PERMISSION_DENIED, message=str(error), details=[_packed(detail)]
-        )
+        return [
+            error_details_pb2.ErrorInfo(
+                reason="APPROVAL_MODE_NOT_ALLOWED",
+                domain=ERROR_DOMAIN,
+                metadata={"approval_mode": error.mode, "allowed": ",".join(error.allowed)},
+            )
+        ]
     if isinstance(error, LimitExceeded):
         metadata = {"limit": error.limit, "value": str(error.value)}
         if error.session_id is not None:
             metadata["session_id"] = error.session_id
-        detail = error_details_pb2.ErrorInfo(
-            reason=error.limit.upper() + "_EXCEEDED", domain=ERROR_DOMAIN, metadata=metadata
-        )
         subject = "server" if error.session_id is None else f"session:{error.session_id}"
-        quota = error_details_pb2.QuotaFailure(
-            violations=[
-                error_details_pb2.QuotaFailure.Violation(subject=subject, description=str(error))
-            ]
-        )
-        return status_pb2.Status(
-            code=code_pb2.RESOURCE_EXHAUSTED,
-            message=str(error),
-            details=[_packed(detail), _packed(quota)],
-        )
-    if isinstance(error, (HubClosed, BackendUnavailable)):
-        return status_pb2.Status(code=code_pb2.UNAVAILABLE, message=str(error))
-    if isinstance(error, StorageUnavailable):
-        code = code_pb2.RESOURCE_EXHAUSTED if error.exhausted else code_pb2.UNAVAILABLE
-        return status_pb2.Status(code=code, message=str(error))
-    return status_pb2.Status(code=code_pb2.INTERNAL, message=str(error))
+        return [
+            error_details_pb2.ErrorInfo(
+                reason=error.limit.upper() + "_EXCEEDED", domain=ERROR_DOMAIN, metadata=metadata
+            ),
+            error_details_pb2.QuotaFailure(
+                violations=[
+                    error_details_pb2.QuotaFailure.Violation(
+                        subject=subject, description=str(error)
+                    )
+                ]
+            ),
+        ]
+    return []
 
 
 async def abort_with(context: grpc.aio.ServicerContext, error: HubError) -> NoReturn:

@@ -25,10 +25,8 @@ from starlette.routing import BaseRoute, Route
 
 from omni_grpc.observability.http import METRICS_PATH, metrics_route
 from omni_grpc.observability.telemetry import Telemetry
-from omni_grpc.runtime.bodies import is_task_end
 from omni_grpc.runtime.errors import ApprovalNotPending, HubError, SessionBusy
-from omni_grpc.runtime.events import HubEvent, parse_event_id
-from omni_grpc.runtime.hub import Hub, RunRequest
+from omni_grpc.runtime.interface import HubEvent, RunRequest, Runtime, is_task_end, parse_event_id
 from omni_grpc.trace.window import positioned, window
 from omni_grpc.transport.sse import history, page
 from omni_grpc.transport.sse.auth import PUBLIC_PATHS, BearerAuth
@@ -85,7 +83,7 @@ def _is_resync(event: HubEvent) -> bool:
 class SseRoutes:
     """The route handlers, bound to one hub and one set of limits."""
 
-    def __init__(self, hub: Hub, *, max_body_bytes: int, heartbeat: float | None) -> None:
+    def __init__(self, hub: Runtime, *, max_body_bytes: int, heartbeat: float | None) -> None:
         self.hub = hub
         self.max_body = max_body_bytes
         self.heartbeat = heartbeat
@@ -97,7 +95,7 @@ class SseRoutes:
 
     async def create_session(self, request: Request) -> Response:
         body = await read_json(request, self.max_body, required=False)
-        check_session_options(body, self.hub.default_approval)
+        check_session_options(body, self.hub.approval_policy.default)
         check_session_model(body, self.hub.new_session_model())
         info = await self.hub.create_session()
         return JSONResponse({"session": session_json(info)}, status_code=201)
@@ -349,7 +347,7 @@ async def _chain(
 
 
 def create_app(
-    hub: Hub,
+    hub: Runtime,
     *,
     token: str | None = None,
     cors_origins: Sequence[str] = (),
@@ -385,7 +383,8 @@ def create_app(
         Route("/healthz", r.healthz, methods=["GET"]),
     ]
     if serve_page:
-        routes += page.routes([m.value for m in hub.client_modes], hub.default_approval.value)
+        policy = hub.approval_policy
+        routes += page.routes([m.value for m in policy.client_modes], policy.default.value)
     if telemetry is not None and telemetry.metrics is not None:
         routes.append(metrics_route(telemetry.metrics))
     middleware: list[Middleware] = []

@@ -20,7 +20,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from omni_grpc.runtime.events import format_event_id, parse_event_id
+from omni_grpc.runtime.interface import format_event_id, parse_event_id
 
 _FRAME_ID = re.compile(r"^([A-Za-z0-9_-]{1,128})/([^/\s]+)/(\d{1,18})\.(\d{1,9})$")
 

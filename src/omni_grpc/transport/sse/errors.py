@@ -15,18 +15,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from omni_grpc.runtime.errors import (
-    ApprovalNotPending,
-    BackendUnavailable,
-    HubClosed,
-    HubError,
-    InvalidRequest,
-    LimitExceeded,
-    ModeNotAllowed,
-    SessionBusy,
-    SessionNotFound,
-    StorageUnavailable,
-)
+from omni_grpc.runtime.errors import HubError, status_of
 
 log = logging.getLogger(__name__)
 
@@ -54,31 +43,10 @@ def error_response(
     return JSONResponse(error_body(code, message), status_code=status, headers=headers)
 
 
-_LIMIT_CODES = {
-    "max_sessions": "too_many_sessions",
-    "max_runs": "too_many_runs",
-    "max_streams_per_session": "too_many_streams",
-}
-
-
 def hub_error_status(exc: HubError) -> tuple[int, str]:
-    if isinstance(exc, InvalidRequest):
-        return 400, "invalid_request"
-    if isinstance(exc, SessionNotFound):
-        return 404, "session_not_found"
-    if isinstance(exc, SessionBusy):
-        return 409, "task_in_progress"
-    if isinstance(exc, ApprovalNotPending):
-        return 404, "approval_not_found"
-    if isinstance(exc, ModeNotAllowed):
-        return 403, "approval_mode_not_allowed"
-    if isinstance(exc, LimitExceeded):
-        return 429, _LIMIT_CODES.get(exc.limit, "too_many_requests")
-    if isinstance(exc, StorageUnavailable):
-        return 503, "storage_unavailable"
-    if isinstance(exc, (BackendUnavailable, HubClosed)):
-        return 503, "unavailable"
-    return 400, "invalid_request"
+    """The HTTP status and ``error.code``, from the one table (``runtime.errors``)."""
+    status = status_of(exc)
+    return status.http, status.http_code
 
 
 async def on_api_error(_request: Request, exc: Exception) -> Response:

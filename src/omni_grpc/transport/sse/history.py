@@ -18,7 +18,7 @@ import orjson
 from starlette.datastructures import QueryParams
 
 from omni_grpc.convert import serialize_message
-from omni_grpc.runtime.live_tail import LiveTail
+from omni_grpc.runtime.interface import LiveTail
 from omni_grpc.trace.window import Position, Window, format_cursor, parse_cursor
 from omni_grpc.transport.sse.errors import ApiError
 from omni_grpc_proto.omni.v1 import omni_pb2

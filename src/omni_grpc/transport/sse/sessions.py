@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from omni_grpc.runtime.hub import SessionInfo
+from omni_grpc.runtime.interface import SessionInfo
 
 PROJECT_ID = "default"
 AGENT_ID = "default"

@@ -6,8 +6,7 @@ import asyncio
 from collections.abc import AsyncGenerator
 
 from omni_grpc.runtime.errors import BackendUnavailable
-from omni_grpc.runtime.event_log import Subscription
-from omni_grpc.runtime.events import HubEvent
+from omni_grpc.runtime.interface import HubEvent, Subscription
 from omni_grpc.transport.sse.wire import (
     DEFAULT_HEARTBEAT_SECONDS,
     PING,

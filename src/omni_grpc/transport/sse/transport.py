@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from omni_grpc.observability.telemetry import Telemetry
-from omni_grpc.runtime.hub import Hub
+from omni_grpc.runtime.interface import Runtime
 from omni_grpc.transport.sse.app import create_app
 from omni_grpc.transport.sse.guard import default_hosts
 from omni_grpc.transport.sse.requests import DEFAULT_MAX_BODY_BYTES
@@ -32,7 +32,7 @@ class SseConfig:
 
 
 class SseTransport:
-    def __init__(self, hub: Hub, config: SseConfig, telemetry: Telemetry | None = None) -> None:
+    def __init__(self, hub: Runtime, config: SseConfig, telemetry: Telemetry | None = None) -> None:
         self.config = config
         self.metrics = telemetry is not None and telemetry.metrics is not None
         app = create_app(

@@ -381,8 +381,11 @@ async def test_abort_while_waiting_for_approval(fake: FakeOpenAI, tmp_path: Path
 
     engine = engine_for(fake, tools="fakes.slow_tools:TOOLS")
     out = await collect(engine, [user("go")], workspace=tmp_path, approve=never, abort=abort)  # type: ignore[arg-type]
+    # Nobody decided: no approval_decision, and the call's output says why.
     assert "approval_decision" not in kinds(out)
-    assert "tool_call_output" not in kinds(out)
+    [output] = payloads(out, "tool_call_output")
+    assert output["stop_reason"] == "aborted"
+    assert output["output"] == "Tool call not run: stop it."
     assert out[-1]["payload"] == {"type": "abort", "reason": "stop it"}
 
 

@@ -1,7 +1,7 @@
 """Operator limits (``serve --max-*``) against real gRPC and HTTP servers on
 both backends: past a limit the request is refused with RESOURCE_EXHAUSTED /
 429 naming the limit, and nothing is created or recorded; a tool call left
-waiting for Approve past ``--max-approval-wait`` is denied."""
+waiting for Approve past ``--max-approval-wait`` is not run."""
 
 from __future__ import annotations
 
@@ -216,30 +216,37 @@ async def test_streams_past_the_per_session_limit_are_refused(limited: StartLimi
         call.cancel()
 
 
-async def test_an_ask_left_unanswered_is_denied_after_the_wait(limited: StartLimited) -> None:
+async def test_an_ask_left_unanswered_is_not_run_after_the_wait(limited: StartLimited) -> None:
     async with limited(approval_wait=0.2) as s:
         call = s.stub.Run(pb.RunRequest(prompt="nobody answers", approval_mode=ASK))
         ask = await first_ask(call)
         rest = await read_to_end(call)
-        decisions = [
-            r.message.approval_decision.decision
-            for r in rest
-            if r.HasField("message") and r.message.WhichOneof("payload") == "approval_decision"
-        ]
-        assert decisions == [omni_pb2.DECISION_DENY]
+        arms = [r.message.WhichOneof("payload") for r in rest if r.HasField("message")]
+        # Nobody decided: no approval_decision (not a "deny" nobody gave), and
+        # the call's output says the wait expired, in the reference's words.
+        assert "approval_decision" not in arms
         call_id = ask.event.approval_request.tool_call.tool_call.tool_call_id
+        [output] = [
+            r.message.tool_call_output
+            for r in rest
+            if r.HasField("message") and r.message.WhichOneof("payload") == "tool_call_output"
+        ]
+        assert output.tool_call_id == call_id
+        assert output.stop_reason == omni_pb2.STOP_REASON_TIMEOUT
+        assert output.output == "Tool call not run: no approval decision within 0.2 s."
         with pytest.raises(grpc.aio.AioRpcError) as late:
             await s.stub.Approve(
                 pb.ApproveRequest(session_id=ask.session_id, tool_call_id=call_id, decision=ALLOW)
             )
         assert late.value.code() == grpc.StatusCode.NOT_FOUND
 
-        # The dialect: the run ends completed with the call denied.
+        # The dialect: the run ends completed, the call not run.
         body = {"prompt": "nobody answers", "approval_mode": "ask"}
         async with s.http.stream("POST", "/v1/runs", json=body) as r:
             assert r.status_code == 200
             text = (await r.aread()).decode()
-        assert "Tool call denied" in text
+        assert "Tool call not run: no approval decision within 0.2 s." in text
+        assert "Tool call denied" not in text
         assert "event: done" in text
 
 

@@ -196,7 +196,7 @@ async def test_ask_mode_waits_for_approve_and_replays_pending_to_attachers(
     ]
 
 
-async def test_abort_resolves_a_pending_ask_as_deny(
+async def test_abort_ends_a_pending_ask_without_a_decision(
     tmp_path: Path, make_backend: MakeBackend
 ) -> None:
     hub = Hub(DemoEngine(), tmp_path, backend=make_backend())
@@ -206,8 +206,9 @@ async def test_abort_resolves_a_pending_ask_as_deny(
             break
     await hub.abort(session_id)
     labels = [label(e) for e in await until_end(sub)]
-    assert labels[-5:] == [
-        "approval_decision",
+    # Nobody decided: the call's output (not run: aborted), no approval_decision.
+    assert "approval_decision" not in labels
+    assert labels[-4:] == [
         "tool_call_output",
         "request_end",
         "abort",

@@ -14,6 +14,12 @@ checks most):
   stop_reason is ``completed``, one call at a time. The engine then yields
   ``approval_decision``; a decision other than ``allow`` is followed by the
   synthetic aborted ``tool_call_output`` (``protocol.denied_tool_output``).
+* ``options.approve`` raises ``ApprovalUnanswered`` when nobody decided:
+  the run was aborted (or the server is stopping) while the call waited,
+  or the wait expired (``--max-approval-wait``). The engine then yields no
+  ``approval_decision`` (no one made one) but the call's
+  ``protocol.unanswered_tool_output``, which says what happened; any other
+  exception counts as ``deny`` (the reference rule).
 * When ``options.abort`` is set, the engine yields ``abort`` as its last
   message and returns promptly.
 """
@@ -29,12 +35,27 @@ from typing import Any, Protocol, runtime_checkable
 # Re-exported: an engine finds its words beside its contract.
 from omni_grpc.vocabulary import AbortKind as AbortKind
 from omni_grpc.vocabulary import Decision as Decision
+from omni_grpc.vocabulary import StopReason
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 JsonObject = dict[str, Any]
 # What an engine may yield: a JSON-shaped dict, or the protobuf message.
 EngineMessage = Mapping[str, Any] | omni_pb2.OmniMessage
 ApproveFn = Callable[[JsonObject], Awaitable[Decision]]
+
+
+class ApprovalUnanswered(Exception):
+    """A tool call's approval ended with no decision from anyone.
+
+    ``stop_reason`` is the reference's word for what happened (``aborted``:
+    the run was stopped while the call waited; ``timeout``: the wait ran
+    out) and ``reason`` the words for it (the abort's reason, e.g. "aborted
+    by user" or "server shutting down"; or the wait that expired)."""
+
+    def __init__(self, stop_reason: StopReason, reason: str) -> None:
+        super().__init__(reason)
+        self.stop_reason = stop_reason
+        self.reason = reason
 
 
 class AbortSignal:

@@ -28,7 +28,13 @@ import orjson
 
 from omni_grpc.convert import ConversionError, message_to_dict, parse_message
 from omni_grpc.engines.asking import ask
-from omni_grpc.engines.base import AbortSignal, EngineMessage, RunOptions
+from omni_grpc.engines.base import (
+    AbortSignal,
+    ApprovalUnanswered,
+    Decision,
+    EngineMessage,
+    RunOptions,
+)
 from omni_grpc.engines.call_ids import CallIdRegistry
 from omni_grpc.protocol.open_run import OpenRun
 from omni_grpc.vocabulary import USER_ABORT_REASON, StopReason
@@ -151,9 +157,12 @@ class _Bridge:
             self._observe(message)
             yield message
             if _needs_approval(message):
-                decision = await ask(self.options.approve, message_to_dict(message), abort)
-                if decision is None:
-                    continue  # aborted meanwhile: the next read turns into the abort path
+                try:
+                    decision = await ask(self.options.approve, message_to_dict(message), abort)
+                except ApprovalUnanswered as why:
+                    if why.stop_reason == StopReason.ABORTED:
+                        continue  # the next read turns into the abort path
+                    decision = Decision.DENY  # the wait expired: the child knows only decisions
                 answer = {"type": "approval", "decision": decision}
                 call_id = self.call_ids.theirs(message.tool_call.tool_call_id)
                 await self._send({**answer, "tool_call_id": call_id})

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from omni_grpc import protocol
-from omni_grpc.engines.base import Decision, JsonObject, RunOptions
+from omni_grpc.engines.base import ApprovalUnanswered, Decision, JsonObject, RunOptions
 from omni_grpc.protocol.streaming import Segment, SegmentKind
 from omni_grpc.vocabulary import USER_ABORT_REASON, StopReason
 
@@ -169,11 +169,17 @@ class _Turn:
         async for msg in self._segment("partial_tool_call", _ARGUMENT_CHUNKS, call_id, TOOL_NAME):
             yield msg
         call = protocol.tool_call(TOOL_NAME, "".join(_ARGUMENT_CHUNKS), call_id)
-        decision = await _ask(opts, call)
-        # The decision is recorded even when an abort resolved it (as deny).
-        yield protocol.approval_decision(decision, call_id)
-        if decision != Decision.ALLOW:
-            yield protocol.denied_tool_output(call, decision)
+        decision: Decision | None = None
+        try:
+            decision = await _ask(opts, call)
+        except ApprovalUnanswered as why:
+            # Nobody decided (aborted, the server stopping, the wait expired):
+            # no approval_decision, and the call's output says what happened.
+            yield protocol.unanswered_tool_output(call, why.stop_reason, why.reason)
+        else:
+            yield protocol.approval_decision(decision, call_id)
+            if decision != Decision.ALLOW:
+                yield protocol.denied_tool_output(call, decision)
         if opts.abort.is_set():
             raise _Aborted
         yield self.engine._count(opts.session_id, said, prompt)
@@ -235,6 +241,8 @@ class _Turn:
 async def _ask(options: RunOptions, call: JsonObject) -> Decision:
     try:
         return await options.approve(call)
+    except ApprovalUnanswered:
+        raise
     except Exception:  # a failing callback counts as deny (reference rule)
         return Decision.DENY
 

@@ -29,7 +29,7 @@ import orjson
 from omni_grpc.client import AgentClient, AgentError, RunStream
 from omni_grpc.convert import message_from_dict, message_to_dict
 from omni_grpc.engines.asking import ask
-from omni_grpc.engines.base import EngineMessage, RunOptions
+from omni_grpc.engines.base import ApprovalUnanswered, Decision, EngineMessage, RunOptions
 from omni_grpc.engines.call_ids import CallIdRegistry
 from omni_grpc.protocol.open_run import OpenRun
 from omni_grpc.vocabulary import USER_ABORT_REASON, StopReason
@@ -202,9 +202,12 @@ class _ProxiedRun:
         call = message_to_dict(self.call_ids.incoming(request.tool_call))
         if request.origin and not call.get("origin"):
             call["origin"] = list(request.origin)
-        decision = await ask(self.options.approve, call, self.options.abort)
-        if decision is None:
-            return  # aborted: the upstream resolves pending approvals as deny
+        try:
+            decision = await ask(self.options.approve, call, self.options.abort)
+        except ApprovalUnanswered as why:
+            if why.stop_reason == StopReason.ABORTED:
+                return  # the abort is forwarded; the upstream records its own end
+            decision = Decision.DENY  # the wait expired: the upstream knows only decisions
         assert self.stream is not None and self.stream.session_id is not None
         try:
             await self.engine.client().approve(

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from omni_grpc.convert import message_to_dict
-from omni_grpc.engines.base import EngineMessage, RunOptions
+from omni_grpc.engines.base import ApprovalUnanswered, EngineMessage, RunOptions
 from omni_grpc.engines.call_ids import CallIdRegistry
 from omni_grpc.protocol import builders as b
 from omni_grpc.protocol.guards import is_partial_kind, payload_kind
@@ -171,11 +171,17 @@ class _Player:
             or played.origin
         ):
             return
+        call_id = str(payload.get("tool_call_id", ""))
         try:
             decision = await self.run_options.approve(call)
+        except ApprovalUnanswered as why:
+            # Nobody decided: the recorded decision and output are not played.
+            self.skip_decisions.add(call_id)
+            self.skip_outputs.add(call_id)
+            yield b.unanswered_tool_output(call, why.stop_reason, why.reason)
+            return
         except Exception:
             decision = Decision.DENY
-        call_id = str(payload.get("tool_call_id", ""))
         self.skip_decisions.add(call_id)
         yield b.approval_decision(decision, call_id)
         if decision != Decision.ALLOW:

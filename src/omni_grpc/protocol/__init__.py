@@ -6,6 +6,7 @@ from omni_grpc.protocol.aggregator import PartialAggregator, aggregate_all
 from omni_grpc.protocol.builders import (
     DENIED_BY_POLICY,
     DENIED_BY_USER,
+    NOT_RUN_PREFIX,
     abort_event,
     add_token_counts,
     approval_decision,
@@ -37,6 +38,7 @@ from omni_grpc.protocol.builders import (
     tool_call_output,
     tool_definition,
     tool_list_ready,
+    unanswered_tool_output,
     user_text,
     with_origin,
 )
@@ -62,6 +64,7 @@ from omni_grpc.protocol.timestamps import Clock, format_timestamp, now_timestamp
 __all__ = [
     "DENIED_BY_POLICY",
     "DENIED_BY_USER",
+    "NOT_RUN_PREFIX",
     "Clock",
     "Fragment",
     "OpenFragments",
@@ -111,6 +114,7 @@ __all__ = [
     "tool_call_output",
     "tool_definition",
     "tool_list_ready",
+    "unanswered_tool_output",
     "user_text",
     "with_origin",
 ]

@@ -23,6 +23,8 @@ Json = dict[str, Any]
 
 DENIED_BY_USER = "Tool call denied by user."
 DENIED_BY_POLICY = "Tool call denied by policy."
+# A call nobody decided on: "Tool call not run: aborted by user."
+NOT_RUN_PREFIX = "Tool call not run: "
 
 
 def _envelope(kind: str, payload: Json, timestamp: str | None) -> Json:
@@ -178,6 +180,21 @@ def tool_call_output(
     payload["tool_call_id"] = tool_call_id
     payload["stop_reason"] = str(stop_reason)
     return _model(payload, timestamp)
+
+
+def unanswered_tool_output(
+    call: Mapping[str, Any], stop_reason: str, reason: str, *, timestamp: str | None = None
+) -> Json:
+    """The output of a tool call that never ran because nobody decided on it:
+    ``stop_reason`` ``aborted`` (the run stopped while it waited) or
+    ``timeout`` (the approval wait ran out), and ``reason`` in the text."""
+    payload = call.get("payload", call)
+    call_id = payload.get("tool_call_id") if isinstance(payload, Mapping) else None
+    if not isinstance(call_id, str):
+        raise ValueError("the tool call has no string tool_call_id")
+    return tool_call_output(
+        f"{NOT_RUN_PREFIX}{reason}.", call_id, stop_reason=stop_reason, timestamp=timestamp
+    )
 
 
 def denied_tool_output(

@@ -3,9 +3,11 @@
 Modes: ``allow-all``, ``deny-all``, ``read-only`` (tools the engine declares
 read-only run, others are denied) and ``ask`` (an ``approval_request`` goes out
 and the call waits for ``Approve``). Pending asks are re-sent to every new
-subscriber (``PendingApprovals``) and resolve to ``deny`` when the run aborts,
-or when no decision came within the broker's ``wait`` (the operator's
-``--max-approval-wait``); a late ``Approve`` then finds nothing pending.
+subscriber (``PendingApprovals``). An ask that ends with nobody's decision
+(the run aborts or the server stops while it waits, or no decision came
+within the broker's ``wait``, the operator's ``--max-approval-wait``) raises
+``ApprovalUnanswered`` to the engine, which records what happened instead of
+a ``deny`` nobody gave; a late ``Approve`` then finds nothing pending.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 
-from omni_grpc.engines.base import AbortSignal, ApproveFn, JsonObject
+from omni_grpc.engines.base import AbortSignal, ApprovalUnanswered, ApproveFn, JsonObject
+from omni_grpc.vocabulary import USER_ABORT_REASON, Decision, StopReason
 from omni_grpc.vocabulary import ApprovalMode as ApprovalMode
-from omni_grpc.vocabulary import Decision
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +76,8 @@ class ApprovalBroker:
         self.session_id = session_id
         # Seconds an ask waits for a decision before it is denied.
         self.wait = wait
-        self._waiting: dict[str, asyncio.Future[Decision]] = {}
+        # None: the ask ended without a decision (the run is aborting).
+        self._waiting: dict[str, asyncio.Future[Decision | None]] = {}
 
     def resolve(self, tool_call_id: str, decision: Decision) -> bool:
         """Settles a waiting ask; False when it is not waiting here."""
@@ -84,11 +87,11 @@ class ApprovalBroker:
         future.set_result(decision)
         return True
 
-    def deny_all(self) -> None:
-        """Resolves every open ask as ``deny`` (the run is aborting)."""
+    def end_all(self) -> None:
+        """Ends every open ask with no decision (the run is aborting)."""
         for future in self._waiting.values():
             if not future.done():
-                future.set_result(Decision.DENY)
+                future.set_result(None)
 
     def make_approver(
         self,
@@ -100,7 +103,7 @@ class ApprovalBroker:
     ) -> ApproveFn:
         async def approve(tool_call: JsonObject) -> Decision:
             if abort.is_set():
-                return Decision.DENY
+                raise _aborted(abort)
             payload = tool_call.get("payload", {})
             name = str(payload.get("name", ""))
             if mode is ApprovalMode.ALLOW_ALL:
@@ -122,24 +125,34 @@ class ApprovalBroker:
         forget_ask: AskForgetter,
         abort: AbortSignal,
     ) -> Decision:
-        future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Decision | None] = asyncio.get_running_loop().create_future()
         self._waiting[tool_call_id] = future
         try:
             await publish_ask(tool_call_id, tool_call)
             if abort.is_set():  # the abort came while the ask was being published
-                return Decision.DENY
+                raise _aborted(abort)
             try:
-                return await asyncio.wait_for(
+                decision = await asyncio.wait_for(
                     asyncio.shield(future), None if math.isinf(self.wait) else self.wait
                 )
             except TimeoutError:
                 log.warning(
-                    "session %s: no decision on tool call %s within %gs; denied",
+                    "session %s: no decision on tool call %s within %gs; not run",
                     self.session_id,
                     tool_call_id,
                     self.wait,
                 )
-                return Decision.DENY
+                raise ApprovalUnanswered(
+                    StopReason.TIMEOUT, f"no approval decision within {self.wait:g} s"
+                ) from None
+            if decision is None:
+                raise _aborted(abort)
+            return decision
         finally:
             self._waiting.pop(tool_call_id, None)
             await forget_ask(tool_call_id)
+
+
+def _aborted(abort: AbortSignal) -> ApprovalUnanswered:
+    """The ask ended because the run did: the abort's own words say why."""
+    return ApprovalUnanswered(StopReason.ABORTED, abort.reason or USER_ABORT_REASON)

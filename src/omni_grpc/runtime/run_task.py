@@ -116,7 +116,7 @@ class RunTasks:
         finally:
             if run.renewal is not None:
                 run.renewal.cancel()
-            run.approvals.deny_all()
+            run.approvals.end_all()
             self.runs.pop(run.session_id, None)
             run.observed.finished(failed=failure is not None or failed is not None or crashed)
             if not run.lost:
@@ -294,7 +294,7 @@ class RunTasks:
 
 def abort_local(run: Run, reason: str | None, kind: AbortKind) -> None:
     run.abort.set(reason or kind.default_reason, kind)
-    run.approvals.deny_all()
+    run.approvals.end_all()
 
 
 def _abort_kind(signal: AbortSignal | None) -> AbortKind:

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from omni_grpc.engines.asking import ask
-from omni_grpc.engines.base import AbortSignal, RunOptions
+from omni_grpc.engines.base import AbortSignal, ApprovalUnanswered, RunOptions
 from omni_grpc.engines.openai.config import REASONING_EFFORT, OpenAIConfig
 from omni_grpc.engines.openai.history import (
     drop_echoed_input,
@@ -250,9 +250,15 @@ class _Run:
         payload = call["payload"]
         if payload["stop_reason"] != StopReason.COMPLETED or self.options.abort.is_set():
             return
-        decision = await ask(self.options.approve, call, self.options.abort)
-        if decision is None:
-            return  # aborted while waiting; the caller ends the run
+        try:
+            decision = await ask(self.options.approve, call, self.options.abort)
+        except ApprovalUnanswered as why:
+            # Nobody decided: no approval_decision, an output that says why
+            # (after an abort the caller ends the run).
+            unanswered = b.unanswered_tool_output(call, why.stop_reason, why.reason)
+            self.items.append(dict(unanswered["payload"]))
+            yield unanswered
+            return
         call_id = payload["tool_call_id"]
         yield b.approval_decision(decision, call_id)
         if decision != Decision.ALLOW:

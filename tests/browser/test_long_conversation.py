@@ -61,3 +61,41 @@ async def test_fifty_turns_keep_every_card_and_the_last_approval_usable(tmp_path
         )
         last = await browser.js("return [...document.querySelectorAll('.user')].pop().textContent")
         assert last == "turn 50"
+
+        # A reload lands at the end, on the newest turns; earlier ones load on demand.
+        await browser.js("location.reload()")
+        await browser.wait_for("return document.querySelector('button.earlier') !== null")
+        await browser.wait_for(
+            "const l = document.getElementById('log');"
+            " return l.scrollHeight - l.scrollTop - l.clientHeight < 2"
+        )
+        users = "return [...document.querySelectorAll('.user')].map((e) => e.textContent)"
+        assert await browser.js(users) == [f"turn {n}" for n in range(31, 51)]
+        assert await browser.js("return document.querySelector('button.earlier').textContent") == (
+            "Show 30 earlier turns"
+        )
+        for count, label in ((40, "Show 10 earlier turns"), (50, None)):
+            # Older turns go above what the reader is looking at, which stays put.
+            anchor = await browser.js(
+                """
+                const log = document.getElementById('log');
+                log.scrollTop = 0;
+                const first = document.querySelector('.user');
+                first.dataset.anchor = '1';
+                return first.getBoundingClientRect().top;
+                """
+            )
+            await browser.click("button.earlier")
+            await browser.wait_for(f"return document.querySelectorAll('.user').length === {count}")
+            moved = await browser.js(
+                "return document.querySelector('[data-anchor]').getBoundingClientRect().top"
+            )
+            assert moved == pytest.approx(anchor, abs=2)
+            earlier = await browser.js(
+                "const b = document.querySelector('button.earlier'); return b && b.textContent"
+            )
+            assert earlier == label
+        assert await browser.js(users) == [f"turn {n}" for n in range(1, 51)]
+        cards = await browser.js(CARD_HEIGHTS)
+        assert len([c for c in cards if "tool" in c["cls"].split()]) == 50
+        assert [c for c in cards if c["height"] + 1 < c["content"] or c["height"] < 16] == []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,7 +18,6 @@ from tests.browser.webdriver import chromium
 
 pytestmark = pytest.mark.browser
 
-SCREENSHOT = Path(__file__).parents[2] / "docs" / "screenshot.png"
 
 
 @asynccontextmanager
@@ -88,9 +86,7 @@ async def test_the_page_streams_a_run_and_asks_for_approval(tmp_path: Path) -> N
 
         png = await browser.screenshot()
         assert png.startswith(b"\x89PNG")
-        (tmp_path / "page.png").write_bytes(png)
-        if os.environ.get("OMNI_UPDATE_SCREENSHOT") == "1":
-            SCREENSHOT.write_bytes(png)
+        (tmp_path / "page.png").write_bytes(png)  # docs/ screenshots: test_layout.py
 
 
 async def test_a_reload_rebuilds_the_session_from_history(tmp_path: Path) -> None:

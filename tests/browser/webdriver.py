@@ -17,6 +17,8 @@ import httpx
 import pytest
 
 ELEMENT = "element-6066-11e4-a52e-4f735466cecf"
+# WebDriver key codes; SHIFT stays down until NULL releases it.
+ENTER, ESCAPE, SHIFT, NULL = "\ue007", "\ue00c", "\ue008", "\ue000"
 # The flags headless Chromium needs on these machines (root, closed network).
 CHROMIUM_ARGS = [
     "--headless",
@@ -75,6 +77,9 @@ class Browser:
     async def type(self, css: str, text: str) -> None:
         await self._call("POST", f"/element/{await self.find(css)}/value", {"text": text})
 
+    async def set_size(self, width: int, height: int) -> None:
+        await self._call("POST", "/window/rect", {"width": width, "height": height})
+
     async def js(self, script: str, *args: Any) -> Any:
         return await self._call("POST", "/execute/sync", {"script": script, "args": list(args)})
 
@@ -86,7 +91,11 @@ class Browser:
             if value:
                 return value
             if asyncio.get_running_loop().time() > deadline:
-                raise AssertionError(f"timed out waiting for: {script}")
+                page = await self.js(
+                    "return JSON.stringify({data: document.body.dataset,"
+                    " text: document.body.innerText.slice(-800)})"
+                )
+                raise AssertionError(f"timed out waiting for: {script}\npage: {page}")
             await asyncio.sleep(0.1)
 
     async def screenshot(self) -> bytes:

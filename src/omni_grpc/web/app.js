@@ -72,6 +72,10 @@ new MutationObserver(() => {
   if (following) logEl.scrollTop = logEl.scrollHeight;
   else if (document.body.dataset.view === "session" && !atEnd()) $("latest").hidden = false;
 }).observe(logEl, { childList: true, subtree: true, characterData: true });
+// A narrower window (a phone turned, a resized pane) rewraps everything: keep the end in view.
+new ResizeObserver(() => {
+  if (following) logEl.scrollTop = logEl.scrollHeight;
+}).observe(logEl);
 $("latest").addEventListener("click", () => {
   following = true;
   logEl.scrollTop = logEl.scrollHeight;
@@ -148,7 +152,7 @@ function banner(text, kind, actions) {
 // ---- the header ---------------------------------------------------------------
 
 const STATUS_WORDS = {
-  idle: "Ready", running: "Running…", waiting: "Waiting for your approval",
+  idle: "Ready", running: "Running…", waiting: "Approval needed",
   reconnecting: "Reconnecting…", offline: "Offline",
 };
 
@@ -547,7 +551,7 @@ function askApproval(toolCall) {
     buttons.append(button);
   }
   ask.append(buttons);
-  card.querySelector(".head").after(ask);
+  card.querySelector(".args-box").after(ask); // the question under what it is about
   showStatus();
 }
 
@@ -835,9 +839,13 @@ function connect() {
   return ready;
 }
 
+let sending = false;
+
 async function send() {
   const text = $("prompt").value.trim();
-  if (!text || runState === "running") return;
+  // One send at a time: the run's "running" state arrives over the stream, after the POST.
+  if (!text || runState === "running" || sending) return;
+  sending = true;
   try {
     await connect();
     if (!$("title").title) setTitle(text);
@@ -850,6 +858,8 @@ async function send() {
   } catch (error) {
     if (error.code === "unreachable") banner(error.message, "error");
     else if (error.code !== "session_not_found") note(error.message, "error");
+  } finally {
+    sending = false;
   }
 }
 

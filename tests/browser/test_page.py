@@ -19,7 +19,6 @@ from tests.browser.webdriver import chromium
 pytestmark = pytest.mark.browser
 
 
-
 @asynccontextmanager
 async def page_server(tmp_path: Path) -> AsyncIterator[tuple[Hub, str]]:
     hub = Hub(DemoEngine(pacing=0.03), tmp_path)

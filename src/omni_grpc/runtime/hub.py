@@ -51,7 +51,8 @@ from omni_grpc.runtime.run import Run
 from omni_grpc.runtime.run_task import RunTasks, abort_local
 from omni_grpc.runtime.session_index import SessionRecord
 from omni_grpc.runtime.trace_store import TraceStore, utc_now
-from omni_grpc.trace.paths import new_session_id, parse_shard_name
+from omni_grpc.trace.paths import new_session_id
+from omni_grpc.trace.window import Position, Window
 from omni_grpc.vocabulary import AbortKind, Decision, SessionState
 from omni_grpc_proto.omni.v1 import omni_pb2
 
@@ -237,11 +238,17 @@ class Hub:
         is 1): a message's place in its shard is its reference ``tracePosition``."""
         record = await self._record(session_id)
         out = []
-        for shard in self.traces.paths(record):
-            parsed = parse_shard_name(shard)
-            if parsed is not None and shard.exists():
-                out.append((parsed[1], await asyncio.to_thread(self.traces.read_shard, shard)))
+        for number, shard in self.traces.numbered(record):
+            out.append((number, await asyncio.to_thread(self.traces.read_shard, shard)))
         return out
+
+    async def history_window(
+        self, session_id: str, limit: int, before: Position | None = None
+    ) -> Window:
+        """The last ``limit`` tasks of the history before ``before`` (the
+        newest when None), as ``trace/window.py`` cuts them; it costs the
+        window, whatever the trace's length (``trace/index.py``)."""
+        return await self.traces.window(await self._record(session_id), limit, before)
 
     def new_session_model(self) -> tuple[str, str]:
         """``(provider, model_id)`` that a session created now would record."""

@@ -20,6 +20,7 @@ from omni_grpc.runtime.event_log import Subscription
 from omni_grpc.runtime.events import HubEvent, format_event_id, parse_event_id
 from omni_grpc.runtime.health import HealthState
 from omni_grpc.runtime.live_tail import LiveTail
+from omni_grpc.trace.window import Position, Window
 from omni_grpc.vocabulary import AbortKind, ApprovalMode, SessionState
 from omni_grpc_proto.omni.v1 import omni_pb2
 
@@ -130,5 +131,11 @@ class Runtime(Protocol):
     async def history_shards(
         self, session_id: str
     ) -> list[tuple[int, list[omni_pb2.OmniMessage]]]: ...
+
+    async def history_window(
+        self, session_id: str, limit: int, before: Position | None = None
+    ) -> Window:
+        """The newest ``limit`` tasks before ``before``; costs the window."""
+        ...
 
     async def live_tail(self, session_id: str) -> LiveTail | None: ...

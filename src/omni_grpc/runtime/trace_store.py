@@ -23,8 +23,10 @@ from omni_grpc.convert import message_to_dict
 from omni_grpc.engines.base import JsonObject
 from omni_grpc.runtime.session_index import SessionRecord
 from omni_grpc.trace import TraceWriter, read_jsonl
+from omni_grpc.trace.index import read_window
 from omni_grpc.trace.paths import parse_shard_name, trace_path_for
 from omni_grpc.trace.resume import read_trace, recover_shard
+from omni_grpc.trace.window import Position, Window
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 log = logging.getLogger(__name__)
@@ -108,6 +110,20 @@ class TraceStore:
     @staticmethod
     def read_shard(path: Path) -> list[omni_pb2.OmniMessage]:
         return _read_shard(path)
+
+    def numbered(self, record: SessionRecord) -> list[tuple[int, Path]]:
+        """The session's existing shards with their file index (``_001`` is 1)."""
+        out = []
+        for shard in self.paths(record):
+            parsed = parse_shard_name(shard)
+            if parsed is not None and shard.exists():
+                out.append((parsed[1], shard))
+        return out
+
+    async def window(self, record: SessionRecord, limit: int, before: Position | None) -> Window:
+        """The last ``limit`` units before ``before`` (``trace/window.py``),
+        read through the shards' indexes: the cost of the window, not the trace."""
+        return await asyncio.to_thread(read_window, self.numbered(record), limit, before)
 
     def recover(self, record: SessionRecord) -> tuple[int, bool]:
         """Closes what a crash left open in the newest shard: the record count,

@@ -27,7 +27,7 @@ from omni_grpc.observability.http import METRICS_PATH, metrics_route
 from omni_grpc.observability.telemetry import Telemetry
 from omni_grpc.runtime.errors import ApprovalNotPending, HubError, SessionBusy
 from omni_grpc.runtime.interface import HubEvent, RunRequest, Runtime, is_task_end, parse_event_id
-from omni_grpc.trace.window import positioned, window
+from omni_grpc.trace.window import positioned
 from omni_grpc.transport.sse import history, page
 from omni_grpc.transport.sse.auth import PUBLIC_PATHS, BearerAuth
 from omni_grpc.transport.sse.dialect import DialectEvent, DialectProjection
@@ -135,11 +135,11 @@ class SseRoutes:
             if wanted is None or wanted.before is None
             else None
         )
-        records = positioned(await self.hub.history_shards(session_id))
         if wanted is None:
+            records = positioned(await self.hub.history_shards(session_id))
             payload = history.body(records, live, None)
         else:
-            page = window(records, wanted.limit, wanted.before)
+            page = await self.hub.history_window(session_id, wanted.limit, wanted.before)
             payload = history.body(page.messages, live, page)
         return Response(payload, media_type="application/json")
 

@@ -107,6 +107,50 @@ def test_history_json_is_the_trace_file_byte_for_byte(
     assert missing.returncode == 3 and "NOT_FOUND" in missing.stderr
 
 
+def test_history_tail_prints_the_newest_tasks_byte_for_byte(
+    serve_process: ServeFactory, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    served = serve_process("--data-dir", str(data), "--no-http")
+    target = ["--target", served.grpc_address]
+    first = omni("run", "first turn", *target, "--json")
+    assert first.returncode == 0, first.stderr
+    session_id = first.stderr.split("session ", 1)[1].split()[0]
+    for prompt in ("second turn", "third turn"):
+        done = omni("run", prompt, *target, "--session", session_id, "--json")
+        assert done.returncode == 0, done.stderr
+    [shard] = trace_of(data, session_id)
+    lines = shard.read_bytes().splitlines(keepends=True)
+    prompts = (b'"first turn"', b'"second turn"', b'"third turn"')
+    starts = [next(i for i, line in enumerate(lines) if p in line) for p in prompts]
+    for n in (1, 2):
+        tail = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "omni_grpc",
+                "history",
+                session_id,
+                *target,
+                "--json",
+                "--tail",
+                str(n),
+            ],
+            capture_output=True,
+            timeout=60,
+        )
+        assert tail.returncode == 0, tail.stderr
+        assert tail.stdout == b"".join(lines[starts[-n] :])
+    shown = omni("history", session_id, *target, "--tail", "1")
+    assert shown.returncode == 0, shown.stderr
+    assert "> third turn" in shown.stdout and "first turn" not in shown.stdout
+    everything = omni("history", session_id, *target, "--tail", "50")
+    assert "> first turn" in everything.stdout  # fewer tasks than asked: all of them
+    for bad in ("0", "-1", "x"):
+        refused = omni("history", session_id, *target, "--tail", bad)
+        assert refused.returncode == 2 and "--tail" in refused.stderr
+
+
 def test_sessions_lists_newest_first_with_state(
     serve_process: ServeFactory, tmp_path: Path
 ) -> None:

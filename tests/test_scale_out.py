@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import grpc
+import orjson
 import pytest
 from conftest import ServeProcess
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -23,6 +24,7 @@ from redis_server import RedisServer
 from omni_grpc.convert import message_to_dict
 from omni_grpc.runtime.hub import BACKEND_LOST_REASON
 from omni_grpc.trace import read_jsonl
+from omni_grpc.trace.index import TRAILER_BYTES, Trailer
 from omni_grpc.trace.validate import validate_records
 from omni_grpc.vocabulary import AbortKind
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
@@ -384,3 +386,47 @@ def test_serve_with_an_unreachable_redis_says_so_and_exits_1(tmp_path: Path) -> 
     assert done.returncode == 1
     assert "omni-grpc ready" not in done.stdout
     assert "--redis-url: the session store is unavailable" in done.stderr
+
+
+async def history_pages(
+    server: ServeProcess, session_id: str, size: int
+) -> list[list[pb.GetHistoryResponse]]:
+    """Every GetHistory page of ``size`` tasks, newest first."""
+    pages: list[list[pb.GetHistoryResponse]] = []
+    token = ""
+    while True:
+        call = stub(server).GetHistory(
+            pb.GetHistoryRequest(
+                session_id=session_id, page_size=size, page_token=token, include_json=True
+            )
+        )
+        pages.append([r async for r in call])
+        token = pages[-1][0].next_page_token if pages[-1] else ""
+        if not token:
+            return pages
+
+
+async def test_any_replica_pages_a_history_the_replicas_wrote_together(
+    replicas: Replicas, tmp_path: Path
+) -> None:
+    a, b = replicas(2)
+    session_id = ""
+    for n, server in enumerate([a, b, a, b]):
+        run = stub(server).Run(pb.RunRequest(prompt=f"task {n}", session_id=session_id))
+        responses = await read_until_idle(run)
+        session_id = responses[0].session_id  # type: ignore[attr-defined]
+    whole = [r.json async for r in stub(a).GetHistory(
+        pb.GetHistoryRequest(session_id=session_id, include_json=True)
+    )]  # fmt: skip
+    for server in (a, b):
+        pages = await history_pages(server, session_id, 1)
+        assert len(pages) == 4
+        assert [r.json for page in reversed(pages) for r in page] == whole
+        prompts = [orjson.loads(page[0].json) for page in pages[:-1]]
+        assert [m["payload"]["text"] for m in prompts] == ["task 3", "task 2", "task 1"]
+    # The writers on both replicas kept the index covering the whole shard.
+    [shard] = sorted((tmp_path / "shared-data" / "traces").glob(f"*/{session_id}_*.jsonl"))
+    index = shard.with_name(shard.name + ".index")
+    trailer = Trailer.unpack(index.read_bytes()[-TRAILER_BYTES:])
+    assert trailer is not None and trailer.covered == shard.stat().st_size
+    assert trailer.units == 4

@@ -3,6 +3,9 @@
 ``--json`` prints them as JSONL in the reference's exact bytes, the same bytes
 as the trace file on the server: ``history SID --json > copy.jsonl`` is a
 copy of the trace, which ``omni-grpc validate`` and ``convert`` read.
+``--tail N`` prints only the newest N tasks (from the prompt that opened the
+oldest of them), read by the server without reading the whole trace; with
+``--json`` those are the trace's last lines, byte for byte.
 """
 
 from __future__ import annotations
@@ -34,8 +37,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("session", metavar="SID", help="the session id")
     parser.add_argument("--json", action="store_true", help="print the trace as JSONL")
+    parser.add_argument(
+        "--tail",
+        type=_count,
+        default=0,
+        metavar="N",
+        help="only the newest N tasks (each from its prompt on)",
+    )
     add_connection_options(parser)
     parser.set_defaults(handler=history_command)
+
+
+def _count(raw: str) -> int:
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1 or int(raw) > 2**32 - 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of tasks from 1, not {raw!r}")
+    return int(raw)
 
 
 class HistoryRenderer(Renderer):
@@ -52,12 +68,12 @@ class HistoryRenderer(Renderer):
 async def print_history(args: argparse.Namespace, client: AgentClient, err: Console) -> int:
     if args.json:
         out = sys.stdout.buffer
-        async for line in client.history_lines(args.session):
+        async for line in client.history_lines(args.session, page_size=args.tail):
             out.write(line + b"\n")
         out.flush()
         return EXIT_OK
     renderer = HistoryRenderer(Output(highlight=False))
-    async for message in client.history(args.session):
+    async for message in client.history(args.session, page_size=args.tail):
         renderer.show_message(message_to_dict(message))
     return EXIT_OK
 

@@ -213,21 +213,27 @@ class AgentClient:
         response: pb.AbortResponse = await self._unary(self._stub.Abort, request)
         return response.was_running
 
-    async def history(self, session_id: str) -> AsyncIterator[omni_pb2.OmniMessage]:
-        call = self._stub.GetHistory(
-            pb.GetHistoryRequest(session_id=session_id), metadata=outgoing_metadata(self._metadata)
+    async def history(
+        self, session_id: str, *, page_size: int = 0, page_token: str = ""
+    ) -> AsyncIterator[omni_pb2.OmniMessage]:
+        """The session's recorded messages; with ``page_size``, only the newest
+        that many tasks (before ``page_token``: see :meth:`history_page`)."""
+        request = pb.GetHistoryRequest(
+            session_id=session_id, page_size=page_size, page_token=page_token
         )
+        call = self._stub.GetHistory(request, metadata=outgoing_metadata(self._metadata))
         try:
             async for response in call:
                 yield response.message
         except grpc.aio.AioRpcError as exc:
             raise AgentError.from_rpc_error(exc) from None
 
-    async def history_lines(self, session_id: str) -> AsyncIterator[bytes]:
+    async def history_lines(self, session_id: str, *, page_size: int = 0) -> AsyncIterator[bytes]:
         """The session's trace as the server holds it: each message's exact
-        reference JSON (a trace line without its newline)."""
+        reference JSON (a trace line without its newline); with
+        ``page_size``, the lines of the newest that many tasks."""
         call = self._stub.GetHistory(
-            pb.GetHistoryRequest(session_id=session_id, include_json=True),
+            pb.GetHistoryRequest(session_id=session_id, include_json=True, page_size=page_size),
             metadata=outgoing_metadata(self._metadata),
         )
         try:
@@ -235,6 +241,25 @@ class AgentClient:
                 yield response.json.encode("utf-8")
         except grpc.aio.AioRpcError as exc:
             raise AgentError.from_rpc_error(exc) from None
+
+    async def history_page(
+        self, session_id: str, page_size: int, page_token: str = ""
+    ) -> tuple[list[omni_pb2.OmniMessage], str]:
+        """One page of ``page_size`` tasks, newest first: its messages in trace
+        order and the token of the page before it ("" at the oldest)."""
+        request = pb.GetHistoryRequest(
+            session_id=session_id, page_size=page_size, page_token=page_token
+        )
+        messages, token = [], ""
+        try:
+            async for response in self._stub.GetHistory(
+                request, metadata=outgoing_metadata(self._metadata)
+            ):
+                messages.append(response.message)
+                token = token or response.next_page_token
+        except grpc.aio.AioRpcError as exc:
+            raise AgentError.from_rpc_error(exc) from None
+        return messages, token
 
     async def list_sessions(self) -> list[pb.SessionInfo]:
         response: pb.ListSessionsResponse = await self._unary(

@@ -9,6 +9,7 @@ from omni_grpc.convert import message_from_dict
 from omni_grpc.protocol.run_input import InputProblem, check_run_input, tool_calls_made
 from omni_grpc.runtime.errors import InvalidRequest
 from omni_grpc.runtime.interface import RunRequest, Runtime
+from omni_grpc.trace.window import Position, parse_cursor
 from omni_grpc.vocabulary import ApprovalMode, Decision, ThinkingLevel
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import omni_pb2
@@ -68,6 +69,16 @@ async def checked_run_request(hub: Runtime, request: pb.RunRequest) -> RunReques
     except InputProblem as exc:
         raise InvalidRequest(exc.field, exc.reason) from None
     return run
+
+
+def page_token(value: str) -> Position | None:
+    """A GetHistory page token (a window cursor); None for the newest page."""
+    if not value:
+        return None
+    cursor = parse_cursor(value)
+    if cursor is None:
+        raise InvalidRequest("page_token", f"not a token GetHistory gave out: {value!r}")
+    return cursor
 
 
 def require(value: str, field: str) -> str:

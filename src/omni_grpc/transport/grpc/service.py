@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 
 import grpc
 
 from omni_grpc.convert import serialize_message
-from omni_grpc.runtime.errors import BackendUnavailable, HubError
+from omni_grpc.runtime.errors import BackendUnavailable, HubError, InvalidRequest
 from omni_grpc.runtime.interface import HubEvent, Runtime, SessionInfo, is_task_end
+from omni_grpc.trace.window import format_cursor
 from omni_grpc.transport.grpc import requests
 from omni_grpc.transport.grpc.status import abort_with
 from omni_grpc.vocabulary import SESSION_HEADER as SESSION_HEADER
 from omni_grpc.vocabulary import AbortKind, SessionState
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
-from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc
+from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc, omni_pb2
 
 log = logging.getLogger(__name__)
 
@@ -148,12 +149,24 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
     async def GetHistory(
         self, request: pb.GetHistoryRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.GetHistoryResponse]:
+        token = ""
         try:
-            messages = await self.hub.history(requests.require(request.session_id, "session_id"))
+            session_id = requests.require(request.session_id, "session_id")
+            if request.page_size:
+                page = await self.hub.history_window(
+                    session_id, request.page_size, requests.page_token(request.page_token)
+                )
+                messages = _each(msg for _, msg in page.messages)
+                token = format_cursor(page.before) if page.before is not None else ""
+            elif request.page_token:
+                raise InvalidRequest("page_token", "only applies with page_size")
+            else:
+                messages = await self.hub.history(session_id)
         except HubError as exc:
             await abort_with(context, exc)
         async for message in messages:
-            response = pb.GetHistoryResponse(message=message)
+            response = pb.GetHistoryResponse(message=message, next_page_token=token)
+            token = ""  # on the page's first message only
             if request.include_json:
                 # The codec gives back each trace line's exact bytes.
                 response.json = serialize_message(message).decode("utf-8")
@@ -167,3 +180,8 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
         except HubError as exc:
             await abort_with(context, exc)
         return pb.ListSessionsResponse(sessions=[session_info(i) for i in infos])
+
+
+async def _each(messages: Iterable[omni_pb2.OmniMessage]) -> AsyncIterator[omni_pb2.OmniMessage]:
+    for message in messages:
+        yield message

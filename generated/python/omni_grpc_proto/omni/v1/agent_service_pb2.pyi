@@ -181,20 +181,26 @@ class AbortResponse(_message.Message):
     def __init__(self, was_running: _Optional[bool] = ...) -> None: ...
 
 class GetHistoryRequest(_message.Message):
-    __slots__ = ("session_id", "include_json")
+    __slots__ = ("session_id", "include_json", "page_size", "page_token")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_JSON_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     include_json: bool
-    def __init__(self, session_id: _Optional[str] = ..., include_json: _Optional[bool] = ...) -> None: ...
+    page_size: int
+    page_token: str
+    def __init__(self, session_id: _Optional[str] = ..., include_json: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class GetHistoryResponse(_message.Message):
-    __slots__ = ("message", "json")
+    __slots__ = ("message", "json", "next_page_token")
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     JSON_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     message: _omni_pb2.OmniMessage
     json: str
-    def __init__(self, message: _Optional[_Union[_omni_pb2.OmniMessage, _Mapping]] = ..., json: _Optional[str] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, message: _Optional[_Union[_omni_pb2.OmniMessage, _Mapping]] = ..., json: _Optional[str] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ListSessionsRequest(_message.Message):
     __slots__ = ()

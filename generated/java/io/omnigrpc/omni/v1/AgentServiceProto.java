@@ -160,45 +160,47 @@ public final class AgentServiceProto {
       "sion\"\021\n\017ApproveResponse\"E\n\014AbortRequest\022" +
       "\035\n\nsession_id\030\001 \001(\tR\tsessionId\022\026\n\006reason" +
       "\030\002 \001(\tR\006reason\"0\n\rAbortResponse\022\037\n\013was_r" +
-      "unning\030\001 \001(\010R\nwasRunning\"U\n\021GetHistoryRe" +
-      "quest\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\022!\n\014" +
-      "include_json\030\002 \001(\010R\013includeJson\"X\n\022GetHi" +
-      "storyResponse\022.\n\007message\030\001 \001(\0132\024.omni.v1" +
-      ".OmniMessageR\007message\022\022\n\004json\030\002 \001(\tR\004jso" +
-      "n\"\025\n\023ListSessionsRequest\"H\n\024ListSessions" +
-      "Response\0220\n\010sessions\030\001 \003(\0132\024.omni.v1.Ses" +
-      "sionInfoR\010sessions\"\340\001\n\013SessionInfo\022\035\n\nse" +
-      "ssion_id\030\001 \001(\tR\tsessionId\022+\n\005state\030\002 \001(\016" +
-      "2\025.omni.v1.SessionStateR\005state\022\035\n\ncreate" +
-      "d_at\030\003 \001(\tR\tcreatedAt\022\035\n\nupdated_at\030\004 \001(" +
-      "\tR\tupdatedAt\022#\n\rmessage_count\030\005 \001(\003R\014mes" +
-      "sageCount\022\"\n\rlast_event_id\030\006 \001(\tR\013lastEv" +
-      "entId*\232\001\n\014ApprovalMode\022\035\n\031APPROVAL_MODE_" +
-      "UNSPECIFIED\020\000\022\033\n\027APPROVAL_MODE_ALLOW_ALL" +
-      "\020\001\022\032\n\026APPROVAL_MODE_DENY_ALL\020\002\022\033\n\027APPROV" +
-      "AL_MODE_READ_ONLY\020\003\022\025\n\021APPROVAL_MODE_ASK" +
-      "\020\004*\306\001\n\rThinkingLevel\022\036\n\032THINKING_LEVEL_U" +
-      "NSPECIFIED\020\000\022\027\n\023THINKING_LEVEL_NONE\020\001\022\026\n" +
-      "\022THINKING_LEVEL_LOW\020\002\022\031\n\025THINKING_LEVEL_" +
-      "MEDIUM\020\003\022\027\n\023THINKING_LEVEL_HIGH\020\004\022\030\n\024THI" +
-      "NKING_LEVEL_XHIGH\020\005\022\026\n\022THINKING_LEVEL_MA" +
-      "X\020\006*~\n\014SessionState\022\035\n\031SESSION_STATE_UNS" +
-      "PECIFIED\020\000\022\026\n\022SESSION_STATE_IDLE\020\001\022\031\n\025SE" +
-      "SSION_STATE_RUNNING\020\002\022\034\n\030SESSION_STATE_C" +
-      "OMPACTING\020\0032\213\003\n\014AgentService\0222\n\003Run\022\023.om" +
-      "ni.v1.RunRequest\032\024.omni.v1.RunResponse0\001" +
-      "\022;\n\006Attach\022\026.omni.v1.AttachRequest\032\027.omn" +
-      "i.v1.AttachResponse0\001\022<\n\007Approve\022\027.omni." +
-      "v1.ApproveRequest\032\030.omni.v1.ApproveRespo" +
-      "nse\0226\n\005Abort\022\025.omni.v1.AbortRequest\032\026.om" +
-      "ni.v1.AbortResponse\022G\n\nGetHistory\022\032.omni" +
-      ".v1.GetHistoryRequest\032\033.omni.v1.GetHisto" +
-      "ryResponse0\001\022K\n\014ListSessions\022\034.omni.v1.L" +
-      "istSessionsRequest\032\035.omni.v1.ListSession" +
-      "sResponseBf\n\023io.omnigrpc.omni.v1B\021AgentS" +
-      "erviceProtoP\001Z:github.com/omni-grpc/omni" +
-      "-grpc/generated/go/omni/v1;omniv1b\006proto" +
-      "3"
+      "unning\030\001 \001(\010R\nwasRunning\"\221\001\n\021GetHistoryR" +
+      "equest\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\022!\n" +
+      "\014include_json\030\002 \001(\010R\013includeJson\022\033\n\tpage" +
+      "_size\030\003 \001(\rR\010pageSize\022\035\n\npage_token\030\004 \001(" +
+      "\tR\tpageToken\"\200\001\n\022GetHistoryResponse\022.\n\007m" +
+      "essage\030\001 \001(\0132\024.omni.v1.OmniMessageR\007mess" +
+      "age\022\022\n\004json\030\002 \001(\tR\004json\022&\n\017next_page_tok" +
+      "en\030\003 \001(\tR\rnextPageToken\"\025\n\023ListSessionsR" +
+      "equest\"H\n\024ListSessionsResponse\0220\n\010sessio" +
+      "ns\030\001 \003(\0132\024.omni.v1.SessionInfoR\010sessions" +
+      "\"\340\001\n\013SessionInfo\022\035\n\nsession_id\030\001 \001(\tR\tse" +
+      "ssionId\022+\n\005state\030\002 \001(\0162\025.omni.v1.Session" +
+      "StateR\005state\022\035\n\ncreated_at\030\003 \001(\tR\tcreate" +
+      "dAt\022\035\n\nupdated_at\030\004 \001(\tR\tupdatedAt\022#\n\rme" +
+      "ssage_count\030\005 \001(\003R\014messageCount\022\"\n\rlast_" +
+      "event_id\030\006 \001(\tR\013lastEventId*\232\001\n\014Approval" +
+      "Mode\022\035\n\031APPROVAL_MODE_UNSPECIFIED\020\000\022\033\n\027A" +
+      "PPROVAL_MODE_ALLOW_ALL\020\001\022\032\n\026APPROVAL_MOD" +
+      "E_DENY_ALL\020\002\022\033\n\027APPROVAL_MODE_READ_ONLY\020" +
+      "\003\022\025\n\021APPROVAL_MODE_ASK\020\004*\306\001\n\rThinkingLev" +
+      "el\022\036\n\032THINKING_LEVEL_UNSPECIFIED\020\000\022\027\n\023TH" +
+      "INKING_LEVEL_NONE\020\001\022\026\n\022THINKING_LEVEL_LO" +
+      "W\020\002\022\031\n\025THINKING_LEVEL_MEDIUM\020\003\022\027\n\023THINKI" +
+      "NG_LEVEL_HIGH\020\004\022\030\n\024THINKING_LEVEL_XHIGH\020" +
+      "\005\022\026\n\022THINKING_LEVEL_MAX\020\006*~\n\014SessionStat" +
+      "e\022\035\n\031SESSION_STATE_UNSPECIFIED\020\000\022\026\n\022SESS" +
+      "ION_STATE_IDLE\020\001\022\031\n\025SESSION_STATE_RUNNIN" +
+      "G\020\002\022\034\n\030SESSION_STATE_COMPACTING\020\0032\213\003\n\014Ag" +
+      "entService\0222\n\003Run\022\023.omni.v1.RunRequest\032\024" +
+      ".omni.v1.RunResponse0\001\022;\n\006Attach\022\026.omni." +
+      "v1.AttachRequest\032\027.omni.v1.AttachRespons" +
+      "e0\001\022<\n\007Approve\022\027.omni.v1.ApproveRequest\032" +
+      "\030.omni.v1.ApproveResponse\0226\n\005Abort\022\025.omn" +
+      "i.v1.AbortRequest\032\026.omni.v1.AbortRespons" +
+      "e\022G\n\nGetHistory\022\032.omni.v1.GetHistoryRequ" +
+      "est\032\033.omni.v1.GetHistoryResponse0\001\022K\n\014Li" +
+      "stSessions\022\034.omni.v1.ListSessionsRequest" +
+      "\032\035.omni.v1.ListSessionsResponseBf\n\023io.om" +
+      "nigrpc.omni.v1B\021AgentServiceProtoP\001Z:git" +
+      "hub.com/omni-grpc/omni-grpc/generated/go" +
+      "/omni/v1;omniv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -289,13 +291,13 @@ public final class AgentServiceProto {
     internal_static_omni_v1_GetHistoryRequest_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_GetHistoryRequest_descriptor,
-        new java.lang.String[] { "SessionId", "IncludeJson", });
+        new java.lang.String[] { "SessionId", "IncludeJson", "PageSize", "PageToken", });
     internal_static_omni_v1_GetHistoryResponse_descriptor =
       getDescriptor().getMessageTypes().get(14);
     internal_static_omni_v1_GetHistoryResponse_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_GetHistoryResponse_descriptor,
-        new java.lang.String[] { "Message", "Json", });
+        new java.lang.String[] { "Message", "Json", "NextPageToken", });
     internal_static_omni_v1_ListSessionsRequest_descriptor =
       getDescriptor().getMessageTypes().get(15);
     internal_static_omni_v1_ListSessionsRequest_fieldAccessorTable = new

@@ -17,6 +17,7 @@ private static final long serialVersionUID = 0L;
   }
   private GetHistoryRequest() {
     sessionId_ = "";
+    pageToken_ = "";
   }
 
   @java.lang.Override
@@ -98,6 +99,73 @@ private static final long serialVersionUID = 0L;
     return includeJson_;
   }
 
+  public static final int PAGE_SIZE_FIELD_NUMBER = 3;
+  private int pageSize_ = 0;
+  /**
+   * <pre>
+   * Pages, newest first: at most this many tasks (a task opens at a user
+   * prompt, as the reference client cuts them, so a page never splits a tool
+   * call from its output), in trace order. 0: the whole history. A page costs
+   * its own size, whatever the trace's length.
+   * </pre>
+   *
+   * <code>uint32 page_size = 3 [json_name = "pageSize"];</code>
+   * @return The pageSize.
+   */
+  @java.lang.Override
+  public int getPageSize() {
+    return pageSize_;
+  }
+
+  public static final int PAGE_TOKEN_FIELD_NUMBER = 4;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object pageToken_ = "";
+  /**
+   * <pre>
+   * The next_page_token of the newer page, for the tasks before it; empty for
+   * the newest page. Opaque; it stays valid while the session grows.
+   * </pre>
+   *
+   * <code>string page_token = 4 [json_name = "pageToken"];</code>
+   * @return The pageToken.
+   */
+  @java.lang.Override
+  public java.lang.String getPageToken() {
+    java.lang.Object ref = pageToken_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      pageToken_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * The next_page_token of the newer page, for the tasks before it; empty for
+   * the newest page. Opaque; it stays valid while the session grows.
+   * </pre>
+   *
+   * <code>string page_token = 4 [json_name = "pageToken"];</code>
+   * @return The bytes for pageToken.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getPageTokenBytes() {
+    java.lang.Object ref = pageToken_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      pageToken_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -118,6 +186,12 @@ private static final long serialVersionUID = 0L;
     if (includeJson_ != false) {
       output.writeBool(2, includeJson_);
     }
+    if (pageSize_ != 0) {
+      output.writeUInt32(3, pageSize_);
+    }
+    if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(pageToken_)) {
+      com.google.protobuf.GeneratedMessageV3.writeString(output, 4, pageToken_);
+    }
     getUnknownFields().writeTo(output);
   }
 
@@ -133,6 +207,13 @@ private static final long serialVersionUID = 0L;
     if (includeJson_ != false) {
       size += com.google.protobuf.CodedOutputStream
         .computeBoolSize(2, includeJson_);
+    }
+    if (pageSize_ != 0) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeUInt32Size(3, pageSize_);
+    }
+    if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(pageToken_)) {
+      size += com.google.protobuf.GeneratedMessageV3.computeStringSize(4, pageToken_);
     }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
@@ -153,6 +234,10 @@ private static final long serialVersionUID = 0L;
         .equals(other.getSessionId())) return false;
     if (getIncludeJson()
         != other.getIncludeJson()) return false;
+    if (getPageSize()
+        != other.getPageSize()) return false;
+    if (!getPageToken()
+        .equals(other.getPageToken())) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -169,6 +254,10 @@ private static final long serialVersionUID = 0L;
     hash = (37 * hash) + INCLUDE_JSON_FIELD_NUMBER;
     hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
         getIncludeJson());
+    hash = (37 * hash) + PAGE_SIZE_FIELD_NUMBER;
+    hash = (53 * hash) + getPageSize();
+    hash = (37 * hash) + PAGE_TOKEN_FIELD_NUMBER;
+    hash = (53 * hash) + getPageToken().hashCode();
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -300,6 +389,8 @@ private static final long serialVersionUID = 0L;
       bitField0_ = 0;
       sessionId_ = "";
       includeJson_ = false;
+      pageSize_ = 0;
+      pageToken_ = "";
       return this;
     }
 
@@ -338,6 +429,12 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00000002) != 0)) {
         result.includeJson_ = includeJson_;
+      }
+      if (((from_bitField0_ & 0x00000004) != 0)) {
+        result.pageSize_ = pageSize_;
+      }
+      if (((from_bitField0_ & 0x00000008) != 0)) {
+        result.pageToken_ = pageToken_;
       }
     }
 
@@ -393,6 +490,14 @@ private static final long serialVersionUID = 0L;
       if (other.getIncludeJson() != false) {
         setIncludeJson(other.getIncludeJson());
       }
+      if (other.getPageSize() != 0) {
+        setPageSize(other.getPageSize());
+      }
+      if (!other.getPageToken().isEmpty()) {
+        pageToken_ = other.pageToken_;
+        bitField0_ |= 0x00000008;
+        onChanged();
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -429,6 +534,16 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000002;
               break;
             } // case 16
+            case 24: {
+              pageSize_ = input.readUInt32();
+              bitField0_ |= 0x00000004;
+              break;
+            } // case 24
+            case 34: {
+              pageToken_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000008;
+              break;
+            } // case 34
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -558,6 +673,156 @@ private static final long serialVersionUID = 0L;
     public Builder clearIncludeJson() {
       bitField0_ = (bitField0_ & ~0x00000002);
       includeJson_ = false;
+      onChanged();
+      return this;
+    }
+
+    private int pageSize_ ;
+    /**
+     * <pre>
+     * Pages, newest first: at most this many tasks (a task opens at a user
+     * prompt, as the reference client cuts them, so a page never splits a tool
+     * call from its output), in trace order. 0: the whole history. A page costs
+     * its own size, whatever the trace's length.
+     * </pre>
+     *
+     * <code>uint32 page_size = 3 [json_name = "pageSize"];</code>
+     * @return The pageSize.
+     */
+    @java.lang.Override
+    public int getPageSize() {
+      return pageSize_;
+    }
+    /**
+     * <pre>
+     * Pages, newest first: at most this many tasks (a task opens at a user
+     * prompt, as the reference client cuts them, so a page never splits a tool
+     * call from its output), in trace order. 0: the whole history. A page costs
+     * its own size, whatever the trace's length.
+     * </pre>
+     *
+     * <code>uint32 page_size = 3 [json_name = "pageSize"];</code>
+     * @param value The pageSize to set.
+     * @return This builder for chaining.
+     */
+    public Builder setPageSize(int value) {
+      
+      pageSize_ = value;
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * Pages, newest first: at most this many tasks (a task opens at a user
+     * prompt, as the reference client cuts them, so a page never splits a tool
+     * call from its output), in trace order. 0: the whole history. A page costs
+     * its own size, whatever the trace's length.
+     * </pre>
+     *
+     * <code>uint32 page_size = 3 [json_name = "pageSize"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearPageSize() {
+      bitField0_ = (bitField0_ & ~0x00000004);
+      pageSize_ = 0;
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object pageToken_ = "";
+    /**
+     * <pre>
+     * The next_page_token of the newer page, for the tasks before it; empty for
+     * the newest page. Opaque; it stays valid while the session grows.
+     * </pre>
+     *
+     * <code>string page_token = 4 [json_name = "pageToken"];</code>
+     * @return The pageToken.
+     */
+    public java.lang.String getPageToken() {
+      java.lang.Object ref = pageToken_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        pageToken_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The next_page_token of the newer page, for the tasks before it; empty for
+     * the newest page. Opaque; it stays valid while the session grows.
+     * </pre>
+     *
+     * <code>string page_token = 4 [json_name = "pageToken"];</code>
+     * @return The bytes for pageToken.
+     */
+    public com.google.protobuf.ByteString
+        getPageTokenBytes() {
+      java.lang.Object ref = pageToken_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        pageToken_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The next_page_token of the newer page, for the tasks before it; empty for
+     * the newest page. Opaque; it stays valid while the session grows.
+     * </pre>
+     *
+     * <code>string page_token = 4 [json_name = "pageToken"];</code>
+     * @param value The pageToken to set.
+     * @return This builder for chaining.
+     */
+    public Builder setPageToken(
+        java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      pageToken_ = value;
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The next_page_token of the newer page, for the tasks before it; empty for
+     * the newest page. Opaque; it stays valid while the session grows.
+     * </pre>
+     *
+     * <code>string page_token = 4 [json_name = "pageToken"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearPageToken() {
+      pageToken_ = getDefaultInstance().getPageToken();
+      bitField0_ = (bitField0_ & ~0x00000008);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The next_page_token of the newer page, for the tasks before it; empty for
+     * the newest page. Opaque; it stays valid while the session grows.
+     * </pre>
+     *
+     * <code>string page_token = 4 [json_name = "pageToken"];</code>
+     * @param value The bytes for pageToken to set.
+     * @return This builder for chaining.
+     */
+    public Builder setPageTokenBytes(
+        com.google.protobuf.ByteString value) {
+      if (value == null) { throw new NullPointerException(); }
+      checkByteStringIsUtf8(value);
+      pageToken_ = value;
+      bitField0_ |= 0x00000008;
       onChanged();
       return this;
     }

@@ -28,4 +28,39 @@ public interface GetHistoryRequestOrBuilder extends
    * @return The includeJson.
    */
   boolean getIncludeJson();
+
+  /**
+   * <pre>
+   * Pages, newest first: at most this many tasks (a task opens at a user
+   * prompt, as the reference client cuts them, so a page never splits a tool
+   * call from its output), in trace order. 0: the whole history. A page costs
+   * its own size, whatever the trace's length.
+   * </pre>
+   *
+   * <code>uint32 page_size = 3 [json_name = "pageSize"];</code>
+   * @return The pageSize.
+   */
+  int getPageSize();
+
+  /**
+   * <pre>
+   * The next_page_token of the newer page, for the tasks before it; empty for
+   * the newest page. Opaque; it stays valid while the session grows.
+   * </pre>
+   *
+   * <code>string page_token = 4 [json_name = "pageToken"];</code>
+   * @return The pageToken.
+   */
+  java.lang.String getPageToken();
+  /**
+   * <pre>
+   * The next_page_token of the newer page, for the tasks before it; empty for
+   * the newest page. Opaque; it stays valid while the session grows.
+   * </pre>
+   *
+   * <code>string page_token = 4 [json_name = "pageToken"];</code>
+   * @return The bytes for pageToken.
+   */
+  com.google.protobuf.ByteString
+      getPageTokenBytes();
 }

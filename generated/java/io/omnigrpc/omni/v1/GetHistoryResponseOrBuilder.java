@@ -43,4 +43,26 @@ public interface GetHistoryResponseOrBuilder extends
    */
   com.google.protobuf.ByteString
       getJsonBytes();
+
+  /**
+   * <pre>
+   * With page_size: on a page's first message when older tasks remain; pass
+   * it as page_token for the page before this one.
+   * </pre>
+   *
+   * <code>string next_page_token = 3 [json_name = "nextPageToken"];</code>
+   * @return The nextPageToken.
+   */
+  java.lang.String getNextPageToken();
+  /**
+   * <pre>
+   * With page_size: on a page's first message when older tasks remain; pass
+   * it as page_token for the page before this one.
+   * </pre>
+   *
+   * <code>string next_page_token = 3 [json_name = "nextPageToken"];</code>
+   * @return The bytes for nextPageToken.
+   */
+  com.google.protobuf.ByteString
+      getNextPageTokenBytes();
 }

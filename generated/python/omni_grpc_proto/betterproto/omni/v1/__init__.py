@@ -725,6 +725,20 @@ class GetHistoryRequest(betterproto2.Message):
     Also send each message's exact reference JSON in its json field.
     """
 
+    page_size: "int" = betterproto2.field(3, betterproto2.TYPE_UINT32)
+    """
+    Pages, newest first: at most this many tasks (a task opens at a user
+    prompt, as the reference client cuts them, so a page never splits a tool
+    call from its output), in trace order. 0: the whole history. A page costs
+    its own size, whatever the trace's length.
+    """
+
+    page_token: "str" = betterproto2.field(4, betterproto2.TYPE_STRING)
+    """
+    The next_page_token of the newer page, for the tasks before it; empty for
+    the newest page. Opaque; it stays valid while the session grows.
+    """
+
 
 default_message_pool.register_message("omni.v1", "GetHistoryRequest", GetHistoryRequest)
 
@@ -737,6 +751,12 @@ class GetHistoryResponse(betterproto2.Message):
     """
     With include_json: the message as its trace line holds it (without the
     newline), byte for byte.
+    """
+
+    next_page_token: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    With page_size: on a page's first message when older tasks remain; pass
+    it as page_token for the page before this one.
     """
 
 

@@ -194,3 +194,141 @@ def test_messages_built_in_java_are_identity_both_ways() -> None:
         assert back.SerializeToString(deterministic=True) == message.SerializeToString(
             deterministic=True
         )
+
+
+# ---- where an added key goes (issue 28; docs/lossless.md "Where an added key goes") ----
+
+
+def edited_by(program: list[str], ops: list[str], records: bytes) -> list[str]:
+    """``records`` (a .binpb) edited by a Go or Java program, as JSON lines."""
+    done = subprocess.run(
+        [*program, *ops], input=records, capture_output=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    return [serialize_message(r.message).decode() for r in read_binpb(io.BytesIO(done.stdout))]
+
+
+# What the reference's JavaScript does for the same edit: assignment appends a
+# key an object lacks, and keeps the place of one it has.
+JS_EDIT = """
+const [line, edit] = process.argv.slice(1);
+const msg = JSON.parse(line);
+const [key, value] = JSON.parse(edit);
+if (key === "stop_reason") msg.payload.stop_reason = value;
+else msg.payload.fidelity[key] = value;
+process.stdout.write(JSON.stringify(msg));
+"""
+
+
+def js_edit(line: str, key: str, value: object) -> str:
+    done = subprocess.run(
+        ["node", "-e", JS_EDIT, line, __import__("json").dumps([key, value])],
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout.decode()
+
+
+P = f'{{{T},"type":"model_msg","payload":'
+# (name, line, key, value, op, what we write, whether that is what JavaScript writes)
+PLACEMENTS = [
+    (
+        "fidelity-with-key-list",  # unsorted keys: the message lists them
+        P + '{"type":"text","role":"assistant","text":"x","stop_reason":"completed",'
+        '"fidelity":{"signature":"s","alpha":1}}}',
+        "enc",
+        "go",
+        'set-fidelity=enc="go"',
+        P + '{"type":"text","role":"assistant","text":"x","stop_reason":"completed",'
+        '"fidelity":{"signature":"s","alpha":1,"enc":"go"}}}',
+        True,
+    ),
+    (
+        "fidelity-json-of-an-old-file",  # old files: fidelity_json lists them
+        "",  # built below from tests/data
+        "enc",
+        "go",
+        'set-fidelity=enc="go"',
+        '{"timestamp":"2026-08-22T02:15:30.000Z","type":"model_msg","payload":{"type":'
+        '"thinking","role":"assistant","thinking":"","stop_reason":"completed","fidelity":'
+        '{"id":"rs_0a1b","encrypted_content":"gAAAAABo","enc":"go"}}}',
+        True,
+    ),
+    (
+        "payload-with-key-list",  # keys out of builder order: the message lists them
+        P + '{"fidelity":{"phase":"a"},"type":"text","role":"assistant","text":"x"}}',
+        "stop_reason",
+        "completed",
+        "set-stop-reason=1",
+        P + '{"fidelity":{"phase":"a"},"type":"text","role":"assistant","text":"x",'
+        '"stop_reason":"completed"}}',
+        True,
+    ),
+    (
+        "sorted-fidelity",  # reference form: no record of its keys, sorted position
+        P + '{"type":"text","role":"assistant","text":"x","stop_reason":"completed",'
+        '"fidelity":{"signature":"s"}}}',
+        "enc",
+        "go",
+        'set-fidelity=enc="go"',
+        P + '{"type":"text","role":"assistant","text":"x","stop_reason":"completed",'
+        '"fidelity":{"enc":"go","signature":"s"}}}',
+        False,
+    ),
+    (
+        "reference-form-payload",  # builder order: no record of its keys, builder position
+        P + '{"type":"text","role":"assistant","text":"x","fidelity":{"phase":"a"}}}',
+        "stop_reason",
+        "completed",
+        "set-stop-reason=1",
+        P + '{"type":"text","role":"assistant","text":"x","stop_reason":"completed",'
+        '"fidelity":{"phase":"a"}}}',
+        False,
+    ),
+]
+
+
+def _placement_source(line: str) -> tuple[str, bytes]:
+    """The line and its .binpb record: written now, or (no line given) the
+    record the codec wrote before issue 28, which holds fidelity_json."""
+    if line:
+        sink = io.BytesIO()
+        write_binpb([parse_message(line)], sink)
+        return line, sink.getvalue()
+    data = Path(__file__).parents[1] / "data" / "fidelity_json_0_2_0"
+    records = list(read_binpb(io.BytesIO(data.with_suffix(".binpb").read_bytes())))
+    [record] = [r for r in records if r.message.thinking.fidelity_json]
+    sink = io.BytesIO()
+    write_binpb([record.message], sink)
+    return serialize_message(record.message).decode(), sink.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("name", "line", "key", "value", "op", "after", "as_js"),
+    PLACEMENTS,
+    ids=[p[0] for p in PLACEMENTS],
+)
+def test_an_added_key_goes_where_the_rule_says_in_go_and_java(
+    go_build: GoBuild,
+    name: str,
+    line: str,
+    key: str,
+    value: object,
+    op: str,
+    after: str,
+    as_js: bool,
+) -> None:
+    """A key added to an object that lists its keys is appended, as
+    JavaScript's assignment appends; an object in reference form keeps no
+    record of which keys it had (what lets a message built in Go convert to
+    JSON and back to identical bytes), so an added key takes its reference
+    place there, which JavaScript's differs from."""
+    line, record = _placement_source(line)
+    assert serialize_message(parse_message(line)).decode() == line
+    assert edited_by([str(go_build.edit)], [op], record) == [after]
+    assert edited_by([*build_java(), "edit"], [op], record) == [after]
+    javascript = js_edit(line, key, value)
+    assert (javascript == after) is as_js, javascript
+    again = parse_message(after)  # and what was written stays that way
+    assert serialize_message(again).decode() == after

@@ -13,6 +13,7 @@ import java.util.concurrent.TimeUnit;
  * OmniClient trace FILE.binpb   # print a trace written by `omni-grpc convert`
  * OmniClient echo               # delimited OmniMessages: stdin -> parse -> stdout
  * OmniClient build              # messages built from typed fields only, delimited, on stdout
+ * OmniClient edit OP...         # delimited OmniMessages: stdin -> typed edits -> stdout
  * </pre>
  *
  * run prints the streamed assistant text on stdout and what happens around it
@@ -33,6 +34,8 @@ public final class OmniClient {
       }
       case "echo" -> TraceCommand.echo(System.in, System.out);
       case "build" -> BuildCommand.write(System.out);
+      case "edit" ->
+          EditCommand.edit(java.util.Arrays.copyOfRange(args, 1, args.length), System.in, System.out);
       default -> usage();
     }
   }

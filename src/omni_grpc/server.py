@@ -18,7 +18,7 @@ from typing import Protocol
 from opentelemetry.trace import TracerProvider
 
 from omni_grpc.engines.loader import load_engine
-from omni_grpc.observability.http import MetricsTransport
+from omni_grpc.observability.http import MetricsTransport, metrics_route
 from omni_grpc.observability.metrics import ServerMetrics
 from omni_grpc.observability.telemetry import Telemetry
 from omni_grpc.runtime.approvals import ApprovalMode
@@ -188,7 +188,9 @@ def build_server(config: ServerConfig, *, backend: Backend | None = None) -> Omn
     if config.grpc is not None:
         transports.append(GrpcTransport(hub, config.grpc, telemetry.grpc_interceptors()))
     if config.http is not None:
-        transports.append(SseTransport(hub, config.http, telemetry))
+        # /metrics is the server's, mounted beside the HTTP app's routes.
+        metrics = [metrics_route(telemetry.metrics)] if telemetry.metrics is not None else []
+        transports.append(SseTransport(hub, config.http, telemetry, metrics))
     if telemetry.metrics is not None and config.metrics_port is not None:
         token = config.grpc.auth_token if config.grpc is not None else None
         if config.http is not None:

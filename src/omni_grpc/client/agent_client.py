@@ -12,7 +12,7 @@ from google.protobuf import struct_pb2
 
 from omni_grpc.client.errors import AgentError
 from omni_grpc.client.events import StreamEvent
-from omni_grpc.observability.tracing import outgoing_metadata
+from omni_grpc.propagation import outgoing_metadata
 from omni_grpc.vocabulary import SESSION_HEADER as SESSION_HEADER
 from omni_grpc.vocabulary import ApprovalMode, Decision, ThinkingLevel
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb

@@ -1,10 +1,8 @@
-"""What the hub reports about its work, and the two ways of hearing it.
+"""The server's way of hearing the hub: ``HubTelemetry``.
 
-The hub calls a ``HubObserver`` at a few points: when it opens a session's
-event log or trace writer, when a run starts, for each message the run
-emits, and when the run ends. ``HubObserver`` itself does nothing (the
-default); ``HubTelemetry`` turns the calls into Prometheus metrics, OpenTelemetry
-spans and the log context. Everything it learns about a run it reads from the
+The hub calls the observer interface of ``runtime.observer`` (whose bases do
+nothing); ``HubTelemetry`` turns the calls into Prometheus metrics,
+OpenTelemetry spans and the log context. Everything it learns about a run it reads from the
 run's own messages (``request_begin``/``request_end``, ``tool_call``,
 ``approval_decision``, ``abort``), so it works for every engine, and the
 engines stay unaware of it.
@@ -31,6 +29,7 @@ from omni_grpc.observability.metrics import (
     bounded,
 )
 from omni_grpc.runtime.event_log import EventLog
+from omni_grpc.runtime.observer import HubObserver, RunObservation
 from omni_grpc.trace import TraceWriter
 from omni_grpc.vocabulary import AbortKind, RunOutcome, StopReason
 from omni_grpc_proto.omni.v1 import omni_pb2
@@ -45,44 +44,7 @@ _DECISIONS = {
 }
 ABORT_KINDS = frozenset(kind.value for kind in AbortKind)
 
-
-class RunObservation:
-    """One run, as the hub reports it. This base records nothing."""
-
-    def message(
-        self, msg: omni_pb2.OmniMessage, arm: str, abort_kind: AbortKind | None = None
-    ) -> None:
-        """Every message the run emits, in order (input first); an ``abort`` comes
-        with the kind the hub gave it."""
-
-    def approver(self, approve: ApproveFn) -> ApproveFn:
-        """Wraps the run's approve callback (to time the asks)."""
-        return approve
-
-    def asked(self, tool_call: JsonObject) -> None:
-        """An approval_request went out for ``tool_call``."""
-
-    def finished(self, failed: bool = False) -> None:
-        """The run is over (called once, in the run's own task); ``failed``: the hub
-        stopped it (its trace could not be written, or the hub failed)."""
-
-
-class HubObserver:
-    """The hub's reporting points. This base reports nothing and costs nothing."""
-
-    def event_log(self, log: EventLog) -> EventLog:
-        return log
-
-    def trace_writer(self, path: Path) -> TraceWriter:
-        return TraceWriter(path)
-
-    def run_started(
-        self, session_id: str, abort: AbortSignal, inputs: Sequence[omni_pb2.OmniMessage]
-    ) -> RunObservation:
-        return _NOTHING
-
-
-_NOTHING = RunObservation()
+__all__ = ["ABORT_KINDS", "HubObserver", "HubTelemetry", "RunObservation"]
 
 
 class _MeteredTraceWriter(TraceWriter):

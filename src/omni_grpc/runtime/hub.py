@@ -22,7 +22,6 @@ from pathlib import Path
 
 from omni_grpc import protocol
 from omni_grpc.engines.base import AbortSignal, Engine
-from omni_grpc.observability.observer import HubObserver
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.approvals import ApprovalBroker, ApprovalMode, default_client_modes
 from omni_grpc.runtime.backend import Backend, memory_backend
@@ -45,6 +44,7 @@ from omni_grpc.runtime.interface import ApprovalPolicy, RunRequest, SessionInfo
 from omni_grpc.runtime.limits import Limits
 from omni_grpc.runtime.live_tail import LiveTail, fold_live_tail
 from omni_grpc.runtime.memory_log import MemoryEventLog
+from omni_grpc.runtime.observer import HubObserver
 from omni_grpc.runtime.recorder import Recorder
 from omni_grpc.runtime.recovery import BACKEND_LOST_REASON, Recovery, current_run
 from omni_grpc.runtime.run import Run

@@ -7,10 +7,10 @@ import asyncio
 from dataclasses import dataclass, field
 
 from omni_grpc.engines.base import AbortSignal
-from omni_grpc.observability.observer import RunObservation
 from omni_grpc.runtime.approvals import ApprovalBroker
 from omni_grpc.runtime.event_log import EventLog
 from omni_grpc.runtime.events import HubEvent
+from omni_grpc.runtime.observer import RunObservation
 from omni_grpc.runtime.run_guard import RunGuard
 from omni_grpc.runtime.run_lease import Lease
 from omni_grpc.runtime.session_index import SessionRecord

@@ -25,7 +25,6 @@ from omni_grpc.engines.base import (
     ReadOnlyTools,
     RunOptions,
 )
-from omni_grpc.observability.observer import HubObserver
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.approvals import ApprovalMode
 from omni_grpc.runtime.backend import Backend
@@ -33,6 +32,7 @@ from omni_grpc.runtime.errors import BackendUnavailable, Fenced
 from omni_grpc.runtime.events import EventBody
 from omni_grpc.runtime.health import RunFailure
 from omni_grpc.runtime.interface import RunRequest
+from omni_grpc.runtime.observer import HubObserver
 from omni_grpc.runtime.recorder import Recorder, TraceRejected
 from omni_grpc.runtime.recovery import BACKEND_LOST_REASON, UNRECORDED_REASON, Recovery
 from omni_grpc.runtime.run import Run

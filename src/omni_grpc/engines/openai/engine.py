@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from omni_grpc import propagation
 from omni_grpc.engines.asking import ask
 from omni_grpc.engines.base import AbortSignal, ApprovalUnanswered, RunOptions
 from omni_grpc.engines.openai.config import REASONING_EFFORT, OpenAIConfig
@@ -35,7 +36,6 @@ from omni_grpc.engines.openai.transport import (
     stream_completion,
 )
 from omni_grpc.engines.tools import ToolContext, ToolResult, run_tool
-from omni_grpc.observability import tracing
 from omni_grpc.protocol import builders as b
 from omni_grpc.vocabulary import USER_ABORT_REASON, Decision, StopReason
 
@@ -331,7 +331,7 @@ class _Run:
         headers = {"content-type": "application/json", "accept": "text/event-stream"}
         if self.config.api_key:
             headers["authorization"] = f"Bearer {self.config.api_key}"
-        return tracing.inject(headers)  # traceparent: the model request's span
+        return propagation.inject(headers)  # traceparent: the model request's span
 
     def _abort_reason(self) -> str:
         return self.options.abort.reason or USER_ABORT_REASON

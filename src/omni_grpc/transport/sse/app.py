@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import AsyncGenerator, Sequence
-from typing import Any
+from collections.abc import AsyncGenerator, Collection, Sequence
+from typing import Any, Protocol
 from urllib.parse import quote
 
 from starlette.applications import Starlette
@@ -23,8 +23,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from omni_grpc.observability.http import METRICS_PATH, metrics_route
-from omni_grpc.observability.telemetry import Telemetry
 from omni_grpc.runtime.errors import ApprovalNotPending, HubError, SessionBusy
 from omni_grpc.runtime.interface import HubEvent, RunRequest, Runtime, is_task_end, parse_event_id
 from omni_grpc.trace.window import positioned
@@ -73,6 +71,13 @@ LAGGED_MESSAGE = (
     "the client read too slowly and part of the run is no longer buffered; "
     "a /v1/runs stream cannot resume (GET /api/sessions/{id}/messages has the run)"
 )
+
+
+class RequestTelemetry(Protocol):
+    """What the app asks of the server's telemetry (``observability.Telemetry``):
+    a middleware measuring and tracing every request to ``routes``."""
+
+    def http_middleware(self, routes: Sequence[BaseRoute]) -> Middleware: ...
 
 
 def _is_resync(event: HubEvent) -> bool:
@@ -354,8 +359,9 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     heartbeat: float | None = DEFAULT_HEARTBEAT_SECONDS,
     serve_page: bool = True,
-    telemetry: Telemetry | None = None,
-    public_metrics: bool = False,
+    telemetry: RequestTelemetry | None = None,
+    extra_routes: Sequence[BaseRoute] = (),
+    public_paths: Collection[str] = (),
     allowed_hosts: Sequence[str] | None = None,
 ) -> Starlette:
     """The SSE shim over ``hub``.
@@ -363,8 +369,9 @@ def create_app(
     ``token`` enables bearer auth (header or ``access_token`` parameter);
     ``cors_origins`` is the CORS allow-list (``["*"]`` allows any origin);
     ``heartbeat`` is the ``: ping`` period in seconds (None disables it);
-    ``telemetry`` measures and traces every request and, with metrics, serves
-    ``GET /metrics`` (behind the token unless ``public_metrics``);
+    ``telemetry`` measures and traces every request; ``extra_routes`` are served
+    beside the app's own (the server mounts ``GET /metrics`` so), behind the
+    token unless their path is in ``public_paths``;
     ``allowed_hosts`` the ``Host`` names answered (default: the loopback
     names; ``["*"]`` any, for an app mounted behind its own host checks).
     """
@@ -385,8 +392,7 @@ def create_app(
     if serve_page:
         policy = hub.approval_policy
         routes += page.routes([m.value for m in policy.client_modes], policy.default.value)
-    if telemetry is not None and telemetry.metrics is not None:
-        routes.append(metrics_route(telemetry.metrics))
+    routes += extra_routes
     middleware: list[Middleware] = []
     if telemetry is not None:
         middleware.append(telemetry.http_middleware(routes))
@@ -409,7 +415,7 @@ def create_app(
             )
         )
     if token:
-        public = PUBLIC_PATHS | {METRICS_PATH} if public_metrics else PUBLIC_PATHS
+        public = PUBLIC_PATHS | frozenset(public_paths)
         middleware.append(Middleware(BearerAuth, token=token, public_paths=public))
     return Starlette(
         routes=routes,

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from omni_grpc.observability.telemetry import Telemetry
+from starlette.routing import BaseRoute, Route
+
 from omni_grpc.runtime.interface import Runtime
-from omni_grpc.transport.sse.app import create_app
+from omni_grpc.transport.sse.app import RequestTelemetry, create_app
 from omni_grpc.transport.sse.guard import default_hosts
 from omni_grpc.transport.sse.requests import DEFAULT_MAX_BODY_BYTES
 from omni_grpc.transport.sse.server import HttpServer
@@ -25,16 +26,23 @@ class SseConfig:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     heartbeat: float | None = DEFAULT_HEARTBEAT_SECONDS
     log_level: str = "warning"
-    # GET /metrics without the token (when metrics are on).
+    # The server's extra routes (GET /metrics) without the token.
     public_metrics: bool = False
     # Host names answered; empty: the loopback names and the bound address.
     allowed_hosts: Sequence[str] = field(default_factory=tuple)
 
 
 class SseTransport:
-    def __init__(self, hub: Runtime, config: SseConfig, telemetry: Telemetry | None = None) -> None:
+    def __init__(
+        self,
+        hub: Runtime,
+        config: SseConfig,
+        telemetry: RequestTelemetry | None = None,
+        extra_routes: Sequence[BaseRoute] = (),
+    ) -> None:
+        """``extra_routes``: served beside the app's own (the server's ``/metrics``)."""
         self.config = config
-        self.metrics = telemetry is not None and telemetry.metrics is not None
+        self.extra_paths = [r.path for r in extra_routes if isinstance(r, Route)]
         app = create_app(
             hub,
             token=config.auth_token,
@@ -42,7 +50,8 @@ class SseTransport:
             max_body_bytes=config.max_body_bytes,
             heartbeat=config.heartbeat,
             telemetry=telemetry,
-            public_metrics=config.public_metrics,
+            extra_routes=extra_routes,
+            public_paths=self.extra_paths if config.public_metrics else (),
             allowed_hosts=config.allowed_hosts or default_hosts(config.host),
         )
         self.server = HttpServer(
@@ -61,5 +70,5 @@ class SseTransport:
         await self.server.stop()
 
     def describe(self) -> str:
-        routes = "page, /api/sessions, /v1/runs" + (", /metrics" if self.metrics else "")
+        routes = ", ".join(["page", "/api/sessions", "/v1/runs", *self.extra_paths])
         return f"HTTP/SSE on {self.url}/ ({routes})"

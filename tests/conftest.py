@@ -13,6 +13,7 @@
   replicas of one deployment) that no other test uses.
 * ``certs`` is a directory with a throwaway CA (``ca.pem``) and server and
   client certificates and keys (``server.pem``/``.key``, ``client.pem``/``.key``).
+* ``small_disk`` is a real 8 MiB tmpfs to fill (tests/small_disk.py).
 * ``serve_process(*args)`` runs ``omni-grpc serve`` as a real subprocess and
   returns it with its gRPC address (parsed from its startup line).
 """
@@ -31,6 +32,7 @@ from typing import Any
 
 import pytest
 from redis_server import RedisServer
+from small_disk import SmallDisk, mounted_small_disk
 
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.approvals import ApprovalMode
@@ -149,6 +151,11 @@ def serve_process(tmp_path: Path) -> Iterator[Callable[..., ServeProcess]]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    yield from mounted_small_disk(tmp_path)
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ServeProcess
+from small_disk import SmallDisk
 
 from omni_grpc.cli.target import with_default_port
 from omni_grpc.convert import parse_message, serialize_message
@@ -381,3 +382,21 @@ def test_a_second_server_cannot_share_a_running_servers_port(
     assert second.returncode == 1
     assert f"cannot bind gRPC to 127.0.0.1:{port}: the port is already in use" in second.stderr
     assert first.process.poll() is None  # the first server is untouched
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["rendered", "json"])
+def test_a_run_the_server_stopped_exits_1_and_says_why(
+    serve_process: ServeFactory, small_disk: SmallDisk, as_json: bool
+) -> None:
+    """The disk fills during the run: the server closes the task with
+    task_state idle, then ends the call with RESOURCE_EXHAUSTED. Stopping at
+    the idle event would report that as success."""
+    served = serve_process(
+        "--data-dir", str(small_disk.path / "data"), "--engine-opt", "repeat=200"
+    )
+    small_disk.leave(pages=2)  # the run's first records fit, its answer does not
+    done = omni("run", "fill it", "--target", served.grpc_address, *(["--json"] * as_json))
+    assert done.returncode == 1, done.stderr
+    assert "omni-grpc run: the run failed: RESOURCE_EXHAUSTED" in done.stderr
+    assert "trace could not be written" in done.stderr
+    assert "session session-" in done.stderr

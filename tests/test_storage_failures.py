@@ -1,15 +1,11 @@
 """A full or read-only data dir: runs end failed and say so, nothing unrecorded
 is published, health reports it, and the next run works once storage returns.
 
-The disk is a real tmpfs mounted for the test (the machine's tests run as root).
+The disk is a real tmpfs mounted for the test (tests/small_disk.py).
 """
 
 from __future__ import annotations
 
-import errno
-import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +15,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from omni_grpc import protocol
+from omni_grpc.client import AgentClient, AgentError
 from omni_grpc.client.sse import read_dialect
 from omni_grpc.convert import message_from_dict, serialize_message
 from omni_grpc.engines.demo import DemoEngine
@@ -30,52 +27,7 @@ from omni_grpc.transport.sse.server import HttpServer
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc
 from tests.conftest import ServerFactory
-
-
-class SmallDisk:
-    def __init__(self, mountpoint: Path) -> None:
-        self.path = mountpoint
-        self.filler = mountpoint / "filler"
-
-    def fill(self) -> None:
-        """Takes every free byte (a tmpfs counts whole pages)."""
-        fd = os.open(self.filler, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            for size in (1 << 20, 4096, 1):
-                while True:
-                    try:
-                        os.write(fd, b"\0" * size)
-                    except OSError as exc:
-                        assert exc.errno == errno.ENOSPC
-                        break
-        finally:
-            os.close(fd)
-
-    def free(self) -> None:
-        self.filler.unlink(missing_ok=True)
-
-    def remount(self, mode: str) -> None:
-        subprocess.run(["mount", "-o", f"remount,{mode}", str(self.path)], check=True)
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
-    mountpoint = tmp_path / "disk"
-    mountpoint.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mountpoint)],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        message = f"cannot mount a tmpfs: {done.stderr.strip()}"
-        if os.environ.get("OMNI_REQUIRE_TOOLCHAINS") or os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    try:
-        yield SmallDisk(mountpoint)
-    finally:
-        subprocess.run(["umount", "-l", str(mountpoint)], check=False)
+from tests.small_disk import SmallDisk
 
 
 def _recordable(response: pb.RunResponse) -> bool:
@@ -255,3 +207,25 @@ async def test_a_message_past_the_record_limit_stops_the_run_instead_of_vanishin
             serialize_message(m) for m in published
         ]
         assert (await _health(channel)).status == health_pb2.HealthCheckResponse.SERVING
+
+
+async def test_the_python_client_stopping_at_the_task_end_gets_the_failure(
+    server_factory: ServerFactory, small_disk: SmallDisk
+) -> None:
+    """The documented loop stops at ``is_task_end``; the status that says the
+    run failed comes after that event, and must not be lost with it."""
+    server = await server_factory(
+        data_dir=small_disk.path / "data", engine_options={"repeat": "200"}
+    )
+    assert server.grpc is not None
+    small_disk.leave(pages=2)
+    seen: list[str] = []
+    async with AgentClient(server.grpc.address) as agent:
+        with pytest.raises(AgentError) as failed:
+            async for event in agent.run("fill it"):
+                seen.append(event.kind)
+                if event.is_task_end:
+                    break
+    assert failed.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "trace could not be written" in failed.value.message
+    assert "@task_state" in seen  # the run had started (running) before it failed

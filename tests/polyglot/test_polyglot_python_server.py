@@ -11,6 +11,9 @@ from __future__ import annotations
 import asyncio
 import re
 
+from conftest import ServerFactory
+from small_disk import SmallDisk
+
 from omni_grpc.client import AgentClient
 from omni_grpc_proto.omni.v1 import omni_pb2
 
@@ -71,3 +74,23 @@ async def test_aborts(client: list[str], grpc_target: str) -> None:
     _, history = await recorded_text(grpc_target, err)
     assert history[-1].WhichOneof("payload") == "abort"
     assert history[-1].abort.reason == "stopped by omni-client"
+
+
+async def test_a_run_the_server_stopped_is_an_error(
+    client: list[str], server_factory: ServerFactory, small_disk: SmallDisk
+) -> None:
+    """The disk fills during the run: task_state IDLE, then RESOURCE_EXHAUSTED
+    as the Run call's status. A client that stops reading at IDLE exits 0."""
+    server = await server_factory(
+        data_dir=small_disk.path / "data", engine_options={"repeat": "200"}
+    )
+    assert server.grpc is not None
+    small_disk.leave(pages=2)  # the run starts, its answer does not fit
+    proc = await asyncio.create_subprocess_exec(
+        *client, "run", "--addr", server.grpc.address, "fill it",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    assert proc.returncode == 1, err.decode()
+    assert "trace could not be written" in err.decode()
+    assert "[reconnect]" not in err.decode()  # the task was over: nothing to re-attach to

@@ -59,13 +59,20 @@ export async function runPrompt(
     return false;
   };
 
+  let over = false; // the task_state IDLE closing the task arrived
+  // Reads a Run call to its end: its status, after the task end, tells a
+  // failed run (the server could not write the trace) from a finished one.
+  // An Attach stream (stopAtIdle) stays open across tasks: leave it there.
   const follow = async (
     stream: AsyncIterable<RunResponse | AttachResponse>,
     drop: AbortController,
+    stopAtIdle: boolean,
   ): Promise<void> => {
     for await (const r of stream) {
       if (await handle(r)) {
-        drop.abort(); // the task is over (Attach streams stay open across tasks)
+        over = true;
+        if (!stopAtIdle) continue;
+        drop.abort();
         return;
       }
       received++;
@@ -86,6 +93,7 @@ export async function runPrompt(
   const mode = options.approve || options.abortAfter > 0 ? ApprovalMode.ASK : ApprovalMode.ALLOW_ALL;
   // snippet:start node-run
   let call = new AbortController();
+  let attached = false;
   // detachOnCancel keeps the task alive when this call breaks, so it can be re-attached.
   let stream: AsyncIterable<RunResponse | AttachResponse> = client.run(
     { prompt, approvalMode: mode, detachOnCancel: true },
@@ -93,16 +101,18 @@ export async function runPrompt(
   );
   for (;;) {
     try {
-      await follow(stream, call);
+      await follow(stream, call, attached);
       return;
     } catch (err) {
       const lost = err === dropped || ConnectError.from(err).code === Code.Unavailable;
-      if (!lost || !sessionId) throw err;
+      // After the task end an error is how the run ended, not a lost connection.
+      if (!lost || !sessionId || over) throw err;
     }
     console.error(`[reconnect] attach after ${lastEventId}`);
     options.dropAfter = 0;
     call = new AbortController();
     stream = client.attach({ sessionId, afterEventId: lastEventId }, { signal: call.signal });
+    attached = true;
   }
   // snippet:end node-run
 }

@@ -19,17 +19,19 @@ from omni_grpc.cli.exits import (
     EXIT_RUN_FAILED,
     EXIT_USAGE,
     client_command,
+    describe_error,
     exit_codes,
     say,
 )
 from omni_grpc.cli.pipes import stdout_gone
 from omni_grpc.cli.render import Output, Renderer, follow
-from omni_grpc.client import AgentClient
+from omni_grpc.client import AgentClient, AgentError
 from omni_grpc.vocabulary import ApprovalMode, Decision, ThinkingLevel
 
 PROG = "omni-grpc run"
 EXIT_CODES = exit_codes(
-    failed="the run was aborted or failed (the stream ended with abort)",
+    failed="the run was aborted or failed (the stream ended with abort, or the "
+    "server ended it with an error, e.g. its trace could not be written)",
     interrupted="the run is aborted",
     usage="bad usage (arguments, --approve ask without a terminal)",
 )
@@ -82,12 +84,21 @@ async def run_stream(args: argparse.Namespace, client: AgentClient, err: Console
         return EXIT_OK
     renderer = Renderer(Output(highlight=False))
     try:
+        # Read to the end of the call, not to the task end: a run the server
+        # had to stop closes with task_state idle too, and only the status
+        # after it says so.
         await follow(client, aiter(stream), renderer, err, as_json=args.json,
-                     ask=args.approve == ApprovalMode.ASK)  # fmt: skip
+                     ask=args.approve == ApprovalMode.ASK, ends_at=None)  # fmt: skip
     except BrokenPipeError:
         # Nobody reads the output any more: end the call, which aborts the run.
         stream.cancel()
         return stdout_gone()
+    except AgentError as exc:
+        if not stream.task_ended:
+            raise  # refused, or the connection lost: the call failed (exit 3)
+        say(err, f"{PROG}: the run failed: {describe_error(exc)}")
+        say(err, f"session {stream.session_id}", "dim")
+        return EXIT_RUN_FAILED
     if stream.session_id:
         say(err, f"session {stream.session_id}", "dim")
     return EXIT_RUN_FAILED if renderer.failed else EXIT_OK

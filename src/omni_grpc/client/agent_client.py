@@ -55,18 +55,35 @@ class RunStream:
     def __init__(self, call: Any) -> None:
         self._call = call
         self.session_id: str | None = None
+        # The task's closing task_state idle arrived (held back or not): an
+        # error after it is how the server ended the run, not a lost call.
+        self.task_ended = False
 
     def __aiter__(self) -> AsyncIterator[StreamEvent]:
         return self._events()
 
     async def _events(self) -> AsyncIterator[StreamEvent]:
+        # The ``task_state idle`` closing the task is held back until the call
+        # has ended: a run the server had to stop (its trace could not be
+        # written) still closes with idle, and only the status that follows
+        # says it failed. A caller that stops at the task end would otherwise
+        # take a failure for success; this way it gets the AgentError instead.
+        held: StreamEvent | None = None
         try:
             async for response in self._call:
                 event = StreamEvent.from_response(response)
                 self.session_id = event.session_id
-                yield event
+                if held is not None:
+                    yield held
+                    held = None
+                if event.is_task_end:
+                    held, self.task_ended = event, True
+                else:
+                    yield event
         except grpc.aio.AioRpcError as exc:
             raise AgentError.from_rpc_error(exc) from None
+        if held is not None:
+            yield held
 
     async def session(self) -> str:
         """The session id from the initial metadata (before any event arrives)."""
@@ -152,7 +169,9 @@ class AgentClient:
         include_json: bool = False,
         timeout: float | None = None,
     ) -> RunStream:
-        """Starts a task; iterate the result for its events (through ``task_state idle``).
+        """Starts a task; iterate the result for its events (through ``task_state idle``,
+        which comes only once the call ended well: a run that failed raises
+        AgentError in its place).
         ``include_json`` has the server send each event's reference JSON too
         (``StreamEvent.json``)."""
         request = pb.RunRequest(

@@ -30,6 +30,7 @@ type runner struct {
 	received                     int
 	approved                     map[string]bool
 	aborting                     bool
+	over                         bool // the task_state IDLE closing the task arrived
 }
 
 // run starts a task and follows it to the end, re-attaching (from the last
@@ -50,8 +51,12 @@ func (r *runner) run(ctx context.Context, prompt string) error {
 	if err != nil {
 		return err
 	}
-	err = r.follow(ctx, func() (response, error) { return stream.Recv() }, drop)
-	for errors.Is(err, errDropped) || status.Code(err) == codes.Unavailable {
+	// A Run call ends by itself after the task; its status tells a failed run
+	// (the server could not write the trace) from a finished one.
+	err = r.follow(ctx, func() (response, error) { return stream.Recv() }, drop, false)
+	// Re-attach only to a task still going: after its task_state IDLE, an
+	// error is how the run ended (UNAVAILABLE too: a read-only data dir).
+	for !r.over && (errors.Is(err, errDropped) || status.Code(err) == codes.Unavailable) {
 		if r.sessionID == "" {
 			return err
 		}
@@ -65,7 +70,7 @@ func (r *runner) run(ctx context.Context, prompt string) error {
 		if aerr != nil {
 			return aerr
 		}
-		err = r.follow(ctx, func() (response, error) { return attach.Recv() }, drop)
+		err = r.follow(ctx, func() (response, error) { return attach.Recv() }, drop, true)
 	}
 	// snippet:end go-run
 	return err
@@ -73,8 +78,9 @@ func (r *runner) run(ctx context.Context, prompt string) error {
 
 var errDropped = errors.New("connection dropped on purpose")
 
-// follow handles responses until the stream ends.
-func (r *runner) follow(ctx context.Context, recv func() (response, error), drop context.CancelFunc) error {
+// follow handles responses until the stream ends, or (stopAtIdle, for an
+// Attach stream, which stays open across tasks) until the task is over.
+func (r *runner) follow(ctx context.Context, recv func() (response, error), drop context.CancelFunc, stopAtIdle bool) error {
 	for {
 		resp, err := recv()
 		if err == io.EOF {
@@ -84,8 +90,12 @@ func (r *runner) follow(ctx context.Context, recv func() (response, error), drop
 			return err
 		}
 		idle, err := r.handle(ctx, resp)
-		if err != nil || idle {
-			return err // the task is over (Attach streams stay open across tasks)
+		if err != nil || (idle && stopAtIdle) {
+			return err
+		}
+		if idle {
+			r.over = true
+			continue // the Run call's status, still to come, says how the run ended
 		}
 		r.received++
 		if r.dropAfter > 0 && r.received == r.dropAfter {

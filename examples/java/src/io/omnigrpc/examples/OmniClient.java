@@ -66,6 +66,11 @@ public final class OmniClient {
     try {
       new RunCommand(AgentServiceGrpc.newBlockingStub(channel), options).run(prompt);
     // snippet:end java-channel
+    } catch (io.grpc.StatusRuntimeException e) {
+      // The call failed, or the run did (its status after the task end): say so, exit 1.
+      System.err.println("omni-client: " + e.getStatus().getCode() + ": " + e.getStatus().getDescription());
+      channel.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
+      System.exit(1);
     } finally {
       channel.shutdownNow().awaitTermination(5, TimeUnit.SECONDS);
     }

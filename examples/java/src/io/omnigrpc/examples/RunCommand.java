@@ -50,6 +50,7 @@ final class RunCommand {
   private int received;
   private boolean aborting;
   private boolean streamedText;
+  private boolean over; // the task_state IDLE closing the task arrived
 
   RunCommand(AgentServiceBlockingStub stub, Options options) {
     this.stub = stub;
@@ -65,23 +66,34 @@ final class RunCommand {
         RunRequest.newBuilder().setPrompt(prompt).setApprovalMode(mode).setDetachOnCancel(true).build();
     Context.CancellableContext call = Context.current().withCancellation();
     Iterator<Update> updates = map(startIn(call, () -> stub.run(request)), Update::of);
-    while (!follow(updates, call)) {
+    // A Run call ends by itself after the task; its status tells a failed run
+    // (the server could not write the trace) from a finished one.
+    boolean attached = false;
+    while (!follow(updates, call, attached)) {
       System.err.println("[reconnect] attach after " + lastEventId);
       options.dropAfter = 0;
       AttachRequest attach =
           AttachRequest.newBuilder().setSessionId(sessionId).setAfterEventId(lastEventId).build();
       call = Context.current().withCancellation();
       updates = map(startIn(call, () -> stub.attach(attach)), Update::of);
+      attached = true;
     }
     // snippet:end java-run
   }
 
-  /** Handles updates until the stream ends (true) or the connection is lost (false). */
-  private boolean follow(Iterator<Update> updates, Context.CancellableContext call) {
+  /**
+   * Handles updates until the stream ends (true) or the connection is lost (false); with
+   * stopAtIdle (an Attach stream, which stays open across tasks) until the task is over.
+   */
+  private boolean follow(Iterator<Update> updates, Context.CancellableContext call, boolean stopAtIdle) {
     try {
       while (updates.hasNext()) {
         if (handle(updates.next())) {
-          call.cancel(null); // the task is over (Attach streams stay open across tasks)
+          over = true;
+          if (!stopAtIdle) {
+            continue; // the Run call's status, still to come, says how the run ended
+          }
+          call.cancel(null);
           return true;
         }
         received++;
@@ -100,7 +112,8 @@ final class RunCommand {
       }
       return true;
     } catch (StatusRuntimeException e) {
-      if (e.getStatus().getCode() == Status.Code.UNAVAILABLE && !sessionId.isEmpty()) {
+      // After the task end an error is how the run ended, not a lost connection.
+      if (e.getStatus().getCode() == Status.Code.UNAVAILABLE && !sessionId.isEmpty() && !over) {
         return false;
       }
       throw e;

@@ -55,6 +55,17 @@ async def test_a_conversation_on_a_desktop_and_on_a_390_px_phone(tmp_path: Path)
         await browser.wait_for("return document.querySelector('.tool button.approve') !== null")
         await browser.wait_for(APPROVE_IN_VIEW)
         await save(browser, "screenshot.png", tmp_path)
+        # Every control has a name a screen reader can say.
+        unnamed = await browser.js(
+            """
+            return [...document.querySelectorAll('button, a, textarea, select')]
+              .filter((e) => e.getClientRects().length)
+              .filter((e) => !(e.getAttribute('aria-label') || e.textContent.trim()
+                               || (e.labels && e.labels.length)))
+              .map((e) => e.outerHTML.slice(0, 80));
+            """
+        )
+        assert unnamed == []
 
         await browser.set_size(390, 844)
         await browser.wait_for("return document.documentElement.clientWidth <= 390")

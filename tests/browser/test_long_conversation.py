@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from omni_grpc.engines.demo import DemoEngine
+from tests.browser.scripted import ScriptedEngine
 from tests.browser.serving import TOKEN, page_server, run_turns
-from tests.browser.webdriver import chromium
+from tests.browser.webdriver import ENTER, chromium
 
 pytestmark = pytest.mark.browser
 
@@ -99,3 +100,37 @@ async def test_fifty_turns_keep_every_card_and_the_last_approval_usable(tmp_path
         cards = await browser.js(CARD_HEIGHTS)
         assert len([c for c in cards if "tool" in c["cls"].split()]) == 50
         assert [c for c in cards if c["height"] + 1 < c["content"] or c["height"] < 16] == []
+
+
+async def test_the_view_follows_the_stream_until_the_reader_scrolls_up(tmp_path: Path) -> None:
+    async with page_server(tmp_path, ScriptedEngine()) as (_, url), chromium() as browser:
+        filler = "say: " + "A paragraph that takes room. " * 40
+        session = await run_turns(url, [filler] * 6)
+        await browser.get(f"{url}/?access_token={TOKEN}&session={session}")
+        await browser.wait_for("return document.querySelectorAll('.assistant').length === 6")
+        at_end = (
+            "const l = document.getElementById('log');"
+            " return l.scrollHeight - l.scrollTop - l.clientHeight < 2"
+        )
+        await browser.type("#prompt", "slow" + ENTER)
+        await browser.wait_for(
+            "const a = document.querySelector('.assistant.streaming');"
+            " return a && a.innerText.includes('word10 ')"
+        )
+        assert await browser.js(at_end)  # following the words as they come
+        # The reader scrolls up: the stream goes on without pulling them down.
+        top = await browser.js(
+            "const l = document.getElementById('log'); l.scrollTop = 200; return l.scrollTop"
+        )
+        await browser.wait_for(
+            "return document.querySelector('.assistant.streaming').innerText.includes('word40 ')"
+        )
+        assert await browser.js("return document.getElementById('log').scrollTop") == top
+        assert await browser.js("return document.getElementById('latest').hidden") is False
+        # "Latest" brings them back, and the view follows again.
+        await browser.click("#latest")
+        await browser.wait_for(
+            "return document.querySelector('.assistant.streaming').innerText.includes('word70 ')"
+        )
+        assert await browser.js(at_end)
+        assert await browser.js("return document.getElementById('latest').hidden") is True

@@ -150,7 +150,7 @@ async def test_a_long_tool_output_folds_and_shows_its_image(tmp_path: Path) -> N
         )
         assert card["name"] == "read_file"
         assert card["args"] == '{ "path": "notes/big.txt", "lines": 200 }'
-        assert card["decision"] == "allowed" and card["lines"] == 200
+        assert card["decision"] == "allowed (allow all)" and card["lines"] == 200
         assert card["fold"] == "Show all 200 lines" and card["expanded"] == "false"
         assert 100 < card["height"] < 250  # eight lines or so, not two hundred
         assert card["img"] == 48  # decoded from its data: URL, allowed by the CSP
@@ -168,6 +168,16 @@ async def test_a_long_tool_output_folds_and_shows_its_image(tmp_path: Path) -> N
             "return document.querySelector('.tool .output').getBoundingClientRect().height"
         ) == pytest.approx(card["height"])
         assert await browser.js("return window.__violations") == []
+
+        # A call the mode refused says which mode, and that it did not run.
+        await browser.js("document.getElementById('mode').value = 'deny-all'")
+        await ask(browser, "tool: 3")
+        await idle_after(browser, 2)
+        denied = await browser.js(
+            "const c = [...document.querySelectorAll('.tool')].pop();"
+            " return ['.decision', '.state', '.output'].map((s) => c.querySelector(s).textContent)"
+        )
+        assert denied == ["denied (deny all)", "not run", "Tool call denied by user."]
 
 
 async def test_a_failed_run_and_a_stopped_one_say_so(tmp_path: Path) -> None:

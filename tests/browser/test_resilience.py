@@ -44,6 +44,11 @@ async def test_a_reload_while_an_approval_waits_keeps_it_answerable(tmp_path: Pa
         )
         session = await browser.js("return document.body.dataset.session")
         assert await browser.js(TEXTS) == await recorded_texts(hub, session)
+        decision = "return document.querySelector('.tool .decision').textContent"
+        assert await browser.js(decision) == "allowed by you"
+        await browser.js("location.reload()")  # the tab remembers who decided
+        await browser.wait_for("return document.querySelectorAll('.assistant').length === 2")
+        assert await browser.js(decision) == "allowed by you"
 
 
 async def test_a_reload_mid_stream_neither_drops_nor_doubles_a_word(tmp_path: Path) -> None:
@@ -90,6 +95,16 @@ async def test_the_page_rides_out_a_server_restart(tmp_path: Path) -> None:
             "The server is not answering. Retrying…",
         )
         assert state in ("reconnecting", "offline")
+        # A prompt sent meanwhile is refused in words, and kept for a retry.
+        await browser.type("#prompt", "while it is down" + ENTER)
+        await browser.wait_for(
+            "return document.getElementById('banner').textContent"
+            ".includes('Cannot reach the omni-grpc server. Is it running?')"
+        )
+        assert await browser.js("return document.getElementById('prompt').value") == (
+            "while it is down"
+        )
+        await browser.js("document.getElementById('prompt').value = ''")
         # Up again on the same port and data: the page reconnects by itself.
         async with page_server(tmp_path, DemoEngine(), port=port) as (hub, _):
             await browser.wait_for(

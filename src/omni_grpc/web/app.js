@@ -64,21 +64,36 @@ function atEnd() {
   return logEl.scrollHeight - logEl.scrollTop - logEl.clientHeight <= FOLLOW_SLACK;
 }
 
+let pinnedAt = 0; // the scrollTop the view was last held at the end with
+
+function pin() {
+  logEl.scrollTop = logEl.scrollHeight;
+  pinnedAt = logEl.scrollTop;
+}
+
 logEl.addEventListener("scroll", () => {
   following = atEnd();
-  if (following) $("latest").hidden = true;
+  if (following) {
+    pinnedAt = logEl.scrollTop;
+    $("latest").hidden = true;
+  }
 });
 new MutationObserver(() => {
-  if (following) logEl.scrollTop = logEl.scrollHeight;
+  // The reader may have scrolled up since the last pin, before their scroll
+  // event arrived: growth never lowers scrollTop, so that says it (content
+  // that shrank, a thought folding up, lowers only the highest scrollTop).
+  const highest = logEl.scrollHeight - logEl.clientHeight;
+  if (following && logEl.scrollTop < Math.min(pinnedAt, highest) - 2) following = false;
+  if (following) pin();
   else if (document.body.dataset.view === "session" && !atEnd()) $("latest").hidden = false;
 }).observe(logEl, { childList: true, subtree: true, characterData: true });
 // A narrower window (a phone turned, a resized pane) rewraps everything: keep the end in view.
 new ResizeObserver(() => {
-  if (following) logEl.scrollTop = logEl.scrollHeight;
+  if (following) pin();
 }).observe(logEl);
 $("latest").addEventListener("click", () => {
   following = true;
-  logEl.scrollTop = logEl.scrollHeight;
+  pin();
   $("latest").hidden = true;
 });
 
@@ -169,6 +184,7 @@ function showStatus() {
 }
 
 function setRunState(state) {
+  if (runState === "running" && state !== "running") liveMode = null;
   runState = state;
   if (state !== "running") {
     for (const kind of ["text", "thinking"]) finishOpen(kind);
@@ -415,15 +431,35 @@ function setOutput(card, text, images) {
   }
 }
 
-const DECISION_WORDS = { allow: "allowed", deny: "denied", forbidden: "blocked by the approval mode" };
+const DECISION_WORDS = { allow: "allowed", deny: "denied", forbidden: "blocked" };
+let liveMode = null; // the approval mode of the run this page started, while it runs
+
+// A trace does not record which mode decided a call; the tab remembers the
+// modes of the runs it started, so a reload shows the same words.
+function modeKey() { return "omni-grpc:modes:" + sessionId; }
+function modes() {
+  try { return JSON.parse(sessionStorage.getItem(modeKey()) || "{}"); } catch (_) { return {}; }
+}
+function rememberMode(callId, mode) {
+  const known = modes();
+  known[callId] = mode;
+  try { sessionStorage.setItem(modeKey(), JSON.stringify(known)); } catch (_) { /* storage full or off */ }
+}
+function modeOf(callId) { return modes()[callId] || null; }
 
 function decide(card, decision, byYou) {
   const ask = card.querySelector(".ask");
   if (ask) ask.remove();
   const head = card.querySelector(".head");
   if (!head.querySelector(".decision")) {
-    const word = DECISION_WORDS[decision] || decision;
-    head.append(el("span", "decision " + decision, byYou ? word + " by you" : word));
+    let word = DECISION_WORDS[decision] || decision;
+    const id = card.dataset.callId;
+    if (byYou) rememberMode(id, "you");
+    else if (liveMode && sink === logEl) rememberMode(id, liveMode);
+    const mode = modeOf(id);
+    if (mode === "you") word += " by you";
+    else if (mode) word += ` (${MODE_LABELS[mode] || mode})`;
+    head.append(el("span", "decision " + decision, word));
   }
   if (decision !== "allow") card.querySelector(".state").textContent = "not run";
   showStatus();
@@ -609,7 +645,7 @@ async function loadTail() {
   }
   showMeta(null);
   following = true;
-  logEl.scrollTop = logEl.scrollHeight;
+  pin();
   return history;
 }
 
@@ -849,13 +885,14 @@ async function send() {
   try {
     await connect();
     if (!$("title").title) setTitle(text);
-    await api("POST", `api/sessions/${sessionId}/tasks`, {
-      input: [{ type: "text", text }],
-      approvalMode: $("mode").value,
-    });
+    // Set before the POST: a run in "allow all" may decide before the answer comes back.
+    liveMode = $("mode").value;
+    await api("POST", `api/sessions/${sessionId}/tasks`, { input: [{ type: "text", text }], approvalMode: liveMode });
     $("prompt").value = "";
-    following = true;
+    following = true; // their own prompt brings the reader back to the end
+    pin();
   } catch (error) {
+    if (runState !== "running") liveMode = null;
     if (error.code === "unreachable") banner(error.message, "error");
     else if (error.code !== "session_not_found") note(error.message, "error");
   } finally {

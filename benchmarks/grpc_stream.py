@@ -322,28 +322,25 @@ async def floor_fanout(target: Target, subscribers: int) -> Fanout:
 
 
 def in_process_costs(frames: list[bytes], codecs: list[str], repeat: int = 7) -> None:
-    """The hub's once-per-event codec work and the per-subscriber response work,
-    timed here on the calibration run's own messages (best of ``repeat``)."""
-    from omni_grpc.convert import _message, message_from_dict, message_to_dict, serialize_message
-    from omni_grpc.runtime.bodies import message_body
+    """The hub's once-per-event codec work and the once-per-event response
+    work, timed here on the calibration run's own messages (best of ``repeat``)."""
+    from omni_grpc.convert import _message, message_to_dict
+    from omni_grpc.runtime.bodies import engine_message
     from omni_grpc.runtime.events import HubEvent
-    from omni_grpc.transport.grpc.service import attach_response
+    from omni_grpc.transport.grpc.responses import response_bytes
 
     responses = [pb.RunResponse.FromString(frame) for frame in frames]
     dicts = [message_to_dict(r.message) for r in responses if r.WhichOneof("kind") == "message"]
 
     def codec() -> None:  # as the hub does for each message an engine yields
         for item in dicts:
-            serialize_message(message_from_dict(item))
+            engine_message(item)
 
-    events = [
-        HubEvent(i, f"bench-{i}", message_body(message_from_dict(item)), True)
-        for i, item in enumerate(dicts)
-    ]
+    made = [engine_message(item)[1] for item in dicts]
 
-    def respond() -> None:  # as AgentService and grpc do for each subscriber
-        for event in events:
-            attach_response(event, "bench-session").SerializeToString()
+    def respond() -> None:  # as AgentService does for each event (then shared)
+        for i, body in enumerate(made):
+            response_bytes(HubEvent(i, f"bench-{i}", body, True), "bench-session")
 
     native = _message.NATIVE
     per_event = {}
@@ -353,12 +350,12 @@ def in_process_costs(frames: list[bytes], codecs: list[str], repeat: int = 7) ->
             per_event[codec_name] = best_seconds(codec, repeat) / len(dicts) * 1e6
     finally:
         _message.NATIVE = native
-    respond_us = best_seconds(respond, repeat) / len(events) * 1e6
+    respond_us = best_seconds(respond, repeat) / len(made) * 1e6
     costs = ", ".join(f"{name} {us:.2f} us" for name, us in per_event.items())
     print(
         f"in process, on the run's {len(dicts)} messages: the hub's codec work per event "
-        f"(message_from_dict + serialize_message): {costs}; building and serializing one "
-        f"subscriber's AttachResponse: {respond_us:.2f} us"
+        f"(engine_message: wire bytes and JSON text): {costs}; encoding an event's "
+        f"Run/Attach response (once, for all its subscribers): {respond_us:.2f} us"
     )
 
 

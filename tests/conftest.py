@@ -223,6 +223,7 @@ async def make_log(backend_kind: str, request: pytest.FixtureRequest) -> AsyncIt
         max_count: int = 10_000,
         max_bytes: int = 8 << 20,
         replica_of: EventLog | None = None,
+        stall_timeout: float = 0.05,
     ) -> EventLog:
         """``replica_of``: the same session's log as another replica sees it
         (on the memory backend, which has no replicas, that log itself)."""
@@ -236,7 +237,7 @@ async def make_log(backend_kind: str, request: pytest.FixtureRequest) -> AsyncIt
                 epoch=epoch,
                 max_count=max_count,
                 max_bytes=max_bytes,
-                stall_timeout=0.05,
+                stall_timeout=stall_timeout,
             )
         else:
             from omni_grpc.runtime.redis.connection import RedisConnection
@@ -249,7 +250,9 @@ async def make_log(backend_kind: str, request: pytest.FixtureRequest) -> AsyncIt
             conn = RedisConnection(server.url, prefix=prefix)
             conns.append(conn)
             window = ReplayWindow(max_count, max_bytes)
-            log = RedisEventLog(conn, "s1", window, idle_ttl=600, epoch=epoch, stall_timeout=0.05)
+            log = RedisEventLog(
+                conn, "s1", window, idle_ttl=600, epoch=epoch, stall_timeout=stall_timeout
+            )
             handles[id(log)] = (prefix, max_count, max_bytes)
         logs.append(log)
         return log

@@ -20,6 +20,8 @@ from omni_grpc.convert._events import (
 )
 from omni_grpc.convert._message import (
     DEFAULT_MAX_BYTES,
+    encode_message,
+    encode_message_dict,
     message_from_dict,
     message_to_dict,
     message_to_jsonable,
@@ -44,6 +46,8 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "ConversionError",
+    "encode_message",
+    "encode_message_dict",
     "from_betterproto",
     "message_from_dict",
     "message_to_dict",

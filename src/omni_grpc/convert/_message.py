@@ -226,6 +226,32 @@ def serialize_message(msg: OmniMessage) -> bytes:
     return jt.dumps(_jsonable(msg, wire))
 
 
+def encode_message(msg: OmniMessage, wire: bytes | None = None) -> tuple[bytes, bytes]:
+    """``msg``'s wire bytes (``wire`` when the caller has them) and its JSON
+    text (``serialize_message``'s), each encoded once: the native codec reads
+    the text from those very wire bytes. Both are bytes objects of their own
+    size, fit to be kept (orjson hands its output back in the buffer it wrote,
+    4 KiB at least)."""
+    if wire is None:
+        wire = msg.SerializeToString()
+    if NATIVE is not None:
+        text = NATIVE.decode_text(wire)
+        if text is not None:
+            return wire, text
+    return wire, memoryview(jt.dumps(_jsonable(msg, wire))).tobytes()
+
+
+def encode_message_dict(obj: Mapping[str, Any]) -> tuple[OmniMessage, bytes, bytes]:
+    """An engine's message as (message, wire bytes, JSON text): with the native
+    codec, the dict becomes wire bytes once, and the message and the text are
+    both read from them (no protobuf serialization in between)."""
+    wire = None
+    if NATIVE is not None and type(obj) is dict:
+        wire = NATIVE.encode(obj)
+    msg = OmniMessage.FromString(wire) if wire is not None else message_from_dict(obj)
+    return (msg, *encode_message(msg, wire))
+
+
 def message_to_jsonable(msg: OmniMessage) -> Any:
     """The message as orjson input in reference form: a dict (which may hold
     fragments), or one fragment when an unknown key holds a lone surrogate."""
@@ -359,6 +385,8 @@ def message_to_dict(msg: OmniMessage) -> dict[str, Any]:
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "encode_message",
+    "encode_message_dict",
     "message_from_dict",
     "message_to_dict",
     "message_to_jsonable",

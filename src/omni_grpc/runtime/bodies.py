@@ -1,10 +1,12 @@
-"""Event bodies the hub publishes, serialized once through the codec."""
+"""Event bodies the hub publishes, each encoded once through the codec: its
+wire bytes and its JSON text, the one from the other (``encode_message``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from omni_grpc.convert import serialize_message, serialize_server_event
+from omni_grpc.convert import encode_message, encode_message_dict, serialize_server_event
 from omni_grpc.runtime.events import EventBody, HubEvent
 from omni_grpc.runtime.health import RunFailure
 from omni_grpc.vocabulary import AbortKind, SessionState
@@ -25,12 +27,31 @@ def kept(data: bytes) -> bytes:
     return memoryview(data).tobytes()
 
 
-def message_body(msg: omni_pb2.OmniMessage, abort_kind: AbortKind | None = None) -> EventBody:
-    return EventBody(msg, None, kept(serialize_message(msg)), abort_kind=abort_kind)
+def message_body(
+    msg: omni_pb2.OmniMessage, abort_kind: AbortKind | None = None, wire: bytes | None = None
+) -> EventBody:
+    """``wire``: ``msg``'s wire bytes, when the caller has them."""
+    wire, text = encode_message(msg, wire)
+    return EventBody(msg, None, text, abort_kind=abort_kind, wire=wire)
+
+
+def engine_message(item: Mapping[str, Any]) -> tuple[omni_pb2.OmniMessage, EventBody]:
+    """An engine's message dict, decoded once and encoded once: the message
+    (the hub reads it) and the body every transport sends."""
+    msg, wire, text = encode_message_dict(item)
+    return msg, EventBody(msg, None, text, wire=wire)
+
+
+def with_abort_kind(body: EventBody, kind: AbortKind | None) -> EventBody:
+    if kind is None:
+        return body
+    return EventBody(body.message, None, body.data, body.failure, kind, body.encoded, body.wire)
 
 
 def server_event_body(event: agent_service_pb2.ServerEvent) -> EventBody:
-    return EventBody(None, event, kept(serialize_server_event(event)))
+    return EventBody(
+        None, event, kept(serialize_server_event(event)), wire=event.SerializeToString()
+    )
 
 
 def task_state_body(
@@ -40,7 +61,9 @@ def task_state_body(
     event = agent_service_pb2.ServerEvent(
         task_state=agent_service_pb2.TaskState(state=_STATES[state], queued=queued)
     )
-    return EventBody(None, event, kept(serialize_server_event(event)), failure)
+    return EventBody(
+        None, event, kept(serialize_server_event(event)), failure, wire=event.SerializeToString()
+    )
 
 
 def approval_request_body(tool_call: omni_pb2.OmniMessage, origin: Sequence[str] = ()) -> EventBody:
@@ -55,6 +78,8 @@ def resync_required_body() -> EventBody:
 
 def is_task_end(event: HubEvent) -> bool:
     """True for the buffered ``task_state idle`` that closes a task."""
+    if event.body.is_message:
+        return False
     ev = event.server_event
     return (
         event.buffered

@@ -1,19 +1,23 @@
 """What the hub hands to transports: one event with its id and its JSON bytes.
 
-The JSON text is produced once by the codec when the event is created and
-shared by every transport, so gRPC, SSE and the trace agree byte for byte.
+An event is encoded once, when it is created: its protobuf wire bytes and its
+JSON text (``runtime/bodies.py``, one native call for both where the native
+codec is built). The text is shared by every transport, so gRPC, SSE and the
+trace agree byte for byte; the wire bytes are what gRPC and a shared log send.
 
 An event kept for replay holds that JSON text only (``HubEvent.stored``): a
 decoded protobuf beside it took more memory than the text itself, so a
-window counted in JSON units held up to ~1.6x its cap. The message is decoded
-again from the text when a replay reads it (the codec is exact both ways).
+window counted in JSON units held up to ~1.6x its cap. A replayed event is
+decoded from the text on first use, once (``HubEvent`` keeps what it decoded,
+and what a transport built from it, for every subscriber it is handed to).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
 
 from omni_grpc.convert import parse_message, parse_server_event
 from omni_grpc.runtime.health import RunFailure
@@ -21,6 +25,7 @@ from omni_grpc.vocabulary import AbortKind
 from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
 
 _EVENT_ID = re.compile(r"^(.*)-(\d+)$")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,8 +45,15 @@ class EventBody:
     # events elsewhere must store this beside ``data``.
     abort_kind: AbortKind | None = None
     # Set when the decoded object was dropped to save memory: which one ``data``
-    # holds (``HubEvent.message`` and ``server_event`` decode it on access).
+    # holds (``HubEvent.message`` and ``server_event`` decode it on first use).
     encoded: Literal["message", "server_event"] | None = None
+    # The message's or server event's protobuf wire bytes, when the body was
+    # made from them (not kept for replay: the text is).
+    wire: bytes | None = None
+
+    @property
+    def is_message(self) -> bool:
+        return self.message is not None or self.encoded == "message"
 
     def stored(self) -> EventBody:
         """This body as a replay window keeps it: the JSON text, not the objects."""
@@ -55,12 +67,16 @@ class EventBody:
     @property
     def decoded_message(self) -> omni_pb2.OmniMessage | None:
         if self.encoded == "message":
+            if self.wire is not None:  # exact, and several times faster than the text
+                return omni_pb2.OmniMessage.FromString(self.wire)
             return parse_message(self.data, max_bytes=len(self.data))
         return self.message
 
     @property
     def decoded_server_event(self) -> agent_service_pb2.ServerEvent | None:
         if self.encoded == "server_event":
+            if self.wire is not None:
+                return agent_service_pb2.ServerEvent.FromString(self.wire)
             return parse_server_event(self.data)
         return self.server_event
 
@@ -83,6 +99,9 @@ class HubEvent:
     # of its epoch), so a reader can tell that it follows on from the last one
     # it delivered; None where the backend did not record it.
     prev: int | None = None
+    # What was decoded from, or built for transports out of, this event: shared
+    # by every subscriber it is handed to (see ``memo``).
+    _memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def stored(self) -> HubEvent:
         """The event as a replay window keeps it (see the module docstring)."""
@@ -91,14 +110,42 @@ class HubEvent:
             return self
         return HubEvent(self.seq, self.event_id, body, self.buffered, self.prev)
 
+    def replayed(self) -> HubEvent:
+        """A kept event handed out again: a copy of its own, so what it decodes
+        is shared by this replay's subscribers and not kept in the window."""
+        return HubEvent(self.seq, self.event_id, self.body, self.buffered, self.prev)
+
+    def memo(self, key: object, make: Callable[[], _T]) -> _T:
+        """``make()``, once per event and ``key``: an encoding a transport sends
+        to every subscriber is built for the first one only."""
+        try:
+            value: _T = self._memo[key]
+        except KeyError:
+            value = self._memo[key] = make()
+        return value
+
     @property
     def message(self) -> omni_pb2.OmniMessage | None:
-        """The message (decoded anew on each access for a stored event)."""
-        return self.body.decoded_message
+        """The message (for a stored event, decoded on first use)."""
+        body = self.body
+        if body.encoded != "message":
+            return body.message
+        return self.memo("message", lambda: body.decoded_message)
 
     @property
     def server_event(self) -> agent_service_pb2.ServerEvent | None:
-        return self.body.decoded_server_event
+        body = self.body
+        if body.encoded != "server_event":
+            return body.server_event
+        return self.memo("server_event", lambda: body.decoded_server_event)
+
+    @property
+    def wire(self) -> bytes:
+        """The message's or server event's protobuf bytes."""
+        body = self.body
+        if body.wire is not None:
+            return body.wire
+        return self.memo("wire", lambda: _serialized(self))
 
     @property
     def data(self) -> bytes:
@@ -111,6 +158,12 @@ class HubEvent:
     @property
     def abort_kind(self) -> AbortKind | None:
         return self.body.abort_kind
+
+
+def _serialized(event: HubEvent) -> bytes:
+    proto = event.message if event.body.is_message else event.server_event
+    assert proto is not None
+    return proto.SerializeToString()
 
 
 def utf16_length(data: bytes) -> int:

@@ -127,7 +127,8 @@ class Subscriber:
         self.cutoffs += 1
         self._queue.clear()
         self._bytes = 0
-        self.lagging = False
+        # A lagging subscriber stays let go until it reads down (``next``): one
+        # that has stopped holds the writer back once, not once per window.
         self._after = max(self._after or 0, resync.seq)
         self._append(resync)
         self._wakeup.set()

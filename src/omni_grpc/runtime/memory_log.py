@@ -163,10 +163,10 @@ class MemoryEventLog:
         epoch, seq = parsed
         if epoch != self._epoch or not (self._last_evicted_seq <= seq < self._next_seq):
             return None
-        return [event for event, _ in self._buffer if event.seq > seq]
+        return [event.replayed() for event, _ in self._buffer if event.seq > seq]
 
     async def window(self) -> list[HubEvent]:
-        return [event for event, _ in self._buffer]
+        return [event.replayed() for event, _ in self._buffer]
 
     async def subscribe(
         self, after_event_id: str | None = None, initial: InitialEvents | None = None

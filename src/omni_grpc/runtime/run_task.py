@@ -20,7 +20,6 @@ from omni_grpc.convert import ConversionError, message_from_dict, message_to_dic
 from omni_grpc.engines.base import (
     AbortSignal,
     Engine,
-    EngineMessage,
     JsonObject,
     ReadOnlyTools,
     RunOptions,
@@ -159,14 +158,20 @@ class RunTasks:
         run: Run,
         msg: omni_pb2.OmniMessage,
         as_dict: Mapping[str, Any] | None = None,
+        encoded: EventBody | None = None,
     ) -> None:
+        """``encoded``: ``msg``'s body, when it was encoded with its decoding."""
         if run.lost:
             raise Fenced(run.session_id, run.lease.token)
         # Partials and child-session messages are never recorded; skipping them
         # here keeps the writer's full check off the hot path of every delta.
         arm = msg.WhichOneof("payload") or ""
         kind = _abort_kind(run.abort) if arm == "abort" else None
-        body = bodies.message_body(msg, kind)  # serialized once, for the trace and every transport
+        # Encoded once, for the trace and every transport.
+        if encoded is not None:
+            body = bodies.with_abort_kind(encoded, kind)
+        else:
+            body = bodies.message_body(msg, kind)
         last = run.last_publish
         if last is not None and last.done() and last.exception() is not None:
             raise last.exception()  # type: ignore[misc]
@@ -245,8 +250,11 @@ class RunTasks:
             stream = self.engine.run([message_to_dict(m) for m in inputs], options)
             try:
                 async for item in stream:
-                    msg, as_dict = _decode(item)
-                    await self._emit(run, msg, as_dict)
+                    if isinstance(item, omni_pb2.OmniMessage):
+                        await self._emit(run, item, message_to_dict(item))
+                    else:
+                        msg, body = bodies.engine_message(item)
+                        await self._emit(run, msg, item, body)
             except TraceRejected as exc:
                 infrastructure.append(exc)
                 abort.set(exc.failure.message, AbortKind.SERVER_FAILURE)
@@ -303,9 +311,3 @@ def _abort_kind(signal: AbortSignal | None) -> AbortKind:
     if signal is not None and signal.is_set() and signal.kind is not None:
         return signal.kind
     return AbortKind.ENGINE_FAILURE
-
-
-def _decode(item: EngineMessage) -> tuple[omni_pb2.OmniMessage, Mapping[str, Any]]:
-    if isinstance(item, omni_pb2.OmniMessage):
-        return item, message_to_dict(item)
-    return message_from_dict(item), item

@@ -28,7 +28,7 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.errors import BackendUnavailable, Fenced
@@ -44,7 +44,6 @@ from omni_grpc.runtime.health import RunFailure
 from omni_grpc.runtime.redis import scripts
 from omni_grpc.runtime.redis.connection import BLOCK_MS, RedisConnection, unavailable_on_failure
 from omni_grpc.vocabulary import AbortKind
-from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
 
 log = logging.getLogger(__name__)
 
@@ -65,38 +64,41 @@ class _Pending:
 
 
 def _kind(body: EventBody) -> bytes:
-    return b"m" if body.message is not None else b"s"
+    return b"m" if body.is_message else b"s"
 
 
 def _bumps_state(body: EventBody) -> bool:
     """Events after which a new subscriber's initial events may differ."""
-    if body.server_event is not None:
+    if not body.is_message:
         return True
-    return body.message is not None and body.message.WhichOneof("payload") == "approval_decision"
+    message = body.decoded_message
+    return message is not None and message.WhichOneof("payload") == "approval_decision"
 
 
 def encode_proto(body: EventBody) -> bytes:
-    proto = body.message if body.message is not None else body.server_event
+    """The body's wire bytes: encoded with its text when it was made."""
+    if body.wire is not None:
+        return body.wire
+    proto = body.decoded_message if body.is_message else body.decoded_server_event
     assert proto is not None
     return proto.SerializeToString()
 
 
 def decode_entry(epoch: str, entry_id: bytes, fields: dict[bytes, bytes]) -> HubEvent:
     """An event as stored: the JSON text every transport sends, and beside it
-    the protobuf (binary parsing is exact and several times faster than
-    decoding the JSON again)."""
+    the protobuf, which gRPC sends as it is; the message is decoded from it
+    (exact, and several times faster than the JSON) only if something reads
+    it, once per event (``HubEvent.message``)."""
     seq = int(entry_id.split(b"-", 1)[0])
     data = fields[b"d"]
     failure = None
     if b"fc" in fields:
         failure = RunFailure(fields[b"fc"].decode(), fields[b"fm"].decode())
     kind = AbortKind(fields[b"ak"].decode()) if b"ak" in fields else None
-    if fields.get(b"k") == b"m":
-        message = omni_pb2.OmniMessage.FromString(fields[b"p"])
-        body = EventBody(message, None, data, failure, abort_kind=kind)
-    else:
-        event = agent_service_pb2.ServerEvent.FromString(fields[b"p"])
-        body = EventBody(None, event, data, failure)
+    encoded: Literal["message", "server_event"] = (
+        "message" if fields.get(b"k") == b"m" else "server_event"
+    )
+    body = EventBody(None, None, data, failure, kind, encoded, fields[b"p"])
     prev = fields.get(b"pv")
     return HubEvent(seq, format_event_id(epoch, seq), body, True, int(prev) if prev else None)
 

@@ -19,8 +19,9 @@ from omni_grpc.transport.grpc import health
 from omni_grpc.transport.grpc.auth import BearerAuthInterceptor
 from omni_grpc.transport.grpc.decoding import DecodeGuardInterceptor
 from omni_grpc.transport.grpc.reflection import enable_reflection
+from omni_grpc.transport.grpc.responses import add_to_server
 from omni_grpc.transport.grpc.service import AgentService
-from omni_grpc_proto.omni.v1 import agent_service_pb2, agent_service_pb2_grpc
+from omni_grpc_proto.omni.v1 import agent_service_pb2
 
 SERVICE_NAME = agent_service_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
 
@@ -82,7 +83,7 @@ class GrpcTransport:
             interceptors=interceptor_chain(self.interceptors, self.config.auth_token),
             options=self.config.channel_options(),
         )
-        agent_service_pb2_grpc.add_AgentServiceServicer_to_server(AgentService(self.hub), server)
+        add_to_server(AgentService(self.hub), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         enable_reflection(server, (SERVICE_NAME, health.SERVICE_NAME))
         return server

@@ -13,6 +13,7 @@ from omni_grpc.runtime.errors import BackendUnavailable, HubError, InvalidReques
 from omni_grpc.runtime.interface import HubEvent, Runtime, SessionInfo, is_task_end
 from omni_grpc.trace.window import format_cursor
 from omni_grpc.transport.grpc import requests
+from omni_grpc.transport.grpc.responses import response_bytes
 from omni_grpc.transport.grpc.status import abort_with
 from omni_grpc.vocabulary import SESSION_HEADER as SESSION_HEADER
 from omni_grpc.vocabulary import AbortKind, SessionState
@@ -74,7 +75,7 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
 
     async def Run(
         self, request: pb.RunRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.RunResponse]:
+    ) -> AsyncIterator[bytes]:  # RunResponse bytes (see responses.py)
         try:
             session_id, sub = await self.hub.run(
                 await requests.checked_run_request(self.hub, request)
@@ -86,7 +87,8 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
             await context.send_initial_metadata(((SESSION_HEADER, session_id),))
             try:
                 async for event in sub:
-                    yield run_response(event, session_id, with_json=request.include_json)
+                    # Encoded once per event for all its subscribers (see responses.py).
+                    yield response_bytes(event, session_id, with_json=request.include_json)
                     if is_task_end(event):
                         finished = True
                         if event.failure is not None:
@@ -107,7 +109,7 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
 
     async def Attach(
         self, request: pb.AttachRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.AttachResponse]:
+    ) -> AsyncIterator[bytes]:  # AttachResponse bytes
         try:
             session_id = requests.require(request.session_id, "session_id")
             sub = await self.hub.attach(session_id, request.after_event_id or None)
@@ -117,7 +119,7 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
             await context.send_initial_metadata(((SESSION_HEADER, session_id),))
             try:
                 async for event in sub:
-                    yield attach_response(event, session_id, with_json=request.include_json)
+                    yield response_bytes(event, session_id, with_json=request.include_json)
             except BackendUnavailable as exc:  # the shared log went away mid-stream
                 await abort_with(context, exc)
         finally:

@@ -17,7 +17,7 @@ from omni_grpc.transport.sse.wire import (
 
 def frame_for(event: HubEvent) -> bytes:
     """Messages go unnamed; control events as ``event: server_event``."""
-    name = SERVER_EVENT if event.server_event is not None else None
+    name = None if event.body.is_message else SERVER_EVENT  # nothing decoded to tell
     return encode_frame(event.data, event_id=event.event_id, event=name)
 
 

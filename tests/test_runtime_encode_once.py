@@ -1,0 +1,119 @@
+"""Each event is encoded once (wire bytes and JSON text, the one read from the
+other) and decoded at most once per process, with the native codec and without."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from omni_grpc import protocol
+from omni_grpc.convert import (
+    _message,
+    encode_message,
+    encode_message_dict,
+    message_from_dict,
+    serialize_message,
+)
+from omni_grpc.convert._errors import ConversionError
+from omni_grpc.runtime import bodies
+from omni_grpc.runtime.events import HubEvent
+from omni_grpc.runtime.memory_log import MemoryEventLog
+from omni_grpc.transport.grpc.responses import response_bytes
+from omni_grpc.transport.grpc.service import attach_response, run_response
+from omni_grpc.vocabulary import AbortKind, SessionState
+from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
+
+CONFORMANCE = Path(__file__).parent / "conformance"
+
+
+def corpus_objects() -> list[dict[str, object]]:
+    out = []
+    for path in sorted(CONFORMANCE.glob("*.jsonl")):
+        for line in path.read_bytes().split(b"\n"):
+            try:
+                message_from_dict(orjson.loads(line))
+            except (orjson.JSONDecodeError, ConversionError):
+                continue  # torn and broken lines are the codec's tests
+            out.append(orjson.loads(line))
+    return out
+
+
+@pytest.fixture(params=["native", "pure"])
+def codec(request: pytest.FixtureRequest) -> Iterator[str]:
+    native = _message.NATIVE
+    if request.param == "native" and native is None:
+        pytest.skip("the native codec is not built here")
+    if request.param == "pure":
+        _message.NATIVE = None
+    try:
+        yield request.param
+    finally:
+        _message.NATIVE = native
+
+
+def test_an_engine_dict_encodes_to_what_the_codec_writes(codec: str) -> None:
+    objects = corpus_objects()
+    assert len(objects) > 50
+    for obj in objects:
+        msg, wire, text = encode_message_dict(obj)
+        reference = message_from_dict(obj)
+        assert msg == reference
+        assert omni_pb_parse(wire) == reference
+        assert text == serialize_message(reference)
+        assert (wire, text) == encode_message(reference)
+
+
+def omni_pb_parse(wire: bytes) -> object:
+    from omni_grpc_proto.omni.v1 import omni_pb2
+
+    return omni_pb2.OmniMessage.FromString(wire)
+
+
+def test_a_bad_engine_dict_is_refused_as_before(codec: str) -> None:
+    bad = {"timestamp": "t", "type": "message", "payload": {"type": "text"}}
+    with pytest.raises(ConversionError) as refused:
+        message_from_dict(bad)
+    with pytest.raises(ConversionError) as again:
+        encode_message_dict(bad)
+    assert str(again.value) == str(refused.value)
+
+
+def events() -> list[HubEvent]:
+    call = message_from_dict(protocol.tool_call("list_workspace", '{"path":"é"}', "call_1"))
+    made = [
+        bodies.engine_message(protocol.partial_text("delta", "héllo 😀"))[1],
+        bodies.message_body(message_from_dict(protocol.assistant_text("done")), AbortKind.CLIENT_GONE),
+        bodies.approval_request_body(call),
+        bodies.task_state_body(SessionState.IDLE),
+        bodies.resync_required_body(),
+    ]
+    live = [HubEvent(n, f"ep-{n}", body, True, n - 1) for n, body in enumerate(made, 1)]
+    return live + [e.stored().replayed() for e in live]
+
+
+@pytest.mark.parametrize("with_json", [False, True])
+def test_grpc_responses_built_once_are_the_responses(with_json: bool) -> None:
+    for event in events():
+        sent = response_bytes(event, "sess-1", with_json=with_json)
+        assert response_bytes(event, "sess-1", with_json=with_json) is sent  # built once
+        expected = run_response(event, "sess-1", with_json=with_json)
+        assert pb.RunResponse.FromString(sent) == expected
+        attach = attach_response(event, "sess-1", with_json=with_json)
+        assert pb.AttachResponse.FromString(sent) == attach
+        assert expected.WhichOneof("kind") == ("message" if event.body.is_message else "event")
+
+
+async def test_a_replayed_event_is_decoded_once_for_all_its_readers() -> None:
+    log = MemoryEventLog(bodies.resync_required_body())
+    first = await log.publish(bodies.task_state_body(SessionState.RUNNING))
+    msg = message_from_dict(protocol.assistant_text("x" * 50))
+    await log.publish(bodies.message_body(msg))
+    [replayed] = await log.replay_after(first.event_id) or []
+    assert replayed.message is replayed.message  # decoded on first use, then kept
+    assert replayed.message == msg
+    # ... by the replayed copy only: the window keeps the text alone.
+    [_, kept] = log._buffer
+    assert not kept[0]._memo

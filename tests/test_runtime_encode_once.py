@@ -85,7 +85,9 @@ def events() -> list[HubEvent]:
     call = message_from_dict(protocol.tool_call("list_workspace", '{"path":"é"}', "call_1"))
     made = [
         bodies.engine_message(protocol.partial_text("delta", "héllo 😀"))[1],
-        bodies.message_body(message_from_dict(protocol.assistant_text("done")), AbortKind.CLIENT_GONE),
+        bodies.message_body(
+            message_from_dict(protocol.assistant_text("done")), AbortKind.CLIENT_GONE
+        ),
         bodies.approval_request_body(call),
         bodies.task_state_body(SessionState.IDLE),
         bodies.resync_required_body(),

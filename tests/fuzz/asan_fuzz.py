@@ -116,7 +116,23 @@ def write_seeds(into: Path) -> int:
             put(f"wire-{n}-{m}", message.SerializeToString(deterministic=True))
             frames += encode_frame(message)
         put(f"binpb-{n}", frames[:16384])
+    for n, line in enumerate(ODD_LINES):
+        put(f"odd-{n}", line)
     return count
+
+
+# Issue 28's classes: an unknown kind in an envelope of empty type, numbers
+# JavaScript never writes in each kind of number field, unsorted fidelity.
+ODD_LINES = [
+    b'{"timestamp":"t","type":"","payload":{"type":"future"}}',
+    b'{"timestamp":"t","type":"x","payload":{"type":""}}',
+    b'{"timestamp":"t","type":"event_msg","payload":{"type":"compaction_begin",'
+    b'"reason":"context","mode":"summarize","context":1.0,"turns":-0}}',
+    b'{"timestamp":"t","type":"model_msg","payload":{"type":"text","role":"assistant",'
+    b'"text":"x","fidelity":{"id":"r","encrypted_content":-0.0,"n":1.0}}}',
+    b'{"timestamp":"t","type":"event_msg","payload":{"type":"tool_list_ready","tools":'
+    b'[{"name":"n","description":"d","parameters":{"max":1.0,"min":-0.0,"e":1e2}}]}}',
+]
 
 
 # Values the seeds lack and byte flips seldom make, each a token libFuzzer may
@@ -124,6 +140,7 @@ def write_seeds(into: Path) -> int:
 # surrogates (escaped and raw), overlong UTF-8 and varints, deep nesting.
 EDGE_TOKENS = [
     b"null", b"true", b"false", b"[]", b"{}", b'""', b"-0", b"1.0", b"1e21", b"5e-324",
+    b"-0.0", b"1.0e0", b"4.464106288054542e+16",
     b"9007199254740993", b"9223372036854775807", b"9223372036854775808",
     b"-9223372036854775808", b"-9223372036854775809", b"18446744073709551616",
     b'"\\ud800"', b"\\udc00\\ud800", b"\\u0000", b"\\u2028", b"\xed\xa0\x80", b"\xc0\x80",

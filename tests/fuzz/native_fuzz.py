@@ -12,7 +12,8 @@ change; these do not), once with the native codec and once with it switched
 off, and the two runs must agree exactly:
 
 * ``parse_message(data)`` and ``message_from_dict(orjson.loads(data))``: the
-  message's wire bytes, or the ConversionError;
+  message's wire bytes, or the ConversionError; what ``parse_message``
+  accepts must also be written back and read back to the same message;
 * ``serialize_message(msg)`` and ``message_to_jsonable(msg)`` (as orjson writes
   it) for ``msg = OmniMessage.FromString(data)``: the line, or the error;
 * the trace path in memory: JSONL ``data`` read tolerantly, written as
@@ -108,8 +109,18 @@ def outcome(work: Callable[[], Any]) -> tuple[Any, ...]:
         return ("error", type(exc).__name__, str(exc))
 
 
-def parsed(data: bytes) -> bytes:
-    return parse_message(data, max_bytes=MAX_BYTES).SerializeToString(deterministic=True)
+def parsed(data: bytes) -> tuple[bytes, bytes]:
+    """The message's wire bytes and the line written back from it: what the
+    parser accepts must be written back, and read back to the same message
+    (issue 28), on either path."""
+    msg = parse_message(data, max_bytes=MAX_BYTES)
+    try:
+        line = serialize_message(msg)
+    except ConversionError as exc:
+        raise AssertionError(f"parsed but not written back: {data!r}: {exc}") from None
+    if parse_message(line) != msg:
+        raise AssertionError(f"{data!r} was written as {line!r}, which reads back differently")
+    return msg.SerializeToString(deterministic=True), line
 
 
 def _written(records: Any, fmt: TraceFormat) -> bytes:
@@ -131,8 +142,11 @@ def trace(data: bytes) -> tuple[Any, ...]:
     skipped: list[Any] = []
     records = list(read_records(io.BytesIO(data), "jsonl", tolerant=True, on_skip=skipped.append))
     binpb = _written(records, "binpb")
-    back = _written(read_records(io.BytesIO(binpb), "binpb"), "jsonl")
-    direct = _written(records, "jsonl")
+    try:  # every line the reader accepted is written back
+        back = _written(read_records(io.BytesIO(binpb), "binpb"), "jsonl")
+        direct = _written(records, "jsonl")
+    except ConversionError as exc:
+        raise AssertionError(f"a line read from {data!r} was not written back: {exc}") from None
     if back != direct:
         raise AssertionError(f".binpb is not lossless: {direct!r} came back as {back!r}")
     batch_skipped: list[Any] = []

@@ -9,6 +9,7 @@ import fcntl
 import json
 import os
 import pty
+import re
 import select
 import shlex
 import signal
@@ -183,8 +184,9 @@ def test_detach_then_attach_approve_and_finish(serve_process: ServeFactory, tmp_
     target = ["--target", served.grpc_address]
     detached = omni("run", "hold on", *target, "--approve", "ask", "--detach", "--json")
     assert detached.returncode == 0, detached.stderr
-    session_id = detached.stdout.strip()
-    assert detached.stdout == f"{session_id}\n"
+    # --json: the session as one JSON object (the keys of `sessions --json`).
+    session_id = json.loads(detached.stdout)["session_id"]
+    assert detached.stdout == json.dumps({"session_id": session_id}) + "\n"
     # The task keeps running without its caller: it waits for the approval.
     wait_for(lambda: last_kind(data, session_id) == "tool_call", "the task did not go on")
     attach = subprocess.Popen(
@@ -313,7 +315,9 @@ def test_ctrl_c_at_the_approval_prompt_exits_130_at_once(
             proc.kill()
         os.close(master)
     assert code == 130, with_rest.decode(errors="replace")
-    assert b"interrupted: the run was aborted" in with_rest
+    # On a line of its own, not after the unanswered "[y/n]: ^C".
+    own_line = rb"[\r\n](\x1b\[[0-9;]*m)*interrupted: the run was aborted"
+    assert re.search(own_line, with_rest), with_rest
     [trace] = list(data.glob("traces/*/*.jsonl"))
     wait_for(lambda: list(read_jsonl(trace))[-1].message.WhichOneof("payload") == "abort",
              "the run was not aborted")  # fmt: skip

@@ -9,6 +9,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from omni_grpc import __version__
+
 # Subcommand modules, in the order ``--help`` lists them.
 _COMMANDS = (
     "omni_grpc.cli.serve",
@@ -29,6 +31,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog="omni-grpc",
         description="The OmniMessage agent protocol over gRPC, protobuf and SSE.",
     )
+    parser.add_argument("--version", action="version", version=f"omni-grpc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in _COMMANDS:
         if only is None or name == only:
@@ -58,6 +61,10 @@ def _refuse(parser: argparse.ArgumentParser, unknown: list[str]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
+    if not words:
+        # Asking for nothing is asking what there is: the help, not an error.
+        build_parser().print_help()
+        return 0
     named = f"omni_grpc.cli.{words[0]}" if words else None
     parser = build_parser(named if named in _COMMANDS else None)
     # argparse hands a subcommand's unknown flags up to the top-level parser,

@@ -16,7 +16,14 @@ from rich.console import Console
 from rich.text import Text
 
 from omni_grpc.cli.connection import add_connection_options, connection_flags
-from omni_grpc.cli.exits import EXIT_OK, EXIT_RUN_FAILED, client_command, exit_codes, say
+from omni_grpc.cli.exits import (
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    EXIT_USAGE,
+    client_command,
+    exit_codes,
+    say,
+)
 from omni_grpc.cli.pipes import stdout_gone
 from omni_grpc.cli.render import Output, Renderer, follow, tool_call_id
 from omni_grpc.client import AgentClient, StreamEvent
@@ -36,6 +43,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         epilog=exit_codes(
             failed="the task followed was aborted or failed",
             interrupted="the task keeps running",
+            usage="bad usage (arguments, an --after that is no event id or a future one)",
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -65,6 +73,39 @@ def _newer_than(baseline: str | None) -> Callable[[str], bool]:
     return newer
 
 
+def _reached(baseline: str | None) -> Callable[[str], bool]:
+    """A predicate: has the replay reached the session's newest id as of
+    attaching? Events after it (or without an id: sent after the replay) are
+    live."""
+    parsed = parse_event_id(baseline) if baseline else None
+
+    def reached(event_id: str) -> bool:
+        current = parse_event_id(event_id) if event_id else None
+        return (
+            parsed is None or current is None or current[0] != parsed[0] or current[1] >= parsed[1]
+        )
+
+    return reached
+
+
+def malformed_after(after: str | None) -> str | None:
+    """Why ``--after`` is no event id at all, or None."""
+    if after is not None and parse_event_id(after) is None:
+        return f"--after {after!r} is not an event id (they look like 3f2a9c1e-42)"
+    return None
+
+
+def future_after(after: str | None, baseline: str | None) -> str | None:
+    """Why ``--after`` cannot name an event of this session yet, or None."""
+    parsed = parse_event_id(after) if after else None
+    if parsed is None:
+        return None
+    newest = parse_event_id(baseline) if baseline else None
+    if newest is not None and parsed[0] == newest[0] and parsed[1] > newest[1]:
+        return f"--after {after} is later than the session's newest event, {baseline}"
+    return None
+
+
 async def attach(args: argparse.Namespace, client: AgentClient, err: Console) -> int:
     # The newest id before attaching tells a replayed task end (an earlier
     # task's) from the end of the task that is running now.
@@ -72,7 +113,11 @@ async def attach(args: argparse.Namespace, client: AgentClient, err: Console) ->
         (s.last_event_id for s in await client.list_sessions() if s.session_id == args.session),
         None,
     )
-    newer = _newer_than(baseline)
+    refused = future_after(args.after, baseline)
+    if refused is not None:
+        say(err, f"{PROG}: error: {refused}")
+        return EXIT_USAGE
+    newer, reached = _newer_than(baseline), _reached(baseline)
 
     def ends_at(event: StreamEvent) -> bool:
         return not args.follow and event.is_task_end and newer(event.event_id)
@@ -99,11 +144,36 @@ async def attach(args: argparse.Namespace, client: AgentClient, err: Console) ->
     last = ""
 
     async def events() -> AsyncIterator[StreamEvent]:
+        """The stream, with the replay's approval requests held back until
+        the replay is over: one answered since is followed by its decision
+        in the replay and must be neither asked nor hinted at, and one still
+        pending is offered once."""
         nonlocal last
+        replaying = args.after is not None
+        held: dict[str, StreamEvent] = {}
+        answered: set[str] = set()
+        # Pending requests are sent again after the replay: offer each once.
+        offered: set[str] = set()
         async for event in client.attach(args.session, args.after):
             last = event.event_id or last
             on_event(event)
-            yield event
+            if event.kind == "approval_decision" and event.message is not None:
+                call_id = event.message.approval_decision.tool_call_id
+                answered.add(call_id)
+                held.pop(call_id, None)
+            if event.kind != "@approval_request":
+                yield event
+            elif replaying:
+                held[tool_call_id(event)] = event
+            elif tool_call_id(event) not in answered | offered:
+                offered.add(tool_call_id(event))
+                yield event
+            if replaying and reached(event.event_id):
+                replaying = False
+                offered.update(held)
+                for pending in held.values():
+                    yield pending
+                held.clear()
 
     try:
         await follow(client, events(), renderer, err, as_json=args.json, ask=ask,
@@ -116,6 +186,10 @@ async def attach(args: argparse.Namespace, client: AgentClient, err: Console) ->
 
 
 def attach_command(args: argparse.Namespace) -> int:
+    malformed = malformed_after(args.after)
+    if malformed is not None:
+        say(Console(stderr=True), f"{PROG}: error: {malformed}")
+        return EXIT_USAGE
     return client_command(
         PROG,
         args,

@@ -24,7 +24,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     approve.add_argument("session", metavar="SID", help="the session id")
     approve.add_argument("tool_call_id", metavar="CALL_ID", help="the tool call's id")
-    approve.add_argument("decision", choices=[Decision.ALLOW, Decision.DENY], help="the answer")
+    decisions = [str(Decision.ALLOW), str(Decision.DENY)]
+    approve.add_argument("decision", choices=decisions, help="the answer")
     add_connection_options(approve)
     approve.set_defaults(handler=approve_command)
 

@@ -182,7 +182,11 @@ async def ask_user(console: Console, event: StreamEvent) -> Decision:
     while True:
         console.print(Text("Allow this tool call? [y/n]: ", style="bold"), end="")
         sys.stderr.flush()
-        answer = await read_terminal_line(sys.stdin.fileno())
+        try:
+            answer = await read_terminal_line(sys.stdin.fileno())
+        except asyncio.CancelledError:
+            console.print()  # Ctrl-C: what is printed next starts its own line
+            raise
         if answer is None:
             console.print()
             return Decision.DENY

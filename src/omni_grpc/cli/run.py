@@ -9,6 +9,7 @@ running for ``attach``. Exit statuses: see ``EXIT_CODES``.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from rich.console import Console
@@ -45,24 +46,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("prompt", help="the user message")
+    parser.add_argument("prompt", help="the user message; - reads it from stdin")
     add_connection_options(parser)
     parser.add_argument("--session", help="continue this session (default: a new one)")
     parser.add_argument(
         "--approve",
         # The words of serve --approval-mode and SSE approvalMode, plus short aliases.
-        choices=[*ApprovalMode, Decision.ALLOW, Decision.DENY],
+        choices=[str(w) for w in (*ApprovalMode, Decision.ALLOW, Decision.DENY)],
         metavar="{allow-all,deny-all,read-only,ask}",
         help="approval mode for tool calls (default: the server's); "
         "allow and deny are short for allow-all and deny-all",
     )
-    parser.add_argument("--thinking", choices=list(ThinkingLevel), help="level")
+    parser.add_argument("--thinking", choices=[str(t) for t in ThinkingLevel], help="level")
     parser.add_argument("--json", action="store_true", help="print OmniMessages as JSONL")
     parser.add_argument(
         "--detach",
         action="store_true",
-        help="start the task, print its session id and exit, leaving it running "
-        "(follow it with `omni-grpc attach`)",
+        help="start the task, print its session id (with --json: as a JSON object) and "
+        "exit, leaving it running (follow it with `omni-grpc attach`)",
     )
     parser.set_defaults(handler=run_command)
 
@@ -80,7 +81,9 @@ async def run_stream(args: argparse.Namespace, client: AgentClient, err: Console
     if args.detach:
         session_id = await stream.session()
         stream.cancel()  # detach_on_cancel: the task goes on without us
-        print(session_id, flush=True)
+        # --json: one object, the keys of `sessions --json`, for a script to read.
+        text = json.dumps({"session_id": session_id}) if args.json else session_id
+        print(text, flush=True)
         return EXIT_OK
     renderer = Renderer(Output(highlight=False))
     try:
@@ -106,6 +109,14 @@ async def run_stream(args: argparse.Namespace, client: AgentClient, err: Console
 
 def run_command(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
+    if args.prompt == "-":
+        if args.approve == ApprovalMode.ASK and not args.detach:
+            say(err, f"{PROG}: --approve ask reads its answers from stdin, not the prompt")
+            return EXIT_USAGE
+        args.prompt = sys.stdin.read().removesuffix("\n")
+        if not args.prompt.strip():
+            say(err, f"{PROG}: the prompt read from stdin is empty")
+            return EXIT_USAGE
     # Detached, nobody asks here: `omni-grpc approve` answers later.
     if args.approve == ApprovalMode.ASK and not args.detach and not sys.stdin.isatty():
         say(err, f"{PROG}: --approve ask needs a terminal to ask on")

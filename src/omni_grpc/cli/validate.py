@@ -7,6 +7,7 @@ Exit status: 0 clean (warnings allowed), 1 violations or unreadable data,
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any, TextIO
 
@@ -48,6 +49,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.file != "-" and os.path.isdir(args.file):
+        return _usage(f"{args.file} is a directory: name a trace file (.jsonl or .binpb)")
     fmt: TraceFormat | None = args.fmt or format_from_path(args.file)
     if fmt is None:
         return _usage(f"cannot tell the format of {args.file!r}: use --from jsonl|binpb")

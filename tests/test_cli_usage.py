@@ -1,0 +1,153 @@
+"""The command line's manners, as real processes: help when called bare, the
+version, plain words in choice errors, a prompt from stdin, a directory named
+where a file belongs, and attach --after ids that cannot be right."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import ServeProcess
+
+from omni_grpc import __version__
+from omni_grpc.client import AgentClient
+
+
+def omni(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "omni_grpc", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+    )
+
+
+def test_bare_command_prints_the_help() -> None:
+    done = omni()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: omni-grpc")
+    for command in ("serve", "run", "attach", "sessions", "validate"):
+        assert command in done.stdout
+
+
+def test_version() -> None:
+    done = omni("--version")
+    assert (done.returncode, done.stdout) == (0, f"omni-grpc {__version__}\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("run", "x", "--approve", "bogus"), "'allow-all', 'deny-all', 'read-only', 'ask'"),
+        (("run", "x", "--thinking", "bogus"), "'none', 'low', 'medium'"),
+        (("approve", "s", "c", "bogus"), "'allow', 'deny'"),
+    ],
+)
+def test_a_wrong_choice_lists_the_words_to_use(args: tuple[str, ...], words: str) -> None:
+    done = omni(*args)
+    assert done.returncode == 2
+    assert words in done.stderr
+    assert "<" not in done.stderr, "an enum repr leaked into the message"
+
+
+def test_validate_names_a_directory_as_one(tmp_path: str) -> None:
+    for args in ((str(tmp_path),), ("--from", "jsonl", str(tmp_path))):
+        done = omni("validate", *args)
+        assert done.returncode == 2
+        assert f"{tmp_path} is a directory" in done.stderr
+
+
+async def _history_texts(target: str, session_id: str) -> list[str]:
+    async with AgentClient(target) as agent:
+        return [m.text.text async for m in agent.history(session_id) if m.HasField("text")]
+
+
+def test_run_dash_reads_the_prompt_from_stdin(serve_process: ServeProcess) -> None:
+    served = serve_process("--no-http")
+    prompt = "a prompt\nof two lines"
+    done = omni("run", "-", "--target", served.grpc_address, "--json", stdin=prompt + "\n")
+    assert done.returncode == 0, done.stderr
+    first = json.loads(done.stdout.splitlines()[0])
+    assert first["payload"]["text"] == prompt
+    empty = omni("run", "-", "--target", served.grpc_address, stdin="\n")
+    assert empty.returncode == 2 and "empty" in empty.stderr
+
+
+def test_attach_after_a_malformed_id_is_a_usage_error() -> None:
+    # No server at all: the id is refused before anything is dialled.
+    done = omni("attach", "s1", "--after", "not-an-id", "--target", "127.0.0.1:9")
+    assert done.returncode == 2
+    assert "--after 'not-an-id' is not an event id" in done.stderr
+
+
+def test_attach_after_a_future_id_says_so(serve_process: ServeProcess) -> None:
+    served = serve_process("--no-http")
+    target = ["--target", served.grpc_address]
+    run = omni("run", "hello", *target, "--json")
+    assert run.returncode == 0, run.stderr
+    [row] = [json.loads(line) for line in omni("sessions", *target, "--json").stdout.splitlines()]
+    epoch, seq = row["last_event_id"].rsplit("-", 1)
+    future = f"{epoch}-{int(seq) + 100}"
+    done = omni("attach", row["session_id"], "--after", future, *target)
+    assert done.returncode == 2, done.stderr
+    assert f"--after {future} is later than the session's newest event" in done.stderr
+    assert "no longer buffered" not in done.stderr
+
+
+def test_a_replay_hints_only_at_approvals_still_pending(serve_process: ServeProcess) -> None:
+    """The replay after --after holds approval requests answered since (their
+    decision follows in the replay): hinting at them invites a second answer."""
+    served = serve_process("--no-http")
+    target = ["--target", served.grpc_address]
+    session_id = omni("run", "first", *target, "--approve", "ask", "--detach").stdout.strip()
+    first_id = asyncio.run(_first_event_id(served.grpc_address, session_id))
+    approved = omni("approve", session_id, "call_demo_1", "allow", *target)
+    assert approved.returncode == 0, approved.stderr
+    asyncio.run(_wait_idle(served.grpc_address, session_id))
+    replay = omni("attach", session_id, "--after", first_id, *target)
+    assert replay.returncode == 0, replay.stderr
+    assert "approval: allow [call_demo_1]" in replay.stdout
+    assert "approval pending" not in replay.stderr
+
+    # A second task waits on its approval: the replay through it still hints, once.
+    omni("run", "second", *target, "--approve", "ask", "--detach", "--session", session_id)
+    asyncio.run(_wait_pending(served.grpc_address, session_id))
+    attach = subprocess.Popen(
+        [sys.executable, "-m", "omni_grpc", "attach", session_id, "--after", first_id, *target],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    assert attach.stderr is not None
+    notice = attach.stderr.readline()
+    assert notice.startswith("approval pending: omni-grpc approve"), notice
+    pending = notice.split()[5]
+    assert omni("approve", session_id, pending, "deny", *target).returncode == 0
+    _, rest = attach.communicate(timeout=60)
+    assert attach.returncode == 0, rest
+    assert "approval pending" not in rest, (notice, rest)
+
+
+async def _first_event_id(target: str, session_id: str) -> str:
+    async with AgentClient(target) as agent:
+        async for event in agent.attach(session_id, None):
+            if event.event_id:
+                return event.event_id
+    raise AssertionError("no event")
+
+
+async def _wait_idle(target: str, session_id: str) -> None:
+    async with AgentClient(target) as agent:
+        async for event in agent.attach(session_id, None):
+            if event.is_task_end:
+                return
+
+
+async def _wait_pending(target: str, session_id: str) -> None:
+    async with AgentClient(target) as agent:
+        async for event in agent.attach(session_id, None):
+            if event.kind == "@approval_request":
+                return

@@ -41,6 +41,22 @@ async def test_the_list_names_sessions_by_their_first_prompt(tmp_path: Path) -> 
             assert row["state"] == "idle" and row["when"] == "just now"
             assert row["count"] == f"{infos[row['id']]['messageCount']} messages"
             assert row["href"] == f"?access_token={TOKEN}&session={row['id']}"
+        # The list stays current: a session that starts elsewhere shows up by itself.
+        async with httpx.AsyncClient(base_url=url, headers=AUTH) as http:
+            r = await http.post("/api/sessions", json={})
+            asking = r.json()["session"]["sessionId"]
+            body = {"input": [{"type": "text", "text": "Asks first"}], "approvalMode": "ask"}
+            r = await http.post(f"/api/sessions/{asking}/tasks", json=body)
+            assert r.status_code == 202, r.text
+        await browser.wait_for(
+            "const r = document.querySelector('.session-link');"
+            f" return r.dataset.sessionId === '{asking}'"
+            " && r.querySelector('.state').textContent === 'needs approval'"
+            " && r.querySelector('.title').textContent === 'Asks first'",
+            timeout=20,
+        )
+        async with httpx.AsyncClient(base_url=url, headers=AUTH) as http:
+            await http.post(f"/api/sessions/{asking}/abort", json={})
         # No run state in the header of the list: there is no run to speak of.
         assert await browser.js("return document.getElementById('status').hidden") is True
         assert await browser.js("return document.getElementById('back').hidden") is True
@@ -56,7 +72,7 @@ async def test_the_list_names_sessions_by_their_first_prompt(tmp_path: Path) -> 
         assert texts == ["How do I rotate the logs?", "and compress them"]
         assert await browser.js("return document.getElementById('status').textContent") == "Ready"
         await browser.click("#back")
-        await browser.wait_for("return document.querySelectorAll('.session-link').length === 2")
+        await browser.wait_for("return document.querySelectorAll('.session-link').length === 3")
 
         # "New session" is an empty conversation; the first prompt creates it.
         await browser.click("#new")

@@ -718,6 +718,9 @@ function stateWord(s) {
   return [s.status, s.status];
 }
 
+const LIST_REFRESH_MS = 5000; // the list's states and counts stay current while it is open
+const titles = new Map(); // session id -> its first prompt ("" while it has none)
+
 async function listSessions() {
   document.body.dataset.view = "list";
   $("back").hidden = true;
@@ -726,7 +729,23 @@ async function listSessions() {
   document.title = "Sessions · omni-grpc";
   $("new").href = link({ new: "1" });
   $("prompt").placeholder = "Ask something to start a new session…";
+  const again = () => {
+    if (document.body.dataset.view !== "list") return; // a prompt opened a session
+    refreshList().then(() => banner(null)).catch(listError)
+      .finally(() => setTimeout(again, LIST_REFRESH_MS));
+  };
+  setTimeout(again, LIST_REFRESH_MS); // also retries a list that could not load
+  await refreshList();
+}
+
+function listError(error) {
+  if (error.code === "unreachable") banner(error.message + " Retrying…", "error");
+  else banner("The sessions could not be listed: " + error.message, "error");
+}
+
+async function refreshList() {
   const { sessions } = await api("GET", "api/sessions");
+  if (document.body.dataset.view !== "list") return;
   // Most recently active first; ISO-8601 UTC times sort as strings.
   const when = (s) => s.lastActiveAt || s.createdAt || "";
   sessions.sort((a, b) => (when(a) < when(b) ? 1 : when(a) > when(b) ? -1 : 0));
@@ -736,7 +755,9 @@ async function listSessions() {
   if (!sessions.length) {
     list.append(el("p", "empty", "No sessions yet. Ask something below to start one."));
   }
-  const rows = [];
+  const focused = document.activeElement && document.activeElement.dataset
+    ? document.activeElement.dataset.sessionId : undefined;
+  const untitled = [];
   for (const s of sessions) {
     const row = el("a", "session-link");
     row.href = link({ session: s.sessionId });
@@ -754,24 +775,35 @@ async function listSessions() {
     );
     row.append(title, sub);
     list.append(row);
-    rows.push([s, title]);
+    if (titles.get(s.sessionId)) showTitle(title, titles.get(s.sessionId));
+    else untitled.push([s, title]);
   }
   logEl.replaceChildren(list);
-  // Titles come one small window each, a few at a time.
+  // A refresh must not take the keyboard focus away from the row it was on.
+  if (focused) {
+    const row = list.querySelector(`[data-session-id="${CSS.escape(focused)}"]`);
+    if (row) row.focus();
+  }
+  // Titles come one small window each, a few at a time, and are kept.
   let next = 0;
   const worker = async () => {
-    while (next < rows.length) {
-      const [s, title] = rows[next++];
+    while (next < untitled.length) {
+      const [s, title] = untitled[next++];
       let text = "";
       try { text = s.messageCount ? await loadTitle(s.sessionId) : ""; } catch (_) { /* untitled */ }
-      title.classList.remove("pending");
-      title.textContent = text ? clip(text, TITLE_LENGTH) : "Untitled session";
-      if (!text) title.classList.add("untitled");
-      title.title = text;
+      titles.set(s.sessionId, text);
+      showTitle(title, text);
     }
   };
   await Promise.all([worker(), worker(), worker(), worker()]);
   document.body.dataset.titles = "loaded";
+}
+
+function showTitle(title, text) {
+  title.classList.remove("pending");
+  title.textContent = text ? clip(text, TITLE_LENGTH) : "Untitled session";
+  title.classList.toggle("untitled", !text);
+  title.title = text;
 }
 
 // ---- the session and its stream ----------------------------------------------------
@@ -940,8 +972,5 @@ if (sessionId) {
   logEl.append(el("p", "empty", "A new session: ask the agent anything."));
   $("prompt").focus();
 } else {
-  listSessions().catch((error) => {
-    if (error.code === "unreachable") banner(error.message + " Reload the page once it is up.", "error");
-    else banner("The sessions could not be listed: " + error.message, "error");
-  });
+  listSessions().catch(listError);
 }

@@ -76,6 +76,23 @@ CASES = [
         ["--repeat", "2", "--rounds", "1"],
         [rf"metrics on\s+{NUMBER}\s+{NUMBER}us", rf"metrics off\s+{NUMBER}\s+{NUMBER}us"],
     ),
+    (
+        "history_window.py",  # real servers, two sessions side by side
+        ["--tasks", "5,40", "--repeat", "1", "--writer-tasks", "5"],
+        [
+            *(
+                rf"\| {row} \| {NUMBER} ms \| {NUMBER} ms \({NUMBER}x\) \|"
+                for row in (
+                    r"tailLimit=20",
+                    r"before=<middle>&limit=20",
+                    r"GetHistory page_size=20",
+                    r"Attach past the buffer \+ newest page",
+                )
+            ),
+            rf"\| trace / index \| {NUMBER} MB / {NUMBER} KB \({NUMBER}%\)",
+            rf"with the index: {NUMBER} us CPU per record\n  without: {NUMBER} us",
+        ],
+    ),
     # Needs redis-server and half a minute of owner-loss waits: its imports only.
     ("scale_out.py", ["--help"], [r"--rounds ROUNDS"]),
 ]

@@ -145,10 +145,11 @@ class Trailer:
         return cls(covered, size, mtime, inode, records, units, tail, entry, end)
 
 
-def _read_trailer(fd: int) -> Trailer | None:
+def _read_trailer(fd: int, *, locked: bool = False) -> Trailer | None:
     """The trailer of an open index, None when there is none or it is damaged.
-    A torn read (a writer's ``pwrite`` in flight) is retried under the lock."""
-    for attempt in range(2):
+    A torn read (a writer's ``pwrite`` in flight) is retried under a shared
+    lock, unless the caller holds the exclusive one (then it is damage)."""
+    for attempt in range(1 if locked else 2):
         if attempt:
             fcntl.flock(fd, fcntl.LOCK_SH)
         try:
@@ -241,9 +242,11 @@ class _Scanned:
 def _scan(fd: int, start: int, end: int, records: int, state: bytes) -> _Scanned:
     scan = UnitScan.unpack(state)
     parser = LineParser(tolerant=True, on_skip=None, max_line_bytes=DEFAULT_MAX_LINE_BYTES)
-    out = _Scanned(records=records, covered=start, state=state)
     units: list[Unit] = []
+    covered: tuple[int, int, int, bytes] | None = None  # end, records, units, state
     for line in _lines(fd, start, end, DEFAULT_MAX_LINE_BYTES):
+        if not line.terminated:  # the last line, torn or in flight: not covered
+            covered = (line.start, records, len(units), scan.pack())
         raw = _raw(line, DEFAULT_MAX_LINE_BYTES)
         msg = parser.parse(raw) if raw is not None else None
         if msg is not None:
@@ -252,10 +255,20 @@ def _scan(fd: int, start: int, end: int, records: int, state: bytes) -> _Scanned
                 units.append(Unit(records, line.start, zlib.crc32(line.data), scan.unit_prior))
             records += 1
         if line.terminated:
-            out.units, out.records, out.covered = list(units), records, line.end
-            out.state = scan.pack()
-    out.all_units, out.all_records, out.all_state = units, records, scan.pack()
-    return out
+            start = line.end
+    end_state = scan.pack()
+    if covered is None:
+        covered = (start, records, len(units), end_state)
+    at, counted, indexed, covered_state = covered
+    return _Scanned(
+        units=units[:indexed],
+        records=counted,
+        covered=at,
+        state=covered_state,
+        all_units=units,
+        all_records=records,
+        all_state=end_state,
+    )
 
 
 class ShardView:
@@ -401,7 +414,7 @@ def _trailer_for(
 def _extend(shard: Path, old: Trailer, scanned: _Scanned, st: os.stat_result) -> None:
     """Writes what a reader indexed past an index's end, if nobody moved it meanwhile."""
     with contextlib.suppress(OSError), _locked_index(shard, create=False) as fd:
-        if fd is None or _read_trailer(fd) != old:
+        if fd is None or _read_trailer(fd, locked=True) != old:
             return
         with open(shard, "rb") as fh:
             tail = _tail_crc(fh.fileno(), scanned.covered)
@@ -458,48 +471,87 @@ def _locked_index(shard: Path, *, create: bool) -> Iterator[int | None]:
 # ---- the writer's side ---------------------------------------------------------
 
 
-def record_appended(
-    shard: Path, shard_fd: int, before: int, line_start: int, after: int, msg: OmniMessage
-) -> None:
-    """Called by the writer under the shard's lock after one record went to
-    bytes ``line_start``..``after`` (the shard was ``before`` bytes long).
-    Extends the index when it ended exactly where the shard did; otherwise it
-    lags, and the next reader catches it up."""
-    # Only a shard's first record starts an index; later ones extend one.
-    entry_state = _entry_state(shard) if before == 0 else None
-    with _locked_index(shard, create=entry_state is not None) as fd:
-        if fd is None:
+class IndexAppender:
+    """The writer's side of one shard's index: extends it after each record.
+
+    It keeps the trailer it wrote last and the scan after it, so a record
+    whose index nobody else touched costs a lock, a ``pread`` of the trailer
+    and one ``pwrite``."""
+
+    def __init__(self, shard: Path) -> None:
+        self.shard = shard
+        self._path = os.fspath(index_path(shard))
+        self._last: tuple[bytes, Trailer, UnitScan] | None = None
+
+    def appended(
+        self,
+        shard_fd: int,
+        before: int,
+        line_start: int,
+        after: int,
+        record: bytes,
+        msg: OmniMessage,
+    ) -> None:
+        """Called under the shard's lock after ``record`` went to bytes
+        ``line_start``..``after`` (the shard was ``before`` bytes long).
+        Extends the index when it ended exactly where the shard did;
+        otherwise it lags, and the next reader catches it up."""
+        # Only a shard's first record starts an index; later ones extend one.
+        entry_state = _entry_state(self.shard) if before == 0 else None
+        flags = os.O_RDWR | (os.O_CREAT if entry_state is not None else 0)
+        try:
+            fd = os.open(self._path, flags, 0o644)
+        except FileNotFoundError:
             return
-        if os.fstat(fd).st_size == 0:
-            if entry_state is None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            st = os.fstat(fd)
+            if os.stat(self._path).st_ino != st.st_ino:
+                return  # a reader renamed a rebuilt one into place: it lags
+            if st.st_size == 0:
+                if entry_state is None:
+                    return
+                old = Trailer(0, 0, 0, 0, 0, 0, 0, entry_state, entry_state)
+                scan = UnitScan.unpack(entry_state)
+            elif (
+                self._last is not None
+                and os.pread(fd, TRAILER_BYTES, st.st_size - TRAILER_BYTES) == self._last[0]
+            ):
+                _, old, scan = self._last
+            else:
+                trailer = _read_trailer(fd, locked=True)
+                if trailer is None:
+                    return
+                old, scan = trailer, UnitScan.unpack(trailer.end_state)
+            self._last = None
+            if old.covered != before:
                 return
-            st = os.fstat(shard_fd)
-            old = Trailer(0, 0, 0, st.st_ino, 0, 0, 0, entry_state, entry_state)
-        else:
-            trailer = _read_trailer(fd)
-            if trailer is None:
-                return
-            old = trailer
-        if old.covered != before:
-            return
-        scan = UnitScan.unpack(old.end_state)
-        entry = b""
-        if scan.feed(msg):
-            line = os.pread(shard_fd, after - 1 - line_start, line_start)
-            entry = Unit(old.records, line_start, zlib.crc32(line), scan.unit_prior).pack()
-        st = os.fstat(shard_fd)
-        new = Trailer(
-            after,
-            st.st_size,
-            st.st_mtime_ns,
-            st.st_ino,
-            old.records + 1,
-            old.units + (1 if entry else 0),
-            _tail_crc(shard_fd, after),
-            old.entry_state,
-            scan.pack(),
-        )
-        os.pwrite(fd, entry + new.pack(), old.units * ENTRY_BYTES)
+            entry = b""
+            if scan.feed(msg):
+                entry = Unit(old.records, line_start, zlib.crc32(record), scan.unit_prior).pack()
+            written = record + b"\n"
+            tail = (
+                zlib.crc32(written[-_TAIL:])
+                if len(written) >= _TAIL
+                else _tail_crc(shard_fd, after)
+            )
+            shard_st = os.fstat(shard_fd)
+            new = Trailer(
+                after,
+                shard_st.st_size,
+                shard_st.st_mtime_ns,
+                shard_st.st_ino,
+                old.records + 1,
+                old.units + (1 if entry else 0),
+                tail,
+                old.entry_state,
+                scan.pack(),
+            )
+            packed = new.pack()
+            os.pwrite(fd, entry + packed, old.units * ENTRY_BYTES)
+            self._last = (packed, new, scan)
+        finally:
+            os.close(fd)  # also releases the flock
 
 
 def _entry_state(shard: Path) -> bytes | None:

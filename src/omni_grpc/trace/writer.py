@@ -31,6 +31,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from omni_grpc.protocol.guards import is_recordable
+from omni_grpc.trace.index import IndexAppender
 from omni_grpc.trace.paths import parse_shard_name
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ class TraceWriter:
 
     def __init__(self, path: str | Path, *, index: bool = True) -> None:
         self._path = Path(path)
-        self._index = index
+        self._index: IndexAppender | None = IndexAppender(self._path) if index else None
         self._lock = threading.Lock()
         # None: the tail has not been looked at since construction or a failure.
         self._needs_newline: bool | None = None
@@ -99,23 +100,27 @@ class TraceWriter:
                         os.ftruncate(fd, before)
                     raise
                 self._needs_newline = False
-                if self._index:
+                if self._index is not None:
                     start = before + len(data) - len(record) - 1
-                    self._update_index(fd, before, start, before + len(data), record, msg)
+                    self._update_index(self._index, fd, before, start, record, msg)
             finally:
                 os.close(fd)  # also releases the flock
 
     def _update_index(
-        self, fd: int, before: int, start: int, after: int, record: bytes, msg: OmniMessage | None
+        self,
+        index: IndexAppender,
+        fd: int,
+        before: int,
+        start: int,
+        record: bytes,
+        msg: OmniMessage | None,
     ) -> None:
-        from omni_grpc.trace.index import record_appended
-
         try:
             if msg is None:
                 from omni_grpc.convert import parse_message
 
                 msg = parse_message(record)
-            record_appended(self._path, fd, before, start, after, msg)
+            index.appended(fd, before, start, start + len(record) + 1, record, msg)
         except (OSError, ValueError, struct.error) as exc:
             # The next reader catches the index up from the trace.
             log.debug("trace index of %s not updated: %s", self._path, exc)
@@ -131,6 +136,8 @@ class TraceWriter:
         with self._lock:
             self._path = self._path.with_name(f"{session_id}_{index + 1:03d}.jsonl")
             self._needs_newline = None
+            if self._index is not None:
+                self._index = IndexAppender(self._path)
         return self._path
 
     def close(self) -> None:

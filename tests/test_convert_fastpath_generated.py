@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from omni_grpc.convert import _fastpath, _fastpath_gen
+from omni_grpc.convert import _fastpath, _fastpath_gen, _fastpath_tables
 from omni_grpc.convert._fields import OptStr
 from omni_grpc.convert._schema import PAYLOAD_BY_ARM, PAYLOAD_BY_TYPE, SERVER_EVENT_BY_TYPE
 
@@ -42,8 +42,8 @@ def test_a_schema_change_changes_the_generated_module(
 
 def test_every_payload_arm_has_generated_functions() -> None:
     for spec in PAYLOAD_BY_ARM.values():
-        decode = _fastpath.decoder_for(spec)
-        encode = _fastpath.encoder_for(spec)
+        decode = _fastpath_tables.decoder_for(spec)
+        encode = _fastpath_tables.encoder_for(spec)
         assert decode.__module__ == encode.__module__ == "omni_grpc.convert._fastpath_generated"
         assert decode({"zz_unknown": 1}, []) is None
         if spec.type_text is not None:
@@ -53,7 +53,7 @@ def test_every_payload_arm_has_generated_functions() -> None:
 def test_a_spec_without_generated_code_is_named() -> None:
     spec = SERVER_EVENT_BY_TYPE["task_state"]  # server events take the general codec
     with pytest.raises(LookupError, match=_fastpath_gen.COMMAND):
-        _fastpath.decoder_for(spec)
+        _fastpath_tables.decoder_for(spec)
 
 
 def test_no_code_is_built_from_strings_in_convert() -> None:

@@ -16,7 +16,8 @@ Those functions live in ``_fastpath_generated.py``, written from the
 ObjectSpecs of ``_schema.py`` by ``_fastpath_gen.py`` (``python -m
 omni_grpc.convert._fastpath_gen``; a test fails while the checked-in file is
 stale). This module holds what they share: DECLINE and the checks of JSON
-values that need more than a type test.
+values that need more than a type test; ``_fastpath_tables`` finds the pair
+of an object type (it imports the generated module, which imports this one).
 
 Input parsed by orjson never holds lone surrogates (orjson refuses them), so
 the decoders skip that check; callers pass only orjson-parsed input.
@@ -34,7 +35,6 @@ import orjson
 from omni_grpc.convert import _jsontext as jt
 from omni_grpc.convert._errors import ConversionError
 from omni_grpc.convert._fields import VIEW_DEPTH, canonical_view, struct_view
-from omni_grpc.convert._schema import ObjectSpec
 
 # decode(payload, twins): ``twins`` collects (path, exact text) hints for the
 # caller to store (none today: fidelity's text is a field of its own).
@@ -112,35 +112,3 @@ def json_text(value: dict[str, Any]) -> Any:
         return jt.dump_value(value)
     except ConversionError:
         return DECLINE
-
-
-_decoders: dict[int, Decoder] = {}
-_encoders: dict[int, Encoder] = {}
-
-
-def decoder_for(spec: ObjectSpec) -> Decoder:
-    found = _decoders.get(id(spec))
-    if found is None:
-        found = _decoders[id(spec)] = _generated(spec, "DECODERS")
-    return found
-
-
-def encoder_for(spec: ObjectSpec) -> Encoder:
-    found = _encoders.get(id(spec))
-    if found is None:
-        found = _encoders[id(spec)] = _generated(spec, "ENCODERS")
-    return found
-
-
-def _generated(spec: ObjectSpec, table: str) -> Any:
-    # Imported on first use: the generated module imports this one, and a
-    # process that only takes the native path never needs it.
-    from omni_grpc.convert import _fastpath_generated
-
-    name = spec.message.DESCRIPTOR.full_name
-    try:
-        return getattr(_fastpath_generated, table)[name]
-    except KeyError:
-        raise LookupError(
-            f"no generated fast path for {name}: run python -m omni_grpc.convert._fastpath_gen"
-        ) from None

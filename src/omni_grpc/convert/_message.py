@@ -7,7 +7,7 @@ from typing import Any
 
 from omni_grpc.convert import _jsontext as jt
 from omni_grpc.convert._errors import ConversionError
-from omni_grpc.convert._fastpath import decoder_for, encoder_for
+from omni_grpc.convert._fastpath_tables import decoder_for, encoder_for
 from omni_grpc.convert._fields import MISSING, StrList, wrong_type
 from omni_grpc.convert._native import NATIVE
 from omni_grpc.convert._objects import decode_object, encode_object

@@ -84,9 +84,9 @@ def layer_of(module: str) -> int | None:
     best: tuple[int, int] | None = None
     for index, (_, prefixes) in enumerate(LAYERS):
         for prefix in prefixes:
-            if module == prefix or module.startswith(prefix + "."):
-                if best is None or len(prefix) > best[1]:
-                    best = (index, len(prefix))
+            inside = module == prefix or module.startswith(prefix + ".")
+            if inside and (best is None or len(prefix) > best[1]):
+                best = (index, len(prefix))
     return None if best is None else best[0]
 
 
@@ -144,10 +144,10 @@ def seam_breaches(g: Mapping[str, set[str]]) -> list[str]:
         for other in sorted(imported):
             if layer_of(other) == layer_of("omni_grpc.runtime") and other not in SEAM:
                 out.append(f"{name} imports {other}")
-            for sibling in SIBLINGS:
-                if other.startswith(sibling) and not name.startswith(sibling):
-                    if any(name.startswith(s) for s in SIBLINGS):
-                        out.append(f"{name} imports the other transport's {other}")
+            mine = [s for s in SIBLINGS if name.startswith(s)]
+            theirs = [s for s in SIBLINGS if other.startswith(s)]
+            if mine and theirs and mine != theirs:
+                out.append(f"{name} imports the other transport's {other}")
     return out
 
 

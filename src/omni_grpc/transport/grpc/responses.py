@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from omni_grpc.runtime.events import HubEvent
+from omni_grpc.runtime.interface import HubEvent
 from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc
 
 # The methods that stream events (their responses may be prebuilt bytes).

@@ -25,6 +25,8 @@ _STREAMS = ("Run", "Attach")
 
 
 def _varint(value: int) -> bytes:
+    if value < 0x80:
+        return _BYTE[value]
     out = bytearray()
     while value > 0x7F:
         out.append(value & 0x7F | 0x80)
@@ -33,21 +35,25 @@ def _varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _field(number: int, payload: bytes) -> bytes:
-    """A length-delimited field (wire type 2)."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+_BYTE = [bytes((n,)) for n in range(0x80)]
+# The tags of the length-delimited fields 1 to 5 (number << 3 | 2).
+_EVENT_ID, _MESSAGE, _EVENT, _SESSION_ID, _JSON = (bytes((n << 3 | 2,)) for n in range(1, 6))
 
 
 def _encode(event: HubEvent, session_id: str, with_json: bool) -> bytes:
+    event_id = event.event_id.encode()
+    wire = event.wire
+    session = session_id.encode()
     parts = [
-        _field(1, event.event_id.encode()),
+        _EVENT_ID, _varint(len(event_id)), event_id,
         # Written even when empty: its presence sets the oneof.
-        _field(2 if event.body.is_message else 3, event.wire),
-        _field(4, session_id.encode()),
-    ]
+        _MESSAGE if event.body.is_message else _EVENT, _varint(len(wire)), wire,
+        _SESSION_ID, _varint(len(session)), session,
+    ]  # fmt: skip
     if with_json:
         # The hub encoded the event once for the trace and SSE: the same bytes.
-        parts.append(_field(5, event.data))
+        data = event.data
+        parts += (_JSON, _varint(len(data)), data)
     return b"".join(parts)
 
 

@@ -688,10 +688,18 @@ async function loadTitle(id, firstWindow) {
   // The first prompt names a session. A window that reaches the start has it;
   // otherwise the records before ordinal 6 of the first shard do (a window of
   // them is whole: a few records cannot hold more than 1000 turns).
-  const messages = firstWindow || (await api("GET", `api/sessions/${id}/messages?before=1:6&limit=1000`)).messages;
-  for (const m of messages) {
-    const p = m.payload || {};
-    if (p.type === "text" && p.role === "user" && !m.origin) return p.text;
+  const first = (messages) => {
+    for (const m of messages) {
+      const p = m.payload || {};
+      if (p.type === "text" && p.role === "user" && !m.origin) return p.text;
+    }
+    return "";
+  };
+  if (firstWindow) return first(firstWindow);
+  for (const end of [6, 64]) { // the prompt is nearly always record 1; a wider look if not
+    const { messages } = await api("GET", `api/sessions/${id}/messages?before=1:${end}&limit=1000`);
+    const text = first(messages);
+    if (text || messages.length < end) return text;
   }
   return "";
 }

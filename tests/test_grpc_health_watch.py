@@ -20,12 +20,12 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from redis_server import RedisServer
+from small_disk import SmallDisk
 
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc
 from tests.conftest import ServeProcess, ServerFactory
 from tests.test_grpc_security import BUF, _require_buf
-from tests.test_storage_failures import SmallDisk, small_disk  # noqa: F401 (a fixture)
 
 WAIT = 60.0  # a safety net against hangs, never the thing a test checks
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -66,7 +66,7 @@ async def _run(channel: grpc.aio.Channel, prompt: str, session_id: str = "") -> 
 
 async def test_watch_follows_a_full_disk_and_its_recovery(
     server_factory: ServerFactory,
-    small_disk: SmallDisk,  # noqa: F811
+    small_disk: SmallDisk,
 ) -> None:
     server = await server_factory(
         data_dir=small_disk.path / "data", engine_options={"repeat": "60"}

@@ -7,8 +7,9 @@ index, serves it with a real server (gRPC and HTTP on loopback), and times:
 * the first window, which builds the index from the trace (once per trace);
 * ``GET /messages?tailLimit=20`` and ``?before=<mid-session cursor>&limit=20``;
 * GetHistory with ``page_size=20`` (the newest 20 tasks);
-* a resume after an id the buffer no longer holds: ``Attach`` answers
-  ``resync_required``, and the client loads the newest GetHistory page;
+* a resume after an id the buffer no longer holds: ``Attach`` (or the SSE
+  ``/stream`` with ``Last-Event-ID``) answers ``resync_required``, and the
+  client loads the newest page (GetHistory, or ``/messages?tailLimit=20``);
 * the full read (``GET /messages`` without a window), once, for scale;
 * the memory one tail window allocates at its peak (tracemalloc, in process).
 
@@ -140,6 +141,21 @@ async def measure(tasks: int, repeat: int) -> dict[str, float]:
                 )
                 out["GetHistory page_size=20"] = await best(page, repeat)
                 out["Attach past the buffer + newest page"] = await best(resume, repeat)
+
+                async def sse_resume() -> bytes:
+                    headers = {"Last-Event-ID": "0badc0de-7"}
+                    async with http.stream(
+                        "GET", f"/api/sessions/{SID}/stream", headers=headers
+                    ) as stream:
+                        async for line in stream.aiter_lines():
+                            if line.startswith("data:"):
+                                assert "resync_required" in line, line
+                                break
+                    return await get("?tailLimit=20")
+
+                out["SSE Last-Event-ID past the buffer + tailLimit=20"] = await best(
+                    sse_resume, repeat
+                )
                 start = time.perf_counter()
                 await get("")
                 out["full read, once"] = time.perf_counter() - start

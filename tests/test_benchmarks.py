@@ -87,6 +87,7 @@ CASES = [
                     r"before=<middle>&limit=20",
                     r"GetHistory page_size=20",
                     r"Attach past the buffer \+ newest page",
+                    r"SSE Last-Event-ID past the buffer \+ tailLimit=20",
                 )
             ),
             rf"\| trace / index \| {NUMBER} MB / {NUMBER} KB \({NUMBER}%\)",

@@ -204,7 +204,9 @@ def test_run_target_without_a_port_dials_50051() -> None:
     v6 = omni("run", "x", "--target", "[::1]")
     assert v6.returncode == 3 and ":50051" in v6.stderr and ":443" not in v6.stderr, v6.stderr
     shown = omni("run", "--help")
-    assert "the port defaults to 50051 (default 127.0.0.1:50051)" in " ".join(shown.stdout.split())
+    assert "the port defaults to 50051 (default $OMNI_TARGET, else 127.0.0.1:50051)" in " ".join(
+        shown.stdout.split()
+    )
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import ServeProcess
@@ -151,3 +153,45 @@ async def _wait_pending(target: str, session_id: str) -> None:
         async for event in agent.attach(session_id, None):
             if event.kind == "@approval_request":
                 return
+
+
+def _banner_url(served: ServeProcess) -> str:
+    [url] = [w for line in served.banner for w in line.split() if w.startswith("grpc")]
+    return url
+
+
+def test_omni_target_and_the_url_serve_prints_reach_the_server(
+    serve_process: ServeProcess,
+) -> None:
+    served = serve_process("--no-http")
+    url = _banner_url(served)
+    assert url.startswith("grpc://")
+    by_url = omni("sessions", "--target", url)
+    assert by_url.returncode == 0, by_url.stderr
+    by_env = subprocess.run(
+        [sys.executable, "-m", "omni_grpc", "sessions", "--json"],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        env={**os.environ, "OMNI_TARGET": url},
+    )  # fmt: skip
+    assert by_env.returncode == 0, by_env.stderr
+    # A flag still wins over the variable.
+    flag_wins = subprocess.run(
+        [sys.executable, "-m", "omni_grpc", "sessions", "--target", served.grpc_address],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        env={**os.environ, "OMNI_TARGET": "127.0.0.1:9"},
+    )  # fmt: skip
+    assert flag_wins.returncode == 0, flag_wins.stderr
+    bad = omni("sessions", "--target", url + "/v1/runs")
+    assert bad.returncode == 2 and "a gRPC address has no path" in bad.stderr
+
+
+def test_a_grpcs_url_dials_with_tls(serve_process: ServeProcess, certs: Path) -> None:
+    served = serve_process("--no-http", "--tls-cert", str(certs / "server.pem"),
+                           "--tls-key", str(certs / "server.key"))  # fmt: skip
+    url = _banner_url(served)
+    assert url.startswith("grpcs://")
+    done = omni("sessions", "--target", url, "--tls-ca", str(certs / "ca.pem"))
+    assert done.returncode == 0, done.stderr
+    # The same address as grpc:// is plaintext, which a TLS server refuses.
+    plain = omni("sessions", "--target", url.replace("grpcs://", "grpc://"))
+    assert plain.returncode == 3, plain.stderr

@@ -9,8 +9,10 @@ import os
 import shlex
 from pathlib import Path
 
-from omni_grpc.cli.target import DEFAULT_PORT, with_default_port
+from omni_grpc.cli.target import DEFAULT_PORT, TargetError, split_url, with_default_port
 from omni_grpc.client import AgentClient
+
+DEFAULT_TARGET = f"127.0.0.1:{DEFAULT_PORT}"
 
 
 class ConnectionUsageError(ValueError):
@@ -20,9 +22,10 @@ class ConnectionUsageError(ValueError):
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--target",
-        default=f"127.0.0.1:{DEFAULT_PORT}",
-        help=f"HOST[:PORT] of the server; the port defaults to {DEFAULT_PORT} "
-        "(default %(default)s)",
+        default=os.environ.get("OMNI_TARGET") or DEFAULT_TARGET,
+        help=f"HOST[:PORT] of the server, or the grpc:// or grpcs:// (TLS) URL serve "
+        f"prints; the port defaults to {DEFAULT_PORT} (default $OMNI_TARGET, else "
+        f"{DEFAULT_TARGET})",
     )
     parser.add_argument(
         "--token",
@@ -39,7 +42,7 @@ def connection_flags(args: argparse.Namespace) -> str:
     """The options that reach the same server again, for a command shown to
     the user to paste (the token stays out: the printed line may be logged)."""
     flags: list[str] = []
-    if args.target != f"127.0.0.1:{DEFAULT_PORT}":
+    if args.target != DEFAULT_TARGET:
         flags += ["--target", args.target]
     if args.tls:
         flags.append("--tls")
@@ -54,14 +57,19 @@ def check_connection_options(args: argparse.Namespace) -> None:
     """Raises ConnectionUsageError for options no connection could satisfy."""
     if (args.tls_cert is None) != (args.tls_key is None):
         raise ConnectionUsageError("--tls-cert and --tls-key go together")
+    try:
+        split_url(args.target)
+    except TargetError as exc:
+        raise ConnectionUsageError(str(exc)) from None
 
 
 def client_from(args: argparse.Namespace) -> AgentClient:
     """The client the options describe (reads the TLS files: may raise OSError)."""
+    address, tls = split_url(args.target)
     return AgentClient(
-        with_default_port(args.target),
+        with_default_port(address),
         token=args.token or None,
-        tls=args.tls,
+        tls=args.tls or tls,
         tls_ca=args.tls_ca,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,

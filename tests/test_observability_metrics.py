@@ -382,3 +382,23 @@ async def test_engine_requests_and_retries_of_the_openai_engine(start: Start) ->
     assert moved(before, after, "omni_engine_request_duration_seconds_count", **openai,
                  outcome="completed") == 1  # fmt: skip
     assert moved(before, after, "omni_runs_finished_total", status="completed") == 1
+
+
+async def test_build_info_and_series_that_exist_before_their_first_event(start: Start) -> None:
+    """rate() over a series that appears with its first increment misses that
+    increment: every abort kind and approval decision is there from the start."""
+    from omni_grpc import __version__
+    from omni_grpc.vocabulary import AbortKind, Decision
+
+    server = await start()
+    samples = await scrape(server)
+    info = [labels for (name, labels), v in samples.items() if name == "omni_build_info"]
+    assert len(info) == 1 and samples[("omni_build_info", info[0])] == 1
+    labels = dict(info[0])
+    assert labels["version"] == __version__
+    assert labels["native_codec"] in ("yes", "no")
+    for kind in AbortKind:
+        assert ("omni_aborts_total", frozenset({("kind", str(kind))})) in samples, kind
+    for decision in Decision:
+        key = ("omni_approval_wait_seconds_count", frozenset({("decision", str(decision))}))
+        assert samples.get(key) == 0, decision

@@ -12,7 +12,7 @@ import socket
 import sys
 from pathlib import Path
 
-from omni_grpc.cli import checks
+from omni_grpc.cli import banner, checks
 from omni_grpc.engines.loader import EngineLoadError, registered
 from omni_grpc.observability import logs, tracing
 from omni_grpc.observability.logs import LOG_FORMATS
@@ -371,6 +371,11 @@ def run_serve(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     # After build_server: uvicorn's Config installs its own handlers, which this replaces.
     logs.configure(args.log_level, args.log_format, _secrets(config))
+    for line in banner.startup_lines(server, config):
+        print(f"omni-grpc {line}", flush=True)
+    warning = banner.exposure_warning(config)
+    if warning is not None:
+        print(f"omni-grpc serve: warning: {warning}", file=sys.stderr, flush=True)
     try:
         asyncio.run(serve(server))
     except BackendUnavailable as exc:

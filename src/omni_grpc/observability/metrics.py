@@ -13,6 +13,7 @@ never a label; per-session quantities are histograms over sessions.
 
 from __future__ import annotations
 
+import platform
 import weakref
 from collections.abc import Iterable, Iterator
 from typing import Protocol
@@ -33,7 +34,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from omni_grpc.vocabulary import Decision, RunOutcome, StopReason
+from omni_grpc.vocabulary import AbortKind, Decision, RunOutcome, StopReason
 
 GRPC_LABELS = ("grpc_type", "grpc_service", "grpc_method")
 
@@ -47,12 +48,21 @@ RUN_STATUSES: frozenset[str] = frozenset(RunOutcome)
 # request_end stop reasons (the protocol's StopReason names).
 REQUEST_OUTCOMES: frozenset[str] = frozenset(StopReason)
 DECISIONS: frozenset[str] = frozenset(Decision)
+ABORT_KINDS: frozenset[str] = frozenset(AbortKind)
 OTHER = "other"
 
 
 def bounded(value: str, allowed: frozenset[str]) -> str:
     """``value`` if it is in the vocabulary, else ``other``: labels stay bounded."""
     return value if value in allowed else OTHER
+
+
+def build_labels() -> tuple[str, str, str]:
+    """(version, python, native_codec) for ``omni_build_info``."""
+    from omni_grpc import __version__
+    from omni_grpc.convert._native import NATIVE
+
+    return __version__, platform.python_version(), "yes" if NATIVE is not None else "no"
 
 
 class LogStats(Protocol):
@@ -201,11 +211,25 @@ class ServerMetrics:
             registry=r,
         )
 
+        # ---- the build ------------------------------------------------------------
+        self.build_info = Gauge(
+            "omni_build_info",
+            "Always 1; the labels say which omni-grpc runs: its version, the Python "
+            "version and whether the native codec is in use.",
+            ("version", "python", "native_codec"),
+            registry=r,
+        )
+        self.build_info.labels(*build_labels()).set(1)
+
         # Every outcome shows from the start, so rate() sees the first increment.
         for status in sorted(RUN_STATUSES):
             self.runs_finished.labels(status)
         for result in ("hit", "miss"):
             self.replays.labels(result)
+        for kind in sorted(ABORT_KINDS):
+            self.aborts.labels(kind)
+        for decision in sorted(DECISIONS):
+            self.approval_wait_seconds.labels(decision)
 
         self._logs: weakref.WeakSet[LogStats] = weakref.WeakSet()
         r.register(_EventLogCollector(self._logs))

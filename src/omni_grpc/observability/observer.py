@@ -21,6 +21,7 @@ from omni_grpc.engines.base import AbortSignal, ApproveFn, Decision, JsonObject
 from omni_grpc.observability import logs, tracing
 from omni_grpc.observability.event_log import ObservedEventLog
 from omni_grpc.observability.metrics import (
+    ABORT_KINDS,
     DECISIONS,
     OTHER,
     REQUEST_OUTCOMES,
@@ -42,7 +43,6 @@ _STOP_REASONS = {
 _DECISIONS = {
     number: name.removeprefix("DECISION_").lower() for name, number in omni_pb2.Decision.items()
 }
-ABORT_KINDS = frozenset(kind.value for kind in AbortKind)
 
 __all__ = ["ABORT_KINDS", "HubObserver", "HubTelemetry", "RunObservation"]
 

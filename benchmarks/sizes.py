@@ -225,6 +225,15 @@ def style_lines(style: str, turns: int, seed: int, *, tools: int = 60) -> list[b
 STYLES = ["openai", "openai-reasoning", "anthropic", "schema-heavy"]
 
 
+def _times(lines: list[bytes]) -> str:
+    """Each way's time against the floor (orjson loads + dumps), best of 5."""
+    floor = best_seconds(lambda: [orjson.dumps(orjson.loads(line)) for line in lines], 5)
+    messages = [parse_message(line) for line in lines]
+    parse = best_seconds(lambda: [parse_message(line) for line in lines], 5)
+    write = best_seconds(lambda: [serialize_message(m) for m in messages], 5)
+    return f"JSON -> proto {parse / floor:.1f}x the floor, proto -> JSON {write / floor:.1f}x"
+
+
 def sizes(lines: list[bytes]) -> tuple[int, int]:
     sink = io.BytesIO()
     write_binpb((parse_message(line) for line in lines), sink)
@@ -254,6 +263,7 @@ def main() -> None:
             f"  {style:17} {len(lines):4} lines, JSONL {jsonl:>10,} B, .binpb {binpb:>10,} B: "
             f"{binpb / jsonl:.3f} of the JSONL"
         )
+        print(f"  {'':17} {_times(lines)}")
 
     heavy = schema_heavy_lines(args.schema_lines, args.tools, args.seed)
     lines = [*corpus[:20], *heavy, *corpus[20:40]]

@@ -53,10 +53,6 @@ class Recorder:
         self.health = health
         # The longest record the trace readers accept; longer ones stop the run.
         self.max_record_bytes = DEFAULT_MAX_LINE_BYTES
-        # Sessions whose trace still holds a run open (its trace could not be
-        # written, or a crash's repair could not be at startup): the reason to
-        # close it with, before anything else is recorded.
-        self.unclosed: dict[str, str] = {}
         self._probe: asyncio.Task[None] | None = None
         self._stopped = False
 

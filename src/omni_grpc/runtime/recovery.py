@@ -69,18 +69,19 @@ class Recovery:
             if await self.backend.index.add(record):
                 count, repaired = await asyncio.to_thread(self.traces.recover, record)
                 if not repaired:  # a read-only or full disk: before the next run
-                    self.recorder.unclosed[record.session_id] = INTERRUPTED_REASON
+                    await self.backend.index.mark_unclosed(record.session_id, INTERRUPTED_REASON)
                 if count != record.message_count:
                     await self.backend.index.recorded(record.session_id, count, utc_now())
 
     async def close_unrecorded(self, run: Run, reason: str) -> None:
         """Closes, in the trace, the run a failing storage (or a crash whose
-        repair the disk refused) left open."""
+        repair the disk refused) left open, on whichever replica it left it:
+        the mark is in the session's record (``SessionRecord.unclosed``)."""
         self.recorder.check_lease(run)
         path = self.traces.paths(run.record)[-1]
         self.traces.forget(run.record)
         if not path.exists():
-            self.recorder.unclosed.pop(run.session_id, None)
+            await self._closed(run)
             return
         recovery = await asyncio.to_thread(recover_shard, path, reason)
         if recovery.closed:
@@ -90,7 +91,11 @@ class Recovery:
                 updated_at=utc_now(),
             )
             await self.recorder.count(run)
-        self.recorder.unclosed.pop(run.session_id, None)
+        await self._closed(run)
+
+    async def _closed(self, run: Run) -> None:
+        await self.backend.index.mark_unclosed(run.session_id, None)
+        run.record = replace(run.record, unclosed=None)
 
     async def publish_end(
         self,

@@ -80,10 +80,9 @@ class RunTasks:
         failure: RunFailure | None = None
         run.observed = self.observer.run_started(run.session_id, run.abort, inputs)
         crashed = False
-        unclosed = self.recorder.unclosed
         try:
-            if run.session_id in unclosed:
-                await self.recovery.close_unrecorded(run, unclosed[run.session_id])
+            if run.record.unclosed is not None:
+                await self.recovery.close_unrecorded(run, run.record.unclosed)
             if run.record.message_count == 0:
                 meta = message_from_dict(self.recorder.session_meta(run.record))
                 await self.recorder.record(run, meta)
@@ -101,7 +100,10 @@ class RunTasks:
             # Nothing more can be recorded, so nothing more is published: the
             # run's client is told through the closing task_state.
             failure = exc.failure
-            unclosed[run.session_id] = UNRECORDED_REASON
+            try:  # the next run closes it, whichever replica it lands on
+                await self.backend.index.mark_unclosed(run.session_id, UNRECORDED_REASON)
+            except BackendUnavailable:
+                log.error("session %s: could not mark its run unclosed", run.session_id)
             log.error("session %s: %s", run.session_id, failure.message)
         except OSError as exc:  # the trace directory could not be made or repaired
             failure = self.recorder.storage_failed(exc)

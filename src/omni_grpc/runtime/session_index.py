@@ -25,6 +25,11 @@ class SessionRecord:
     shards: tuple[str, ...]
     # The session_meta payload the trace opens with (or will, at the first run).
     meta: dict[str, Any] | None = None
+    # Set while the trace still holds a run open (its trace could not be
+    # written, or a crash's repair could not be at startup): the reason to
+    # close it with before anything else is recorded, by whichever replica
+    # runs the session next.
+    unclosed: str | None = None
 
 
 class SessionIndex(Protocol):
@@ -45,6 +50,11 @@ class SessionIndex(Protocol):
         """The trace holds ``message_count`` records, the last written at
         ``updated_at``. Absolute, not an increment: an update lost to an outage
         is made good by the next one."""
+        ...
+
+    async def mark_unclosed(self, session_id: str, reason: str | None) -> None:
+        """Records that the trace holds a run open (``reason``: what to close it
+        with), or, with None, that it no longer does."""
         ...
 
 
@@ -74,3 +84,8 @@ class MemorySessionIndex:
             self._records[session_id] = replace(
                 record, message_count=message_count, updated_at=updated_at
             )
+
+    async def mark_unclosed(self, session_id: str, reason: str | None) -> None:
+        record = self._records.get(session_id)
+        if record is not None:
+            self._records[session_id] = replace(record, unclosed=reason)

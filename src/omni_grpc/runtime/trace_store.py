@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +31,10 @@ from omni_grpc.trace.window import Position, Window
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 log = logging.getLogger(__name__)
+
+
+# Shard writers kept at once (each holds its shard's tail state, no open file).
+MAX_WRITERS = 256
 
 
 def utc_now() -> str:
@@ -62,14 +67,22 @@ class ShardedTrace:
 
 class TraceStore:
     def __init__(
-        self, data_dir: Path, *, writer: Callable[[Path], TraceWriter] = TraceWriter
+        self,
+        data_dir: Path,
+        *,
+        writer: Callable[[Path], TraceWriter] = TraceWriter,
+        max_writers: int = MAX_WRITERS,
     ) -> None:
         self.data_dir = data_dir
         # Makes the writer of a shard (an observer may count what it writes).
         self._new_writer = writer
         self.traces_dir = data_dir / "traces"
         self.workspaces_dir = data_dir / "workspaces"
-        self._writers: dict[Path, TraceWriter] = {}
+        # The writers of the shards written lately, least recently used first:
+        # a bounded cache (a server sees sessions without end), and a writer
+        # dropped re-reads its shard's tail on the next append, as after forget.
+        self._writers: OrderedDict[Path, TraceWriter] = OrderedDict()
+        self._max_writers = max_writers
 
     def new_shard(self, session_id: str) -> str:
         """The first shard's name for a new session, relative to the data dir."""
@@ -93,7 +106,15 @@ class TraceStore:
         writer = self._writers.get(path)
         if writer is None:
             writer = self._writers[path] = self._new_writer(path)
+            while len(self._writers) > self._max_writers:
+                self._writers.popitem(last=False)
+        else:
+            self._writers.move_to_end(path)
         return writer.write(msg, data)
+
+    @property
+    def cached_writers(self) -> int:
+        return len(self._writers)
 
     def forget(self, record: SessionRecord) -> None:
         """Drops cached writers: the next append re-reads the tail, which

@@ -14,6 +14,7 @@ from omni_grpc.runtime.session_index import SessionRecord
 
 def _decode(session_id: str, raw: dict[bytes, bytes]) -> SessionRecord:
     meta = raw.get(b"meta")
+    unclosed = raw.get(b"unclosed")
     return SessionRecord(
         session_id=session_id,
         created_at=raw[b"created_at"].decode(),
@@ -21,6 +22,7 @@ def _decode(session_id: str, raw: dict[bytes, bytes]) -> SessionRecord:
         message_count=int(raw[b"count"]),
         shards=tuple(orjson.loads(raw[b"shards"])),
         meta=orjson.loads(meta) if meta else None,
+        unclosed=unclosed.decode() if unclosed else None,
     )
 
 
@@ -42,6 +44,8 @@ class RedisSessionIndex:
         ]  # fmt: skip
         if record.meta is not None:
             fields += ["meta", orjson.dumps(record.meta)]
+        if record.unclosed is not None:
+            fields += ["unclosed", record.unclosed]
         with unavailable_on_failure():
             added = await self._add(
                 keys=[self._key(record.session_id), self._all],
@@ -73,3 +77,11 @@ class RedisSessionIndex:
                 self._key(session_id),
                 mapping={"count": message_count, "updated_at": updated_at},
             )
+
+    async def mark_unclosed(self, session_id: str, reason: str | None) -> None:
+        key = self._key(session_id)
+        with unavailable_on_failure():
+            if reason is None:
+                await self._conn.commands.hdel(key, "unclosed")
+            elif await self._conn.commands.exists(key):  # never a hash of one field
+                await self._conn.commands.hset(key, "unclosed", reason)

@@ -150,7 +150,7 @@ class SseRoutes:
 
     async def approve(self, request: Request) -> Response:
         session_id = request.path_params["sid"]
-        await self.hub.session_info(session_id)
+        await self.hub.require_session(session_id)  # 404 before reading the body
         body = await read_json(request, self.max_body)
         try:
             await self.hub.approve(session_id, request.path_params["call_id"], decision(body))

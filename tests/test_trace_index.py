@@ -351,3 +351,20 @@ def test_a_concurrent_writer_and_readers_never_see_a_half_record(tmp_path: Path)
         assert int(out) >= 1
     check_all([(1, shard)], limits=(1, 7))
     assert trailer_of(shard).covered == shard.stat().st_size
+
+
+def test_concurrent_rebuilds_agree_and_leave_a_whole_index(
+    session: list[tuple[int, Path]],
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    expected = full(session)
+    for _, shard in session:
+        index_path(shard).unlink()
+    with ThreadPoolExecutor(8) as pool:
+        pages = list(pool.map(lambda _: read_window(session, 2, None), range(16)))
+    for page in pages:
+        same(page, window(expected, 2))
+    for _, shard in session:
+        assert trailer_of(shard).covered == shard.stat().st_size
+    assert not [p for p in session[0][1].parent.iterdir() if p.name.endswith(".tmp")]

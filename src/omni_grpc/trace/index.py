@@ -38,6 +38,7 @@ import errno
 import fcntl
 import os
 import struct
+import threading
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -427,7 +428,8 @@ def _replace(shard: Path, entry_state: bytes, scanned: _Scanned, st: os.stat_res
     """Writes a rebuilt index beside the shard (a new file renamed into place,
     so a reader of the old one reads on undisturbed)."""
     target = index_path(shard)
-    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    # Per thread: two reads rebuilding at once must not share a half-written file.
+    temp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     with contextlib.suppress(OSError):
         with open(shard, "rb") as fh:
             tail = _tail_crc(fh.fileno(), scanned.covered)

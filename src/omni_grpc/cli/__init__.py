@@ -67,6 +67,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     named = f"omni_grpc.cli.{words[0]}" if words else None
     parser = build_parser(named if named in _COMMANDS else None)
+    if words[0] == "serve":
+        from omni_grpc.cli import config
+
+        serve = _subcommand(parser, "serve")
+        try:
+            words = ["serve", *config.expand(serve, words[1:])]
+        except config.ConfigError as exc:
+            serve.error(str(exc))
+        argv = words
     # argparse hands a subcommand's unknown flags up to the top-level parser,
     # whose usage says nothing about them, and a misspelt flag's value is then
     # read as a positional (`convert --frm jsonl a b` took "jsonl" as the

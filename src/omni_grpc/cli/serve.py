@@ -35,6 +35,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Serve an agent engine over gRPC (health checking and reflection "
         "included). Engines: " + engines + "; or module:factory.",
     )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="read flags from this TOML file: each key a flag without its dashes "
+        "(grpc-port = 50051); flags on the command line win",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     parser.add_argument("--grpc-port", type=checks.port, default=50051, help="0 picks a free port")
     parser.add_argument("--engine", default="demo", help="engine spec (default %(default)s)")

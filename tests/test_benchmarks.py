@@ -68,7 +68,8 @@ CASES = [
                 for codec in CODECS
             ),
             rf"the hub's codec work per event .*[:,] pure {NUMBER} us; "
-            rf"building and serializing one subscriber's AttachResponse: {NUMBER} us",
+            rf"encoding an event's Run/Attach response \(once, for all its subscribers\): "
+            rf"{NUMBER} us",
         ],
     ),
     (

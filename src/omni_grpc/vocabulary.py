@@ -39,6 +39,10 @@ class ApprovalMode(enum.StrEnum):
     ASK = "ask"
 
 
+# The reference server's name for ASK (it spells the other modes as we do).
+REFERENCE_ASK = "always-ask"
+
+
 class ThinkingLevel(enum.StrEnum):
     """How hard the model thinks (``thinkingLevel``); absent means the engine's default."""
 

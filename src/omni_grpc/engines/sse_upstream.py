@@ -2,19 +2,28 @@
 producer as the engine, so a non-Python SSE service is served over gRPC (and
 over this server's own SSE).
 
-Each local session gets one upstream session (``POST /api/sessions``). A run
-connects the upstream stream first, then posts the task (the reference's
-client pattern, so nothing is missed), skips the upstream's echo of the input
-(everything before its ``task_state running``), yields every message up to
-``task_state idle``, and relays the controls:
+It speaks the reference server's routes and bodies (its
+``http/routes/sessions.ts``), which omni-grpc's own SSE shim serves too:
 
-* approvals: the task is posted in ``ask`` mode, and each upstream
-  ``approval_request`` is answered by this server's own policy
-  (``options.approve``), so ``--approval`` and gRPC ``Approve`` keep working;
-* abort: ``POST /abort`` upstream; its stream then delivers the final abort.
+* each local session gets one upstream session, created with
+  ``POST /api/projects/{project}/agents/{agent}/sessions`` and
+  ``{"approvalMode": "always-ask"}``: the approval mode is the session's
+  there (a task body carries none), so every upstream tool call comes back as
+  an ``approval_request``, answered by this server's own policy
+  (``options.approve``) and ``POST /approvals/{id}``; ``--approval-mode`` and
+  gRPC ``Approve`` keep working, and nothing runs unasked upstream;
+* a run connects the upstream stream first, then posts the task
+  ``{input: [{type:"text",text} | {type:"image_url",imageUrl}], thinkingLevel?}``
+  (the reference's client pattern, so nothing is missed), skips the upstream's
+  echo of the input (everything before its ``task_state running``) and yields
+  every message up to ``task_state idle``;
+* abort: ``POST /abort`` upstream (the reference ignores the body; omni-grpc
+  reads its ``reason``); its stream then delivers the final abort.
 
-Options (``--engine-opt``): ``token`` (the upstream's bearer token) and
-``timeout`` (seconds for the upstream's non-streaming requests, default 30).
+Options (``--engine-opt``): ``token`` (the upstream's bearer token),
+``timeout`` (seconds for the upstream's non-streaming requests, default 30),
+``project`` and ``agent`` (the upstream project and agent the sessions are
+created in, default ``default``, which is what omni-grpc serves).
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -35,10 +45,14 @@ from omni_grpc.client.sse import (
 from omni_grpc.convert import message_to_dict
 from omni_grpc.engines.base import Decision, JsonObject, RunOptions
 from omni_grpc.engines.call_ids import CallIdRegistry, RunCallIds
-from omni_grpc.vocabulary import ApprovalMode, SessionState
+from omni_grpc.vocabulary import REFERENCE_ASK, SessionState
 from omni_grpc_proto.omni.v1 import agent_service_pb2
 
 SCHEMES = ("sse+http://", "sse+https://")
+# The upstream project and agent sessions are created in (omni-grpc serves
+# one of each, by these names).
+DEFAULT_PROJECT = "default"
+DEFAULT_AGENT = "default"
 
 
 class UpstreamError(RuntimeError):
@@ -54,7 +68,8 @@ def _input_parts(input: list[JsonObject]) -> list[JsonObject]:
         if kind == "text":
             parts.append({"type": "text", "text": payload.get("text", "")})
         elif kind == "image_url":
-            parts.append({"type": "image_url", "image_url": payload.get("image_url", "")})
+            # The reference's TaskInputPart key (the payload's own is image_url).
+            parts.append({"type": "image_url", "imageUrl": payload.get("image_url", "")})
         else:
             raise UpstreamError(
                 f"input[{i}]: a reference SSE upstream takes text and image_url input, not {kind!r}"
@@ -79,7 +94,15 @@ def _state(item: StreamItem) -> SessionState | None:
 class SseUpstreamEngine:
     name = "sse-upstream"
 
-    def __init__(self, url: str, *, token: str | None = None, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        timeout: float = 30.0,
+        project: str = DEFAULT_PROJECT,
+        agent: str = DEFAULT_AGENT,
+    ) -> None:
         for scheme in SCHEMES:
             if url.startswith(scheme):
                 url = url[len("sse+") :]
@@ -88,6 +111,9 @@ class SseUpstreamEngine:
             raise ValueError(f"not an sse+http(s):// URL: {url!r}")
         self.base_url = url.rstrip("/")
         self.token = token
+        self.sessions_path = (
+            f"/api/projects/{quote(project, safe='')}/agents/{quote(agent, safe='')}/sessions"
+        )
         self._http = httpx.AsyncClient(
             base_url=self.base_url, timeout=timeout, headers=auth_headers(token)
         )
@@ -112,8 +138,10 @@ class SseUpstreamEngine:
     async def _upstream_session(self, session_id: str) -> str:
         upstream = self._sessions.get(session_id)
         if upstream is None:
-            created = await self._post("/api/sessions", {}, (200, 201))
-            upstream = _created_session_id(created)
+            # Ask mode is the upstream session's: every call is ours to decide.
+            body = {"approvalMode": REFERENCE_ASK}
+            created = await self._post(self.sessions_path, body, (200, 201))
+            upstream = _created_session_id(created, self.sessions_path)
             self._sessions[session_id] = upstream
         return upstream
 
@@ -121,7 +149,7 @@ class SseUpstreamEngine:
         parts = _input_parts(input)
         upstream = await self._upstream_session(options.session_id)
         base = f"/api/sessions/{upstream}"
-        task: JsonObject = {"input": parts, "approvalMode": ApprovalMode.ASK.value}
+        task: JsonObject = {"input": parts}
         if options.thinking_level:
             task["thinkingLevel"] = options.thinking_level
 
@@ -176,19 +204,25 @@ class SseUpstreamEngine:
         await self._post(f"{base}/abort", {"reason": options.abort.reason or ""}, (202, 204))
 
 
-def _created_session_id(response: httpx.Response) -> str:
+def _created_session_id(response: httpx.Response, path: str) -> str:
     """The id in a reference ``{"session": SessionInfo}`` answer."""
     try:
         body = response.json()
         session_id = body["session"]["sessionId"]
     except (ValueError, KeyError, TypeError):
         raise UpstreamError(
-            f"POST /api/sessions answered no session.sessionId: {response.text[:300]}"
+            f"POST {path} answered no session.sessionId: {response.text[:300]}"
         ) from None
     if not isinstance(session_id, str) or not session_id:
-        raise UpstreamError(f"POST /api/sessions answered a bad sessionId: {session_id!r}")
+        raise UpstreamError(f"POST {path} answered a bad sessionId: {session_id!r}")
     return session_id
 
 
-def create(url: str, token: str | None = None, timeout: str | float = 30.0) -> SseUpstreamEngine:
-    return SseUpstreamEngine(url, token=token, timeout=float(timeout))
+def create(
+    url: str,
+    token: str | None = None,
+    timeout: str | float = 30.0,
+    project: str = DEFAULT_PROJECT,
+    agent: str = DEFAULT_AGENT,
+) -> SseUpstreamEngine:
+    return SseUpstreamEngine(url, token=token, timeout=float(timeout), project=project, agent=agent)

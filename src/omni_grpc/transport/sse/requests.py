@@ -10,7 +10,7 @@ from starlette.requests import Request
 from omni_grpc import protocol
 from omni_grpc.convert import message_from_dict
 from omni_grpc.transport.sse.errors import ApiError
-from omni_grpc.vocabulary import ApprovalMode, Decision, ThinkingLevel
+from omni_grpc.vocabulary import REFERENCE_ASK, ApprovalMode, Decision, ThinkingLevel
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
@@ -104,7 +104,7 @@ def thinking_level(body: dict[str, Any]) -> str | None:
 
 
 # The reference's name for a mode we spell differently.
-_MODE_ALIASES = {"always-ask": ApprovalMode.ASK}
+_MODE_ALIASES = {REFERENCE_ASK: ApprovalMode.ASK}
 
 
 def approval_mode(body: dict[str, Any]) -> ApprovalMode | None:

@@ -26,11 +26,12 @@ from __future__ import annotations
 from typing import Any
 
 from omni_grpc.runtime.interface import SessionInfo
+from omni_grpc.vocabulary import REFERENCE_ASK, ApprovalMode
 
 PROJECT_ID = "default"
 AGENT_ID = "default"
 # Our approval mode names where the reference spells them differently.
-REFERENCE_APPROVAL_MODES = {"ask": "always-ask"}
+REFERENCE_APPROVAL_MODES = {ApprovalMode.ASK.value: REFERENCE_ASK}
 
 
 def session_json(info: SessionInfo, *, with_trace_path: bool = False) -> dict[str, Any]:

@@ -62,6 +62,8 @@ def parse_modes(text: str) -> tuple[ApprovalMode, ...]:
 AskPublisher = Callable[[str, JsonObject], Awaitable[None]]
 # Forgets a decided ask in the shared pending store.
 AskForgetter = Callable[[str], Awaitable[None]]
+# The mode in force now (a session's, which can change while its task runs).
+ModeSource = Callable[[], Awaitable[ApprovalMode]]
 
 
 class ApprovalBroker:
@@ -95,7 +97,7 @@ class ApprovalBroker:
 
     def make_approver(
         self,
-        mode: ApprovalMode,
+        mode: ApprovalMode | ModeSource,
         abort: AbortSignal,
         publish_ask: AskPublisher,
         forget_ask: AskForgetter,
@@ -106,11 +108,14 @@ class ApprovalBroker:
                 raise _aborted(abort)
             payload = tool_call.get("payload", {})
             name = str(payload.get("name", ""))
-            if mode is ApprovalMode.ALLOW_ALL:
+            # A session's mode is read again for every call: a change made
+            # while a task runs applies to its next call, as in the reference.
+            now = mode if isinstance(mode, ApprovalMode) else await mode()
+            if now is ApprovalMode.ALLOW_ALL:
                 return Decision.ALLOW
-            if mode is ApprovalMode.DENY_ALL:
+            if now is ApprovalMode.DENY_ALL:
                 return Decision.DENY
-            if mode is ApprovalMode.READ_ONLY:
+            if now is ApprovalMode.READ_ONLY:
                 return Decision.ALLOW if is_read_only(name) else Decision.DENY
             tool_call_id = str(payload.get("tool_call_id", ""))
             return await self._ask(tool_call, tool_call_id, publish_ask, forget_ask, abort)

@@ -49,7 +49,7 @@ from omni_grpc.runtime.recorder import Recorder
 from omni_grpc.runtime.recovery import BACKEND_LOST_REASON, Recovery, current_run
 from omni_grpc.runtime.run import Run
 from omni_grpc.runtime.run_task import RunTasks, abort_local
-from omni_grpc.runtime.session_index import SessionRecord
+from omni_grpc.runtime.session_index import SessionRecord, session_mode
 from omni_grpc.runtime.trace_store import TraceStore, utc_now
 from omni_grpc.trace.paths import new_session_id
 from omni_grpc.trace.window import Position, Window
@@ -150,7 +150,7 @@ class Hub:
 
     # ---- sessions ---------------------------------------------------------------
 
-    async def _new_record(self) -> SessionRecord:
+    async def _new_record(self, mode: str | None = None) -> SessionRecord:
         while True:
             session_id = new_session_id()
             now = utc_now()
@@ -162,15 +162,32 @@ class Hub:
                 raise StorageUnavailable(failure.message, exhausted=exhausted) from exc
             meta = self.recorder.meta_for(session_id, workspace)
             shard = self.traces.new_shard(session_id)
-            record = SessionRecord(session_id, now, now, 0, (shard,), meta)
+            record = SessionRecord(session_id, now, now, 0, (shard,), meta, approval_mode=mode)
             if await self.backend.index.add(record, limit=self.limits.max_sessions):
                 return record
 
-    async def create_session(self) -> SessionInfo:
-        """A new idle session (the reference's ``POST /api/sessions``)."""
+    async def create_session(self, approval_mode: ApprovalMode | None = None) -> SessionInfo:
+        """A new idle session (the reference's ``POST /api/sessions``), with its
+        own approval mode if given (one of the client modes, as for a task)."""
         await self.start()
-        [info] = await self._infos([await self._new_record()])
+        if approval_mode is not None:
+            self._check_mode(approval_mode)
+        mode = approval_mode.value if approval_mode is not None else None
+        [info] = await self._infos([await self._new_record(mode)])
         return info
+
+    async def set_approval_mode(self, session_id: str, mode: ApprovalMode) -> SessionInfo:
+        """Changes the session's own approval mode (the reference's PATCH). Every
+        replica sees it; a running task applies it from its next tool call."""
+        await self._record(session_id)
+        self._check_mode(mode)
+        if not await self.backend.index.set_approval_mode(session_id, mode.value):
+            raise SessionNotFound(session_id)
+        return await self.session_info(session_id)
+
+    def _check_mode(self, mode: ApprovalMode) -> None:
+        if mode not in self.client_modes:
+            raise ModeNotAllowed(mode.value, tuple(m.value for m in self.client_modes))
 
     async def _record(self, session_id: str) -> SessionRecord:
         await self.start()
@@ -200,7 +217,7 @@ class Hub:
                     model_id=str(meta.get("model_id", "")),
                     workspace=str(meta.get("workspace", "")),
                     source=source if isinstance(source, str) else None,
-                    approval_mode=self.default_approval.value,
+                    approval_mode=(session_mode(r) or self.default_approval).value,
                     pending_approvals=len(await self.backend.approvals.list(r.session_id)),
                     trace_path=str(self.traces.paths(r)[-1]) if r.message_count else None,
                 )
@@ -264,9 +281,8 @@ class Hub:
         if self._closing:
             raise HubClosed()
         _check_input(request.input)
-        mode = request.approval_mode
-        if mode is not None and mode not in self.client_modes:
-            raise ModeNotAllowed(mode.value, tuple(m.value for m in self.client_modes))
+        if request.approval_mode is not None:
+            self._check_mode(request.approval_mode)
         self.recorder.check_storage()
         if request.session_id and not SESSION_ID.match(request.session_id):
             raise InvalidRequest("session_id", "must match [A-Za-z0-9_-]{1,128}")

@@ -63,7 +63,8 @@ class SessionInfo:
     model_id: str = ""
     workspace: str = ""
     source: str | None = None
-    # The mode a task that names none runs under (the server's default).
+    # The mode a task that names none runs under: the session's own, else the
+    # server's default.
     approval_mode: str = ApprovalMode.ALLOW_ALL.value
     pending_approvals: int = 0
     # The shard new records go to; None until the first run writes one.
@@ -97,7 +98,14 @@ class Runtime(Protocol):
 
     async def list_sessions(self) -> list[SessionInfo]: ...
 
-    async def create_session(self) -> SessionInfo: ...
+    async def create_session(self, approval_mode: ApprovalMode | None = None) -> SessionInfo:
+        """A new idle session; ``approval_mode`` is its own (a client mode)."""
+        ...
+
+    async def set_approval_mode(self, session_id: str, mode: ApprovalMode) -> SessionInfo:
+        """Changes the session's own approval mode; a running task applies it
+        from its next tool call."""
+        ...
 
     async def session_info(self, session_id: str) -> SessionInfo: ...
 

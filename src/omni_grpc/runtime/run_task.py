@@ -35,6 +35,7 @@ from omni_grpc.runtime.observer import HubObserver
 from omni_grpc.runtime.recorder import Recorder, TraceRejected
 from omni_grpc.runtime.recovery import BACKEND_LOST_REASON, UNRECORDED_REASON, Recovery
 from omni_grpc.runtime.run import Run
+from omni_grpc.runtime.session_index import session_mode
 from omni_grpc.vocabulary import AbortKind, SessionState
 from omni_grpc_proto.omni.v1 import omni_pb2
 
@@ -215,8 +216,19 @@ class RunTasks:
         self, run: Run, inputs: list[omni_pb2.OmniMessage], request: RunRequest
     ) -> None:
         guard, abort = run.guard, run.abort
-        mode = request.approval_mode or self.default_approval
         session_id = run.session_id
+        # A task's own mode wins; else the session's, read again at each call
+        # (another replica may have changed it), else the server's.
+        start_mode = request.approval_mode or session_mode(run.record) or self.default_approval
+
+        async def mode_now() -> ApprovalMode:
+            if request.approval_mode is not None:
+                return request.approval_mode
+            try:
+                record = await self.backend.index.get(session_id)
+            except BackendUnavailable:
+                return start_mode
+            return (session_mode(record) if record else None) or self.default_approval
 
         async def publish_ask(tool_call_id: str, tool_call: JsonObject) -> None:
             body = bodies.approval_request_body(message_from_dict(tool_call))
@@ -237,7 +249,7 @@ class RunTasks:
         options = RunOptions(
             session_id=session_id,
             approve=run.observed.approver(
-                run.approvals.make_approver(mode, abort, publish_ask, forget_ask, read_only)
+                run.approvals.make_approver(mode_now, abort, publish_ask, forget_ask, read_only)
             ),
             abort=abort,
             thinking_level=request.thinking_level,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from omni_grpc.runtime.errors import LimitExceeded
+from omni_grpc.vocabulary import ApprovalMode
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,19 @@ class SessionRecord:
     # close it with before anything else is recorded, by whichever replica
     # runs the session next.
     unclosed: str | None = None
+    # The session's own approval mode (the reference keeps it on the session);
+    # None follows the server's --approval-mode.
+    approval_mode: str | None = None
+
+
+def session_mode(record: SessionRecord) -> ApprovalMode | None:
+    """The session's own approval mode, None when it follows the server's."""
+    if record.approval_mode is None:
+        return None
+    try:
+        return ApprovalMode(record.approval_mode)
+    except ValueError:  # written by a newer replica: the server's mode applies
+        return None
 
 
 class SessionIndex(Protocol):
@@ -55,6 +69,10 @@ class SessionIndex(Protocol):
     async def mark_unclosed(self, session_id: str, reason: str | None) -> None:
         """Records that the trace holds a run open (``reason``: what to close it
         with), or, with None, that it no longer does."""
+        ...
+
+    async def set_approval_mode(self, session_id: str, mode: str) -> bool:
+        """The session's own approval mode; False when the session is unknown."""
         ...
 
 
@@ -89,3 +107,10 @@ class MemorySessionIndex:
         record = self._records.get(session_id)
         if record is not None:
             self._records[session_id] = replace(record, unclosed=reason)
+
+    async def set_approval_mode(self, session_id: str, mode: str) -> bool:
+        record = self._records.get(session_id)
+        if record is None:
+            return False
+        self._records[session_id] = replace(record, approval_mode=mode)
+        return True

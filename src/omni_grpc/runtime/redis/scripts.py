@@ -195,6 +195,14 @@ redis.call('SET', KEYS[2], ARGV[1] .. '|' .. token, 'PX', ARGV[2])
 return token
 """
 
+# Sets one field of a session that exists (never revives a deleted one as a
+# partial hash): 1, or 0 for an unknown session.
+INDEX_SET_FIELD = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
+
 # KEYS: session hash, all-sessions set. ARGV: session id, the most sessions the
 # index may hold (0: no limit; -1 is returned when it is reached), then
 # field/value pairs.

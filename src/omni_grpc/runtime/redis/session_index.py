@@ -23,6 +23,7 @@ def _decode(session_id: str, raw: dict[bytes, bytes]) -> SessionRecord:
         shards=tuple(orjson.loads(raw[b"shards"])),
         meta=orjson.loads(meta) if meta else None,
         unclosed=unclosed.decode() if unclosed else None,
+        approval_mode=mode.decode() if (mode := raw.get(b"approval_mode")) else None,
     )
 
 
@@ -31,6 +32,7 @@ class RedisSessionIndex:
         self._conn = conn
         self._all = conn.global_key("sessions")
         self._add = conn.commands.register_script(scripts.INDEX_ADD)
+        self._set = conn.commands.register_script(scripts.INDEX_SET_FIELD)
 
     def _key(self, session_id: str) -> str:
         return self._conn.global_key(f"session:{session_id}")
@@ -46,6 +48,8 @@ class RedisSessionIndex:
             fields += ["meta", orjson.dumps(record.meta)]
         if record.unclosed is not None:
             fields += ["unclosed", record.unclosed]
+        if record.approval_mode is not None:
+            fields += ["approval_mode", record.approval_mode]
         with unavailable_on_failure():
             added = await self._add(
                 keys=[self._key(record.session_id), self._all],
@@ -85,3 +89,8 @@ class RedisSessionIndex:
                 await self._conn.commands.hdel(key, "unclosed")
             elif await self._conn.commands.exists(key):  # never a hash of one field
                 await self._conn.commands.hset(key, "unclosed", reason)
+
+    async def set_approval_mode(self, session_id: str, mode: str) -> bool:
+        with unavailable_on_failure():
+            done = await self._set(keys=[self._key(session_id)], args=["approval_mode", mode])
+        return bool(int(done))

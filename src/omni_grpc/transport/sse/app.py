@@ -26,8 +26,9 @@ from starlette.routing import BaseRoute, Route
 from omni_grpc.runtime.errors import ApprovalNotPending, HubError, SessionBusy
 from omni_grpc.runtime.interface import HubEvent, RunRequest, Runtime, is_task_end, parse_event_id
 from omni_grpc.trace.window import positioned
-from omni_grpc.transport.sse import history, page
+from omni_grpc.transport.sse import history, page, reference_routes
 from omni_grpc.transport.sse.auth import PUBLIC_PATHS, BearerAuth
+from omni_grpc.transport.sse.dates import DateHeader
 from omni_grpc.transport.sse.dialect import DialectEvent, DialectProjection
 from omni_grpc.transport.sse.dialect_ids import FrameId, Position, parse_frame_id, run_id_for
 from omni_grpc.transport.sse.errors import (
@@ -38,12 +39,11 @@ from omni_grpc.transport.sse.errors import (
     on_unexpected,
 )
 from omni_grpc.transport.sse.guard import LOOPBACK_NAMES, RequestGuard
+from omni_grpc.transport.sse.reference_routes import ReferenceRoutes
 from omni_grpc.transport.sse.requests import (
     DEFAULT_MAX_BODY_BYTES,
     QUEUE_REFUSED,
     approval_mode,
-    check_session_model,
-    check_session_options,
     decision,
     input_messages,
     optional_string,
@@ -100,10 +100,7 @@ class SseRoutes:
 
     async def create_session(self, request: Request) -> Response:
         body = await read_json(request, self.max_body, required=False)
-        check_session_options(body, self.hub.approval_policy.default)
-        check_session_model(body, self.hub.new_session_model())
-        info = await self.hub.create_session()
-        return JSONResponse({"session": session_json(info)}, status_code=201)
+        return await reference_routes.create_session(self.hub, body)
 
     async def get_session(self, request: Request) -> Response:
         info = await self.hub.session_info(request.path_params["sid"])
@@ -122,7 +119,7 @@ class SseRoutes:
                 raise ApiError(409, "queue_not_supported", QUEUE_REFUSED) from exc
             raise
         subscription.close()  # the client watches /stream
-        return JSONResponse({"sessionId": session_id}, status_code=202)
+        return JSONResponse({"sessionId": session_id, "queued": False}, status_code=202)
 
     async def stream(self, request: Request) -> Response:
         session_id = request.path_params["sid"]
@@ -388,12 +385,14 @@ def create_app(
         Route("/v1/runs", r.create_run, methods=["POST"]),
         Route("/v1/runs", r.resume_run, methods=["GET"]),
         Route("/healthz", r.healthz, methods=["GET"]),
+        *ReferenceRoutes(hub, max_body_bytes=max_body_bytes).routes(),
     ]
     if serve_page:
         policy = hub.approval_policy
         routes += page.routes([m.value for m in policy.client_modes], policy.default.value)
     routes += extra_routes
-    middleware: list[Middleware] = []
+    # Outermost: every JSON answer carries Date, refusals included.
+    middleware: list[Middleware] = [Middleware(DateHeader)]
     if telemetry is not None:
         middleware.append(telemetry.http_middleware(routes))
     # Telemetry sees refused requests too; the guard comes before CORS and auth.
@@ -409,7 +408,7 @@ def create_app(
             Middleware(
                 CORSMiddleware,
                 allow_origins=list(cors_origins),
-                allow_methods=["GET", "POST"],
+                allow_methods=["GET", "POST", "PATCH"],
                 allow_headers=[AUTHORIZATION_HEADER, "Content-Type", LAST_EVENT_ID_HEADER],
                 expose_headers=[SESSION_HEADER],
             )

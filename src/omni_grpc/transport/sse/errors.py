@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from omni_grpc.runtime.errors import HubError, status_of
+from omni_grpc.transport.sse.dates import http_date
 
 log = logging.getLogger(__name__)
 
@@ -74,4 +75,5 @@ async def on_http_exception(_request: Request, exc: Exception) -> Response:
 
 async def on_unexpected(request: Request, exc: Exception) -> Response:
     log.exception("%s %s failed", request.method, request.url.path, exc_info=exc)
-    return error_response(500, "internal", INTERNAL_MESSAGE)
+    # Answered outside the middleware stack, so it dates itself.
+    return error_response(500, "internal", INTERNAL_MESSAGE, {"Date": http_date()})

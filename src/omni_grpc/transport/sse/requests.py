@@ -144,12 +144,13 @@ def queue_if_busy(body: dict[str, Any]) -> bool:
     return value
 
 
-def check_session_options(body: dict[str, Any], default_approval: ApprovalMode) -> None:
-    """``POST /api/sessions`` options (the reference's SessionCreateRequest).
+def check_session_options(body: dict[str, Any]) -> None:
+    """Session creation options (the reference's SessionCreateRequest).
 
-    A bridged session has the engine's model, a workspace of its own and the
-    server's approval mode, so a value is accepted only when it is what the
-    session gets anyway; anything else is refused rather than ignored.
+    A bridged session has the engine's model and a workspace of its own, so
+    those are accepted only when they are what the session gets anyway and
+    refused rather than ignored otherwise. ``approvalMode`` is the session's
+    own (checked against the client modes by the hub).
     """
     for key in ("provider", "modelId", "workspace"):
         value = body.get(key)
@@ -157,13 +158,7 @@ def check_session_options(body: dict[str, Any], default_approval: ApprovalMode) 
             raise _bad(key, "must be a non-empty string")
     if body.get("workspace") is not None:
         raise _bad("workspace", "each session gets its own workspace under the data directory")
-    mode = approval_mode(body)
-    if mode is not None and mode is not default_approval:
-        raise _bad(
-            "approvalMode",
-            f"sessions run under the server's mode ({default_approval.value}); "
-            "give approvalMode with each task instead",
-        )
+    approval_mode(body)  # a bad value is named here
 
 
 def check_session_model(body: dict[str, Any], model: tuple[str, str]) -> None:

@@ -4,9 +4,9 @@ The reference's fields come first, in its order; a bridge has no notion of
 some of them, and those carry fixed values:
 
 * ``projectId`` and ``agentId`` are ``"default"``: one server, one engine.
-* ``approvalMode`` is the server's default mode (``--approve``), written in the
-  reference's spelling (our ``ask`` is its ``always-ask``); a task may still
-  name its own mode.
+* ``approvalMode`` is the session's own mode, else the server's
+  (``--approval-mode``), written in the reference's spelling (our ``ask`` is
+  its ``always-ask``); a task may still name its own mode.
 * ``thinkingLevel`` and ``title`` are left out (optional there): a session
   pins no thinking level and gets no generated title.
 * ``pendingFollowUpCount`` is 0 and ``archived`` is false: there is no

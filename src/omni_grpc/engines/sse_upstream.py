@@ -43,9 +43,9 @@ from omni_grpc.client.sse import (
     read_reference,
 )
 from omni_grpc.convert import message_to_dict
-from omni_grpc.engines.base import Decision, JsonObject, RunOptions
+from omni_grpc.engines.base import ApprovalUnanswered, Decision, JsonObject, RunOptions
 from omni_grpc.engines.call_ids import CallIdRegistry, RunCallIds
-from omni_grpc.vocabulary import REFERENCE_ASK, SessionState
+from omni_grpc.vocabulary import REFERENCE_ASK, SessionState, StopReason
 from omni_grpc_proto.omni.v1 import agent_service_pb2
 
 SCHEMES = ("sse+http://", "sse+https://")
@@ -191,12 +191,20 @@ class SseUpstreamEngine:
     ) -> None:
         assert item.server_event is not None
         call: Any = item.server_event.approval_request.tool_call
-        decision = await options.approve(message_to_dict(ids.incoming(call)))
+        try:
+            decision = await options.approve(message_to_dict(ids.incoming(call)))
+        except ApprovalUnanswered as why:
+            if why.stop_reason == StopReason.ABORTED:
+                return  # the abort is relayed; the upstream settles its own approvals
+            decision = Decision.DENY  # the wait expired: the upstream knows only decisions
         # The reference's approval route takes allow or deny only.
         upstream_decision = Decision.ALLOW if decision == Decision.ALLOW else Decision.DENY
         call_id = call.tool_call.tool_call_id
+        # After an abort the upstream may have denied the call itself (the
+        # reference resolves pending approvals on abort): 404 then says so.
+        expect = (204, 200, 404) if options.abort.is_set() else (204, 200)
         await self._post(
-            f"{base}/approvals/{call_id}", {"decision": upstream_decision.value}, (204, 200)
+            f"{base}/approvals/{call_id}", {"decision": upstream_decision.value}, expect
         )
 
     async def _relay_abort(self, base: str, options: RunOptions) -> None:

@@ -197,6 +197,10 @@ def unanswered_tool_output(
     )
 
 
+# The output of a tool call a user abort interrupted (the reference's words).
+TOOL_ABORTED_PLACEHOLDER = "[interrupted: tool aborted by user]"
+
+
 def denied_tool_output(
     call: Mapping[str, Any], decision: str, *, timestamp: str | None = None
 ) -> Json:

@@ -264,6 +264,9 @@ class RunTasks:
             stream = self.engine.run([message_to_dict(m) for m in inputs], options)
             try:
                 async for item in stream:
+                    # The engine's own abort, with what it left open closed first.
+                    for closing in guard.before_engine_abort(item):
+                        await self._emit(run, message_from_dict(closing))
                     if isinstance(item, omni_pb2.OmniMessage):
                         await self._emit(run, item, message_to_dict(item))
                     else:

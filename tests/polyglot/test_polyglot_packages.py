@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import subprocess
+import tomllib
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -25,12 +26,15 @@ from typing import Any
 
 import pytest
 
+import omni_grpc
+from polyglot.consumer_steps import run_steps
 from polyglot.polyglot_builds import CACHE, GOCODE, missing_toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).parent / "packages"
 DEBIAN_MAVEN_REPO = Path("/usr/share/maven-repo")
-VERSION = "0.1.0"
+# The packages' version is the project's release.
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 
 def run(cmd: list[str], cwd: Path, **kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -89,7 +93,8 @@ def test_the_npm_package_installs_and_calls_the_service(server: str, tmp_path: P
     shutil.copy(tarball, app)
     (app / "package.json").write_text('{"name": "npm-user", "private": true, "type": "module"}\n')
     run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", f"./{tarball.name}",
-         "@connectrpc/connect@2.1.2", "@connectrpc/connect-node@2.1.2"], app)  # fmt: skip
+         "@bufbuild/protobuf@2.17.0", "@connectrpc/connect@2.1.2",
+         "@connectrpc/connect-node@2.1.2"], app)  # fmt: skip
     installed = json.loads((app / "node_modules" / "omni-grpc" / "package.json").read_text())
     assert installed["version"] == VERSION and "devDependencies" not in installed
     # Type-check the client against the installed .d.ts, then run it.
@@ -104,6 +109,29 @@ def test_the_npm_package_installs_and_calls_the_service(server: str, tmp_path: P
     assert result["listed"] == [result["session"]]
     check_exact_json(result, tmp_path / "data")
     assert result["withoutJson"] == [""] * len(result["historyJson"])  # only when asked
+
+
+def test_the_npm_readme_steps_run_as_written(server: str, tmp_path: Path) -> None:
+    """The README's program and install steps, in a new folder: run and attach
+    end by themselves (break, AbortSignal) and the process exits."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        missing_toolchain("Node.js and npm")
+    dist = pack("npm", tmp_path / "dist")
+    readme = ROOT / "packaging" / "npm" / "README.md"
+    app = outside_the_repo(tmp_path / "fresh")
+    done = run_steps(readme, app, {"OMNI_NPM": str(dist), "OMNI_ADDR": server}, timeout=600)
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "done"
+    assert lines[-3].startswith("attached: ") and lines[-2].startswith("attached again: ")
+    assert lines[-4].endswith(" event")  # run's last response: the closing task_state
+    manifest = json.loads((app / "node_modules" / "omni-grpc" / "package.json").read_text())
+    assert manifest["version"] == VERSION == omni_grpc.__version__
+    assert manifest["omniGrpc"] == {"schema": "omni.v1", "schemaVersion": omni_grpc.SCHEMA_VERSION}
+    assert set(manifest["peerDependencies"]) == {"@bufbuild/protobuf", "@connectrpc/connect"}
+    assert "dependencies" not in manifest and "devDependencies" not in manifest
+    assert f"revision {omni_grpc.SCHEMA_VERSION}" in readme.read_text()
+    index = (app / "node_modules" / "omni-grpc" / "dist" / "index.js").read_text()
+    assert f'SCHEMA_VERSION = "{omni_grpc.SCHEMA_VERSION}"' in index
 
 
 def _vendor(app: Path, module_dir: Path) -> None:

@@ -1,0 +1,85 @@
+// Run and Attach as async iterables that stop cleanly.
+//
+// Connect cancels a server stream only through an AbortSignal: breaking out
+// of a bare `for await (... of client.attach(...))` leaves the HTTP/2 stream
+// open, so Node never exits. These helpers give each call its own
+// AbortController, aborted when the caller's `signal` fires or when the caller
+// stops iterating (break, return, throw), so the stream is cancelled either
+// way. A stop the caller asked for ends the loop quietly; any other failure is
+// thrown as Connect's ConnectError.
+import type { Client } from "@connectrpc/connect";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import {
+  AgentService,
+  AttachRequestSchema,
+  RunRequestSchema,
+  SessionState,
+  type AttachResponse,
+  type RunResponse,
+} from "./omni/v1/agent_service_pb.js";
+
+export type AgentClient = Client<typeof AgentService>;
+
+export interface FollowOptions {
+  /** Aborting it cancels the call and ends the loop without an error. */
+  signal?: AbortSignal;
+  /** Extra request headers (e.g. `authorization: Bearer ...`). */
+  headers?: Record<string, string>;
+}
+
+/** The server event that closes a task: `task_state` with state IDLE. */
+export function isTaskEnd(response: RunResponse | AttachResponse): boolean {
+  if (response.kind.case !== "event") return false;
+  const event = response.kind.value.kind;
+  return event.case === "taskState" && event.value.state === SessionState.IDLE;
+}
+
+async function* follow<T>(
+  open: (signal: AbortSignal) => AsyncIterable<T>,
+  options: FollowOptions,
+  last: (item: T) => boolean,
+): AsyncGenerator<T, void, undefined> {
+  const controller = new AbortController();
+  const outer = options.signal;
+  const relay = () => controller.abort(outer?.reason);
+  if (outer?.aborted) relay();
+  else outer?.addEventListener("abort", relay, { once: true });
+  try {
+    for await (const item of open(controller.signal)) {
+      yield item;
+      if (last(item)) return;
+    }
+  } catch (error) {
+    if (!outer?.aborted) throw error;
+  } finally {
+    outer?.removeEventListener("abort", relay);
+    controller.abort();
+  }
+}
+
+/** One task, from its first response to its closing `task_state` IDLE. */
+export function run(
+  client: AgentClient,
+  request: MessageInitShape<typeof RunRequestSchema>,
+  options: FollowOptions = {},
+): AsyncGenerator<RunResponse, void, undefined> {
+  return follow(
+    (signal) => client.run(request, { signal, headers: options.headers }),
+    options,
+    isTaskEnd,
+  );
+}
+
+/** A session's events across tasks; it ends when you stop reading or abort
+ * `signal` (or with `untilTaskEnd`, at the end of the current task). */
+export function attach(
+  client: AgentClient,
+  request: MessageInitShape<typeof AttachRequestSchema>,
+  options: FollowOptions & { untilTaskEnd?: boolean } = {},
+): AsyncGenerator<AttachResponse, void, undefined> {
+  return follow(
+    (signal) => client.attach(request, { signal, headers: options.headers }),
+    options,
+    (response) => options.untilTaskEnd === true && isTaskEnd(response),
+  );
+}

@@ -34,6 +34,7 @@ def run_steps(
     documented = blocks(readme)
     for name, text in documented.items():
         if name != "steps":
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
             (folder / name).write_text(text)
     done = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", documented["steps"]],

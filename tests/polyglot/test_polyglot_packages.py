@@ -192,6 +192,52 @@ def test_the_go_module_is_required_through_a_replace(server: str, tmp_path: Path
     check_exact_json(result, tmp_path / "data")
 
 
+def test_the_go_readme_steps_run_as_written(server: str, tmp_path: Path) -> None:
+    """From a new folder, offline: go mod init, require + replace, the
+    package's vendoring recipe, build, run."""
+    if shutil.which("go") is None or not (GOCODE / "google.golang.org/grpc").is_dir():
+        missing_toolchain("Go with Debian's golang-google-grpc-dev")
+    module_dir = pack("go", tmp_path / "dist")
+    readme = module_dir / "README.md"
+    assert readme.read_text() == (ROOT / "packaging" / "go" / "README.md").read_text()
+    app = outside_the_repo(tmp_path / "fresh")
+    env = {"OMNI_GO": str(module_dir), "OMNI_ADDR": server, "GOPROXY": "off",
+           "GOCACHE": str(CACHE / "gocache")}  # fmt: skip
+    done = run_steps(readme, app, env)
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "task state: SESSION_STATE_IDLE"
+    assert any(line.startswith("ROLE_ASSISTANT: ") for line in lines)
+    go_mod = (app / "go.mod").read_text()
+    assert "github.com/omni-grpc/omni-grpc/generated/go v0.0.0" in go_mod
+    assert "replace github.com/omni-grpc/omni-grpc/generated/go =>" in go_mod
+
+
+def test_the_maven_readme_steps_run_as_written(server: str, tmp_path: Path) -> None:
+    """As a user with an empty ~/.m2: the README's one-time settings, then
+    mvn -o install:install-file, mvn -o package and java -jar."""
+    plugins = DEBIAN_MAVEN_REPO / "org/apache/maven/plugins/maven-install-plugin"
+    if shutil.which("mvn") is None or not plugins.is_dir():
+        missing_toolchain("Maven with Debian's Maven plugins (libmaven-install-plugin-java, ...)")
+    dist = pack("java", tmp_path / "dist")
+    home = tmp_path / "home"  # a new user: no ~/.m2 at all
+    home.mkdir()
+    # Java reads the home from the passwd entry, not $HOME: both say the new one.
+    env = {"HOME": str(home), "MAVEN_OPTS": f"-Duser.home={home}",
+           "OMNI_JAVA": str(dist), "OMNI_ADDR": server}  # fmt: skip
+    readme = ROOT / "packaging" / "java" / "README.md"
+    done = run_steps(readme, outside_the_repo(tmp_path / "fresh"), env)
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "task state: SESSION_STATE_IDLE", done.stdout
+    assert any(line.startswith("text: ") for line in lines)
+    installed = home / ".m2/repository/io/omnigrpc/omni-grpc-stubs" / VERSION
+    pom = (installed / f"omni-grpc-stubs-{VERSION}.pom").read_text()
+    for artifact in ("protobuf-java", "grpc-api", "grpc-protobuf", "grpc-stub", "grpc-context",
+                     "guava", "perfmark-api"):  # fmt: skip
+        assert f"<artifactId>{artifact}</artifactId>" in pom, artifact
+    assert f"<version>{VERSION}</version>" in pom
+    assert f"revision {omni_grpc.SCHEMA_VERSION}" in readme.read_text()
+
+
 def _maven_repo(tmp_path: Path) -> Path:
     """A Maven repository holding Debian's artifacts (linked, read-only) and
     room for ours: io/omnigrpc is the only real directory."""

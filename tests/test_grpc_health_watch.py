@@ -25,7 +25,6 @@ from small_disk import SmallDisk
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc
 from tests.conftest import ServeProcess, ServerFactory
-from tests.small_disk import SmallDisk
 from tests.test_grpc_security import BUF, _require_buf
 
 WAIT = 60.0  # a safety net against hangs, never the thing a test checks

@@ -195,3 +195,29 @@ def test_a_grpcs_url_dials_with_tls(serve_process: ServeProcess, certs: Path) ->
     # The same address as grpc:// is plaintext, which a TLS server refuses.
     plain = omni("sessions", "--target", url.replace("grpcs://", "grpc://"))
     assert plain.returncode == 3, plain.stderr
+
+
+def test_an_engine_retry_is_shown_with_its_wait_and_next_attempt() -> None:
+    """The openai engine's request_end before a retry carries retry_in_ms and
+    the failed attempt; the live view says when the next one comes."""
+    import io
+
+    from rich.console import Console
+
+    from omni_grpc import protocol
+    from omni_grpc.cli.render import Renderer
+    from omni_grpc.convert import message_from_dict, message_to_dict
+
+    out = io.StringIO()
+    renderer = Renderer(Console(file=out, width=200, color_system=None))
+    for built in (
+        protocol.request_end(
+            "timeout", error_message="no answer in 30 s", attempt=1, retry_in_ms=2000
+        ),
+        protocol.request_end("failed", error_message="HTTP 500", attempt=5),
+    ):
+        renderer.show_message(message_to_dict(message_from_dict(built)))
+    assert out.getvalue().splitlines() == [
+        "request failed: no answer in 30 s; retrying in 2 s, attempt 2",
+        "request failed: HTTP 500",
+    ]

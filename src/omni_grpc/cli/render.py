@@ -128,7 +128,12 @@ class Renderer:
     def _on_request_end(self, p: dict[str, Any]) -> None:
         if p.get("status") not in (StopReason.COMPLETED, StopReason.ABORTED):
             detail = p.get("error_message") or p.get("status")
-            self._line(Text(f"request failed: {detail}", style="red"))
+            line = f"request failed: {detail}"
+            if "retry_in_ms" in p:
+                # The engine tries again: say when, and which attempt comes next.
+                wait = int(p["retry_in_ms"]) / 1000
+                line += f"; retrying in {wait:g} s, attempt {int(p.get('attempt', 0)) + 1}"
+            self._line(Text(line, style="yellow" if "retry_in_ms" in p else "red"))
 
     def _on_abort(self, p: dict[str, Any]) -> None:
         self.failed = True

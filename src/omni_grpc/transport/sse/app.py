@@ -108,7 +108,7 @@ class SseRoutes:
 
     async def create_task(self, request: Request) -> Response:
         session_id = request.path_params["sid"]
-        await self.hub.session_info(session_id)  # 404 before reading a large body
+        await self.hub.require_session(session_id)  # 404 before reading a large body
         body = await read_json(request, self.max_body)
         run_request = self._run_request(body, session_id)
         queue = queue_if_busy(body)
@@ -128,7 +128,7 @@ class SseRoutes:
 
     async def messages(self, request: Request) -> Response:
         session_id = request.path_params["sid"]
-        await self.hub.session_info(session_id)
+        await self.hub.require_session(session_id)  # 404 for an unknown session
         wanted = history.page_request(request.query_params)
         # The live tail is taken before the trace is read: every message its
         # cursor covers is then in the history (the trace is written first).
@@ -204,7 +204,7 @@ class SseRoutes:
         if after is None:
             raise ApiError(400, "invalid_request", "Last-Event-ID: not the id of a /v1/runs frame")
         session_id = after.session_id
-        await self.hub.session_info(session_id)  # 404 for an unknown session
+        await self.hub.require_session(session_id)  # 404 for an unknown session
         subscription = await self.hub.attach(session_id, after.replay_from())
         first = await subscription.next()
         if first is None or first.event_id != after.run_start:

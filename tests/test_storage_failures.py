@@ -16,7 +16,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from omni_grpc import protocol
 from omni_grpc.client import AgentClient, AgentError
-from omni_grpc.client.sse import read_dialect
+from omni_grpc.client.sse import read_dialect, read_reference
 from omni_grpc.convert import message_from_dict, serialize_message
 from omni_grpc.engines.demo import DemoEngine
 from omni_grpc.runtime.hub import Hub, RunRequest
@@ -25,7 +25,7 @@ from omni_grpc.trace.validate import TraceValidator
 from omni_grpc.transport.sse.app import create_app
 from omni_grpc.transport.sse.server import HttpServer
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
-from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc
+from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc, omni_pb2
 from tests.conftest import ServerFactory
 from tests.small_disk import SmallDisk
 
@@ -77,9 +77,15 @@ async def test_full_disk_fails_the_run_and_the_next_one_works(
         assert failed.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "trace could not be written" in (failed.value.details() or "")
         assert "/" not in (failed.value.details() or ""), "no server path in the detail"
-        # Every recordable message the client saw is in the trace, and nothing else is.
+        # The stream itself says the run failed, before its task end: what was
+        # open is closed failed, the request_end and the abort carry the reason.
+        _check_failed_end([r.message for r in received if r.HasField("message")])
+        assert received[-1].event.task_state.state == pb.SESSION_STATE_IDLE
+        # What the client saw is in the trace up to where the disk refused it,
+        # and nothing else is; the rest (the end) is owed to the trace.
         published = [serialize_message(r.message) for r in received if _recordable(r)]
-        assert _trace_lines(data)[len(before) :] == published
+        written = _trace_lines(data)[len(before) :]
+        assert written == published[: len(written)] and len(written) < len(published)
         assert (await _health(channel)).status == health_pb2.HealthCheckResponse.NOT_SERVING
 
         # While the disk stays full, a run is refused before it starts.
@@ -93,7 +99,59 @@ async def test_full_disk_fails_the_run_and_the_next_one_works(
         assert (await _health(channel)).status == health_pb2.HealthCheckResponse.SERVING
         [info] = (await stub.ListSessions(pb.ListSessionsRequest())).sessions
         assert info.message_count == len(_trace_lines(data))
+        # Once the disk took records again, the end the client saw was recorded
+        # first, byte for byte: the trace tells the same story as the stream.
+        lines = _trace_lines(data)
+        assert lines[len(before) : len(before) + len(published)] == published
     assert _errors(data) == []
+
+
+def _check_failed_end(messages: list[omni_pb2.OmniMessage]) -> None:
+    """A run the trace storage stopped ends, in the stream, in the reference's
+    words: every request closed (the last one ``failed``, with the reason),
+    then ``abort`` with the reason."""
+    assert messages[-1].WhichOneof("payload") == "abort", messages[-1]
+    assert "the trace could not be written" in messages[-1].abort.reason
+    begins = [m for m in messages if m.HasField("request_begin")]
+    ends = [m.request_end for m in messages if m.HasField("request_end")]
+    assert len(begins) == len(ends)
+    if ends[-1].status != omni_pb2.STOP_REASON_COMPLETED:
+        assert ends[-1].status == omni_pb2.STOP_REASON_FAILED
+        assert ends[-1].error_message == messages[-1].abort.reason
+
+
+async def test_the_reference_stream_says_the_run_failed(small_disk: SmallDisk) -> None:
+    data = small_disk.path / "data"
+    hub = Hub(DemoEngine(repeat=60), data)
+    server = HttpServer(create_app(hub), port=0)
+    await server.start()
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+            created = await http.post("/api/sessions", json={})
+            sid = created.json()["session"]["sessionId"]
+            task = {"input": [{"type": "text", "text": "one"}]}
+            await _task_on_stream(http, sid, task)
+            small_disk.fill()
+            items = await _task_on_stream(http, sid, task)
+            _check_failed_end([i.message for i in items if i.message is not None])
+            last = items[-1].server_event
+            assert last is not None and last.task_state.state == pb.SESSION_STATE_IDLE
+    finally:
+        await hub.shutdown()
+        await server.stop()
+
+
+async def _task_on_stream(http: httpx.AsyncClient, sid: str, task: dict[str, Any]) -> list[Any]:
+    """Starts a task and reads the session's reference stream to its end."""
+    items: list[Any] = []
+    stream = read_reference(http, f"/api/sessions/{sid}/stream", until_idle=True)
+    first = await anext(stream)  # subscribed: the unicast task_state
+    assert first.server_event is not None
+    started = await http.post(f"/api/sessions/{sid}/tasks", json=task)
+    assert started.status_code == 202, started.text
+    async for item in stream:
+        items.append(item)
+    return items
 
 
 async def test_read_only_data_dir_fails_the_run_unavailable(

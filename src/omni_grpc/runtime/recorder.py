@@ -53,6 +53,9 @@ class Recorder:
         self.health = health
         # The longest record the trace readers accept; longer ones stop the run.
         self.max_record_bytes = DEFAULT_MAX_LINE_BYTES
+        # Per session whose run the trace refused to close: the closing messages
+        # its clients were sent, recorded byte for byte before the next run.
+        self.owed: dict[str, list[omni_pb2.OmniMessage]] = {}
         self._probe: asyncio.Task[None] | None = None
         self._stopped = False
 

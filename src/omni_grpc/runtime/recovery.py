@@ -81,8 +81,17 @@ class Recovery:
         path = self.traces.paths(run.record)[-1]
         self.traces.forget(run.record)
         if not path.exists():
+            self.recorder.owed.pop(run.session_id, None)
             await self._closed(run)
             return
+        # What the run's clients were told of its end goes in first, as they
+        # saw it; the repair below then finds nothing more to close.
+        owed = self.recorder.owed.get(run.session_id, [])
+        while owed:
+            self.recorder.append(run, owed[0])  # TraceRejected: still owed
+            owed.pop(0)
+        self.recorder.owed.pop(run.session_id, None)
+        await self.recorder.count(run)
         recovery = await asyncio.to_thread(recover_shard, path, reason)
         if recovery.closed:
             run.record = replace(

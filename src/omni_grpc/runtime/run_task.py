@@ -81,6 +81,7 @@ class RunTasks:
         failure: RunFailure | None = None
         run.observed = self.observer.run_started(run.session_id, run.abort, inputs)
         crashed = False
+        closing: list[EventBody] = []
         try:
             if run.record.unclosed is not None:
                 await self.recovery.close_unrecorded(run, run.record.unclosed)
@@ -98,23 +99,23 @@ class RunTasks:
             run.lost = True
             log.warning("session %s: fenced by another replica; the task stops", run.session_id)
         except TraceRejected as exc:
-            # Nothing more can be recorded, so nothing more is published: the
-            # run's client is told through the closing task_state.
+            # The message the trace refused is not published; the run's end is,
+            # so its clients read that it failed (and why) in the stream itself.
             failure = exc.failure
-            try:  # the next run closes it, whichever replica it lands on
-                await self.backend.index.mark_unclosed(run.session_id, UNRECORDED_REASON)
-            except BackendUnavailable:
-                log.error("session %s: could not mark its run unclosed", run.session_id)
             log.error("session %s: %s", run.session_id, failure.message)
+            closing = await self._close_failed(run, failure.message)
         except OSError as exc:  # the trace directory could not be made or repaired
             failure = self.recorder.storage_failed(exc)
             log.error("session %s: %s", run.session_id, failure.message)
+            closing = await self._close_failed(run, failure.message)
         except BackendUnavailable as exc:
             failed = str(exc)
             log.error("session %s: run failed: %s", run.session_id, exc)
         except Exception:  # a hub bug must still end the task cleanly
             log.exception("task of session %s failed", run.session_id)
             crashed = True
+            with contextlib.suppress(Exception):
+                closing = await self._close_failed(run, AbortKind.SERVER_FAILURE.default_reason)
         finally:
             if run.renewal is not None:
                 run.renewal.cancel()
@@ -122,12 +123,17 @@ class RunTasks:
             self.runs.pop(run.session_id, None)
             run.observed.finished(failed=failure is not None or failed is not None or crashed)
             if not run.lost:
-                await self._finish(run, failed, failure)
+                await self._finish(run, failed, failure, closing)
             self.backend.logs.release(run.session_id)
 
-    async def _finish(self, run: Run, failed: str | None, failure: RunFailure | None) -> None:
-        """Ends the run in the log: closing messages if the backend failed, then idle."""
-        closing: list[EventBody] = []
+    async def _finish(
+        self,
+        run: Run,
+        failed: str | None,
+        failure: RunFailure | None,
+        closing: list[EventBody],
+    ) -> None:
+        """Ends the run in the log: closing messages if it failed, then idle."""
         if failed is not None:
             closing = await self._close_in_trace(run, BACKEND_LOST_REASON, failed)
             # What failed to reach the log is in the trace; the close says so.
@@ -139,6 +145,38 @@ class RunTasks:
             pass
         except BackendUnavailable:
             self.recovery.finish_soon(run, closing)
+
+    async def _close_failed(self, run: Run, reason: str) -> list[EventBody]:
+        """The messages that end a run the server stopped (fragments and the
+        request closed ``failed``, ``request_end`` carrying ``reason``, then
+        ``abort``), for its clients. Recorded now if the trace takes them;
+        otherwise owed to it, recorded as sent before the session's next run."""
+        out: list[EventBody] = []
+        owed: list[omni_pb2.OmniMessage] = []
+        for item in run.guard.closing_messages(aborted=False, reason=reason, error=reason):
+            msg = message_from_dict(item)
+            kind = AbortKind.SERVER_FAILURE if msg.WhichOneof("payload") == "abort" else None
+            body = bodies.message_body(msg, kind)
+            if len(body.data) > self.recorder.max_record_bytes:
+                continue  # the complete the record limit refused: its stop stands for it
+            if not owed and not run.lost:
+                try:
+                    if self.recorder.append(run, msg, body.data):
+                        self.recorder.count_soon(run)
+                except TraceRejected:
+                    owed.append(msg)
+                except Fenced:
+                    return []  # another replica owns the run now
+            else:
+                owed.append(msg)
+            out.append(body)
+        if owed:
+            self.recorder.owed[run.session_id] = owed
+            try:  # the next run closes it, whichever replica it lands on
+                await self.backend.index.mark_unclosed(run.session_id, UNRECORDED_REASON)
+            except BackendUnavailable:
+                log.error("session %s: could not mark its run unclosed", run.session_id)
+        return out
 
     async def _close_in_trace(self, run: Run, reason: str, error: str) -> list[EventBody]:
         """Records the run's close in the trace (best effort) and returns it."""

@@ -226,6 +226,10 @@ class DialectProjection:
         if self._error_sent or self._pending_failure is not None:
             return []  # the failure is already being reported
         reason = p.reason if p.HasField("reason") else ""
+        if abort_kind is AbortKind.SERVER_FAILURE:
+            # Held for the task end, which names the cause (resource_exhausted...).
+            self._pending_failure = _Failure("engine_error", reason or abort_kind.default_reason)
+            return []
         return [self._error("engine_error", reason or abort_kind.default_reason)]
 
     def _delta(self, text: str, *, new_segment: bool) -> DialectEvent:

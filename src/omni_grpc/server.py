@@ -10,6 +10,7 @@ HTTP/SSE transport is added beside it the same way.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,6 +132,16 @@ class OmniServer:
             for transport in reversed(started):
                 await transport.stop(0)
             raise
+
+    async def drain(self, timeout: float) -> bool:
+        """Stops taking new runs and gives the running ones up to ``timeout``
+        seconds to finish; True when they all did. ``stop`` aborts the rest."""
+        self.hub.drain()
+        try:
+            await asyncio.wait_for(self.hub.wait_drained(), timeout)
+        except TimeoutError:
+            return False
+        return True
 
     async def stop(self, reason: str = "server shutting down") -> None:
         try:

@@ -25,6 +25,8 @@ from omni_grpc.transport.grpc import GrpcConfig, GrpcTransport
 from omni_grpc.transport.sse.transport import SseConfig, SseTransport
 
 EXIT_USAGE = 2
+# Seconds running tasks get on SIGTERM (Kubernetes' default grace period).
+DRAIN_TIMEOUT = 30.0
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -159,6 +161,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--keepalive-time-ms", type=int32, default=30_000)
     parser.add_argument("--keepalive-timeout-ms", type=int32, default=10_000)
     parser.add_argument("--shutdown-grace", type=checks.seconds, default=5.0, help="seconds")
+    parser.add_argument(
+        "--drain-timeout",
+        type=checks.seconds,
+        default=DRAIN_TIMEOUT,
+        metavar="SECONDS",
+        help="on SIGTERM or SIGINT, runs get this long to finish while new ones are "
+        "refused (UNAVAILABLE / 503, health NOT_SERVING); then the rest are aborted. "
+        "A second signal stops at once (default %(default)s, as Kubernetes' grace period)",
+    )
     parser.add_argument(
         "--buffer-events",
         type=checks.at_least(1),
@@ -295,11 +306,11 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
     )
 
 
-async def serve(server: OmniServer) -> None:
-    stop = asyncio.Event()
+async def serve(server: OmniServer, drain_timeout: float = DRAIN_TIMEOUT) -> None:
+    signals: asyncio.Queue[signal.Signals] = asyncio.Queue()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, signals.put_nowait, sig)
     await server.start()
     for line in server.describe():
         print(f"omni-grpc serving {line}", flush=True)
@@ -309,10 +320,38 @@ async def serve(server: OmniServer) -> None:
         print(f"omni-grpc sessions shared through {server.hub.backend.name}", flush=True)
     print("omni-grpc ready", flush=True)  # scripts and tests wait for this line
     try:
-        await stop.wait()
+        first = await signals.get()
+        await _drain(server, signals, first, drain_timeout)
     finally:
         print("omni-grpc shutting down", flush=True)
         await server.stop("server shutting down")
+
+
+async def _drain(
+    server: OmniServer,
+    signals: asyncio.Queue[signal.Signals],
+    first: signal.Signals,
+    timeout: float,
+) -> None:
+    """Lets the running tasks finish, for up to ``timeout`` seconds or until
+    a second signal; new runs are refused meanwhile."""
+    running = server.hub.running
+    print(
+        f"omni-grpc draining ({first.name}): new runs refused; {running} running "
+        f"get up to {timeout:g} s to finish (SIGTERM or SIGINT again stops now)",
+        flush=True,
+    )
+    draining = asyncio.ensure_future(server.drain(timeout))
+    again = asyncio.ensure_future(signals.get())
+    try:
+        await asyncio.wait({draining, again}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        again.cancel()
+        draining.cancel()
+    left = server.hub.running
+    if left:
+        why = "a second signal" if again.done() and not again.cancelled() else "the drain timeout"
+        print(f"omni-grpc stopping {left} unfinished run(s) after {why}", flush=True)
 
 
 def bind_failure(exc: TransportStartError) -> str:
@@ -383,7 +422,7 @@ def run_serve(args: argparse.Namespace) -> int:
     if warning is not None:
         print(f"omni-grpc serve: warning: {warning}", file=sys.stderr, flush=True)
     try:
-        asyncio.run(serve(server))
+        asyncio.run(serve(server, args.drain_timeout))
     except BackendUnavailable as exc:
         print(f"omni-grpc serve: --redis-url: {exc}", file=sys.stderr)
         return 1

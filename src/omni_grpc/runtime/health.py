@@ -17,6 +17,8 @@ from dataclasses import dataclass
 STORAGE = "storage"
 # The shared backend (Redis), when there is one.
 BACKEND = "backend"
+# The server is draining (SIGTERM): it finishes its runs and takes no new ones.
+DRAINING = "draining"
 
 Listener = Callable[[bool], None]
 

@@ -39,7 +39,7 @@ from omni_grpc.runtime.errors import (
 )
 from omni_grpc.runtime.event_log import Subscription
 from omni_grpc.runtime.events import EventBody
-from omni_grpc.runtime.health import HealthState
+from omni_grpc.runtime.health import DRAINING, HealthState
 from omni_grpc.runtime.interface import ApprovalPolicy, RunRequest, SessionInfo
 from omni_grpc.runtime.limits import Limits
 from omni_grpc.runtime.live_tail import LiveTail, fold_live_tail
@@ -108,6 +108,8 @@ class Hub:
         # Per session: subscriptions being opened (not yet in subscriber_count).
         self._subscribing: dict[str, int] = {}
         self._closing = False
+        # Draining: no new runs or sessions; the running ones go on.
+        self._draining = False
         self._started: asyncio.Task[None] | None = None
         self._background: list[asyncio.Task[None]] = []
 
@@ -170,6 +172,8 @@ class Hub:
         """A new idle session (the reference's ``POST /api/sessions``), with its
         own approval mode if given (one of the client modes, as for a task)."""
         await self.start()
+        if self._closing or self._draining:
+            raise HubClosed()
         if approval_mode is not None:
             self._check_mode(approval_mode)
         mode = approval_mode.value if approval_mode is not None else None
@@ -278,7 +282,7 @@ class Hub:
         """Starts a task and returns its session id and a subscription that sees the
         task from its first input message to its closing ``task_state idle``."""
         await self.start()
-        if self._closing:
+        if self._closing or self._draining:
             raise HubClosed()
         _check_input(request.input)
         if request.approval_mode is not None:
@@ -409,6 +413,30 @@ class Hub:
         run = self._runs.get(session_id)
         if run is not None and run.task is not None:
             await asyncio.shield(run.task)
+
+    # ---- draining and shutdown ------------------------------------------------------
+
+    @property
+    def running(self) -> int:
+        """Tasks this process runs (or is starting) now."""
+        return len(self._runs) + self._starting
+
+    def drain(self) -> None:
+        """Takes no new runs or sessions from now on (HubClosed: UNAVAILABLE /
+        503), and health says NOT_SERVING so load balancers move away. The
+        running tasks go on: their streams, approvals and aborts are served."""
+        if not self._draining:
+            self._draining = True
+            self.health.report(DRAINING, "the server is draining: it takes no new runs")
+
+    async def wait_drained(self) -> None:
+        """Returns once no task of this process is running or starting."""
+        while self.running:
+            tasks = [run.task for run in self._runs.values() if run.task is not None]
+            if tasks:
+                await asyncio.wait(tasks)
+            else:  # claims still on their way: they become tasks, or fail, soon
+                await asyncio.sleep(0.05)
 
     async def shutdown(self, reason: str = AbortKind.SHUTDOWN.default_reason) -> None:
         """Aborts every task this process runs, waits for each to record its abort,

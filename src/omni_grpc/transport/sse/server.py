@@ -9,9 +9,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+from collections.abc import Iterator
 
 import uvicorn
 from starlette.types import ASGIApp
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server without its signal handlers: the process's owner
+    (``omni-grpc serve``) decides what SIGTERM means. uvicorn's own would stop
+    the HTTP side at the first signal, in the middle of a drain, and raise the
+    signal again once it stopped."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 class HttpServer:
@@ -35,7 +47,7 @@ class HttpServer:
             date_header=False,
             timeout_graceful_shutdown=shutdown_grace,
         )
-        self._server = uvicorn.Server(self._config)
+        self._server = _Server(self._config)
         self._task: asyncio.Task[None] | None = None
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import math
 import os
 import re
 import signal
@@ -103,7 +104,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=checks.at_least(1),
         default=limits.max_sessions,
         help="sessions the server keeps; new ones past it are refused with "
-        "RESOURCE_EXHAUSTED / 429 (default %(default)s; with --redis-url, for all replicas)",
+        "RESOURCE_EXHAUSTED / 429 until sessions are deleted (sessions rm, --session-ttl) "
+        "(default %(default)s; with --redis-url, for all replicas)",
     )
     parser.add_argument(
         "--max-runs",
@@ -126,6 +128,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="a tool call waiting longer for Approve is denied, as if the client "
         "answered deny; the run goes on (default %(default)s)",
+    )
+    parser.add_argument(
+        "--session-ttl",
+        type=checks.positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="delete sessions idle (no run, no stream) for longer than this: they leave "
+        "the index, their buffers are freed, their Redis keys removed (default: kept "
+        "until deleted with DeleteSession, DELETE /api/sessions/ID or sessions rm)",
+    )
+    parser.add_argument(
+        "--session-ttl-traces",
+        choices=("keep", "delete"),
+        default="keep",
+        help="what --session-ttl does with an expired session's trace and workspace: "
+        "keep moves them to DATA_DIR/deleted/ (readable, never indexed again), delete "
+        "removes them (default %(default)s)",
     )
     parser.add_argument(
         "--http-port", type=checks.port, default=8080, help="HTTP/SSE port, 0 picks a free port"
@@ -302,6 +321,8 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
             max_runs=args.max_runs,
             max_streams_per_session=args.max_streams_per_session,
             approval_wait=args.max_approval_wait,
+            session_ttl=args.session_ttl or math.inf,
+            delete_expired_traces=args.session_ttl_traces == "delete",
         ),
     )
 

@@ -91,6 +91,14 @@ class SessionNotFound(HubError):
         self.session_id = session_id
 
 
+class SessionDeleted(SessionNotFound):
+    """The session a stream followed was deleted while it was open."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(session_id)
+        self.args = (f"session {session_id!r} was deleted",)
+
+
 class SessionBusy(HubError):
     """The session already runs a task (one task at a time)."""
 
@@ -183,7 +191,8 @@ class LimitExceeded(HubError):
     def __init__(self, limit: str, value: int, session_id: str | None = None) -> None:
         what = self._WHAT.get(limit, limit).format(session=repr(session_id))
         flag = "--" + limit.replace("_", "-")
-        super().__init__(f"limit {limit} reached: this server allows {value} {what} ({flag})")
+        hint = "; delete sessions to make room" if limit == "max_sessions" else ""
+        super().__init__(f"limit {limit} reached: this server allows {value} {what} ({flag}){hint}")
         self.limit = limit
         self.value = value
         self.code = self._CODES.get(limit, ErrorCode.TOO_MANY_REQUESTS)

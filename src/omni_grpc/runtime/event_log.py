@@ -180,6 +180,12 @@ class EventLogs(Protocol):
 
     def release(self, session_id: str) -> None: ...
 
+    async def drop(self, session_id: str) -> None:
+        """The session was deleted: its subscriptions in this process end (their
+        ``next`` returns None), its buffer is freed, and what a shared backend
+        stores of its events is removed."""
+        ...
+
     def reclaim_idle(self) -> int:
         """Drops logs idle, unwatched and not held for the idle TTL; how many."""
         ...
@@ -250,6 +256,18 @@ class LogRegistry(Generic[_Log]):
             del self._logs[sid]
             self._handed.pop(sid, None)
         return len(idle)
+
+    async def drop(self, session_id: str) -> None:
+        log = self._logs.pop(session_id, None)
+        self._handed.pop(session_id, None)
+        self._held.pop(session_id, None)
+        if log is not None:
+            await log.close()
+        await self._discard(session_id)
+
+    async def _discard(self, session_id: str) -> None:
+        """Removes what the backend keeps of a deleted session's events
+        beyond this process (nothing, in memory)."""
 
     async def close(self) -> None:
         for log in list(self._logs.values()):

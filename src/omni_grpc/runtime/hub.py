@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import math
 import re
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from omni_grpc import protocol
@@ -57,6 +60,11 @@ from omni_grpc.vocabulary import AbortKind, Decision, SessionState
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 __all__ = ["BACKEND_LOST_REASON", "Hub", "RunRequest", "SessionInfo"]
+
+log = logging.getLogger(__name__)
+
+# The abort reason of a task whose session is deleted.
+DELETED_REASON = "session deleted"
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
@@ -142,6 +150,8 @@ class Hub:
         await self.restore()
         await self.backend.control.listen(self.replica_id, self._on_command)
         self._background.append(asyncio.create_task(self.recovery.reclaim_loop()))
+        if not math.isinf(self.limits.session_ttl):
+            self._background.append(asyncio.create_task(self._expire_loop()))
         if self.backend.sweep_interval is not None:
             self._background.append(asyncio.create_task(self.recovery.sweep_loop()))
             self._background.append(asyncio.create_task(self.recovery.watch_backend()))
@@ -275,6 +285,66 @@ class Hub:
         """``(provider, model_id)`` that a session created now would record."""
         payload = self.recorder.meta_for("session-new", self.traces.workspaces_dir / "session-new")
         return str(payload.get("provider", "")), str(payload.get("model_id", ""))
+
+    async def delete_session(self, session_id: str, *, delete_trace: bool = False) -> bool:
+        """Ends a session: its running task is aborted first (its stream gets the
+        abort and ``task_state idle``), then it leaves the index, its replay
+        buffer and pending approvals are freed, and this process's streams on
+        it end (transports tell them ``SessionDeleted``). The trace and the
+        workspace are removed (``delete_trace``) or kept under
+        ``<data-dir>/deleted/``. True when a task was running."""
+        await self._record(session_id)
+        was_running = await self.abort(session_id, DELETED_REASON)
+        if was_running:
+            await self._until_idle(session_id)
+        record = await self._record(session_id)  # as the run left it
+        if not await self.backend.index.remove(session_id):
+            raise SessionNotFound(session_id)  # a concurrent delete came first
+        await self.backend.approvals.clear(session_id)
+        await self.backend.logs.drop(session_id)
+        self.recorder.owed.pop(session_id, None)
+        await asyncio.to_thread(self.traces.remove, record, delete=delete_trace)
+        return was_running
+
+    async def _until_idle(self, session_id: str) -> None:
+        """Waits for the aborted task to end, wherever it runs."""
+        run = self._runs.get(session_id)
+        if run is not None and run.task is not None:
+            await asyncio.shield(run.task)
+            return
+        while await self.backend.leases.running([session_id]):
+            await asyncio.sleep(0.05)  # another replica closes it within its abort grace
+
+    async def _expire_loop(self) -> None:
+        """Deletes sessions idle for longer than ``limits.session_ttl``."""
+        ttl = self.limits.session_ttl
+        while True:
+            await asyncio.sleep(min(ttl / 2, 60.0))
+            try:
+                await self.expire_idle()
+            except Exception:  # a failing sweep must not stop the next one
+                log.exception("deleting expired sessions failed")
+
+    async def expire_idle(self) -> list[str]:
+        """Deletes the sessions idle (no run, no stream here) past the TTL."""
+        ttl = self.limits.session_ttl
+        if math.isinf(ttl):
+            return []
+        cutoff = datetime.now(UTC) - timedelta(seconds=ttl)
+        records = await self.backend.index.list()
+        running = await self.backend.leases.running([r.session_id for r in records])
+        expired = []
+        for record in records:
+            sid = record.session_id
+            if sid in running or self.backend.logs.get(sid).subscriber_count:
+                continue
+            if datetime.fromisoformat(record.updated_at.replace("Z", "+00:00")) > cutoff:
+                continue
+            with contextlib.suppress(SessionNotFound):  # another replica took it
+                await self.delete_session(sid, delete_trace=self.limits.delete_expired_traces)
+                log.info("session %s: idle for more than %g s; deleted", sid, ttl)
+                expired.append(sid)
+        return expired
 
     # ---- tasks ------------------------------------------------------------------
 

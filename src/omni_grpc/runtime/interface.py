@@ -134,6 +134,10 @@ class Runtime(Protocol):
         """Aborts the session's run, wherever it runs; False when it is idle."""
         ...
 
+    async def delete_session(self, session_id: str, *, delete_trace: bool = False) -> bool:
+        """Ends the session (its running task aborted first); True when one ran."""
+        ...
+
     async def history(self, session_id: str) -> AsyncIterator[omni_pb2.OmniMessage]: ...
 
     async def history_shards(

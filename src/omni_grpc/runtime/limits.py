@@ -6,9 +6,10 @@ concurrent runs (an engine task and a busy window each), streams per session
 (every event is sent to each of them) and the time a run may wait for an
 approval (a run parked forever holds its slot forever). Past a count limit the
 request is refused before anything is created or recorded (``LimitExceeded``:
-gRPC ``RESOURCE_EXHAUSTED``, HTTP 429). An ask that waits longer than
-``approval_wait`` is denied, as if the client had answered ``deny``: the run
-goes on (the engine records the refused tool call) instead of being aborted.
+gRPC ``RESOURCE_EXHAUSTED``, HTTP 429); deleting sessions (``DeleteSession``,
+or ``session_ttl`` for idle ones) makes room again. An ask that waits longer
+than ``approval_wait`` is not run (no decision is recorded, its output says
+the wait expired): the run goes on instead of being aborted.
 
 Runs and streams are counted by the replica that serves them; sessions are
 counted in the session index, which every replica shares, so the session
@@ -32,6 +33,10 @@ class Limits:
     max_streams_per_session: int = 128
     # Seconds a tool call waits for Approve before it is denied.
     approval_wait: float = 3600.0
+    # Seconds a session may stay idle before it is deleted (inf: kept until
+    # deleted), and whether its trace and workspace go with it.
+    session_ttl: float = math.inf
+    delete_expired_traces: bool = False
 
     def __post_init__(self) -> None:
         for name in ("max_sessions", "max_runs", "max_streams_per_session"):
@@ -39,3 +44,5 @@ class Limits:
                 raise ValueError(f"{name} must be at least 1")
         if not (self.approval_wait > 0 and math.isfinite(self.approval_wait)):
             raise ValueError("approval_wait must be a finite number of seconds > 0")
+        if not self.session_ttl > 0:
+            raise ValueError("session_ttl must be a number of seconds > 0")

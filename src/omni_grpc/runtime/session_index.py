@@ -60,6 +60,10 @@ class SessionIndex(Protocol):
         """Every session, oldest first."""
         ...
 
+    async def remove(self, session_id: str) -> bool:
+        """Forgets the session (it was deleted); False when it was not indexed."""
+        ...
+
     async def recorded(self, session_id: str, message_count: int, updated_at: str) -> None:
         """The trace holds ``message_count`` records, the last written at
         ``updated_at``. Absolute, not an increment: an update lost to an outage
@@ -95,6 +99,9 @@ class MemorySessionIndex:
 
     async def list(self) -> list[SessionRecord]:
         return sorted(self._records.values(), key=lambda r: (r.created_at, r.session_id))
+
+    async def remove(self, session_id: str) -> bool:
+        return self._records.pop(session_id, None) is not None
 
     async def recorded(self, session_id: str, message_count: int, updated_at: str) -> None:
         record = self._records.get(session_id)

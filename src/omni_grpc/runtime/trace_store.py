@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import shutil
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
@@ -31,6 +33,9 @@ from omni_grpc.trace.window import Position, Window
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 log = logging.getLogger(__name__)
+
+# Where a deleted session's kept trace and workspace go (never indexed).
+DELETED_DIR = "deleted"
 
 
 # Shard writers kept at once (each holds its shard's tail state, no open file).
@@ -115,6 +120,26 @@ class TraceStore:
     @property
     def cached_writers(self) -> int:
         return len(self._writers)
+
+    def remove(self, record: SessionRecord, *, delete: bool) -> None:
+        """A deleted session's files: removed with its workspace (``delete``), or
+        moved under ``<data-dir>/deleted/`` in the same layout, where they stay
+        readable but are never indexed again."""
+        self.forget(record)
+        workspace = self.workspaces_dir / record.session_id
+        # Each shard with what lies beside it (its history index, a torn tail).
+        files = [f for shard in self.paths(record) for f in shard.parent.glob(shard.name + "*")]
+        if delete:
+            for path in files:
+                path.unlink(missing_ok=True)
+            shutil.rmtree(workspace, ignore_errors=True)
+            return
+        kept = self.data_dir / DELETED_DIR
+        for path in [*files, workspace]:
+            if path.exists():
+                target = kept / path.relative_to(self.data_dir)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(path, target)
 
     def forget(self, record: SessionRecord) -> None:
         """Drops cached writers: the next append re-reads the tail, which

@@ -32,6 +32,13 @@ type AgentServiceClient interface {
 	// Streams the session's recorded messages (its trace).
 	GetHistory(ctx context.Context, in *GetHistoryRequest, opts ...grpc.CallOption) (AgentService_GetHistoryClient, error)
 	ListSessions(ctx context.Context, in *ListSessionsRequest, opts ...grpc.CallOption) (*ListSessionsResponse, error)
+	// Ends a session. A running task is aborted first ("session deleted"; its
+	// stream still delivers the abort and task_state idle). Then the session
+	// leaves the index, its replay buffer and pending approvals are freed, and
+	// every stream still open on it ends with NOT_FOUND. The trace and the
+	// workspace stay on disk unless delete_trace is set. NOT_FOUND for an
+	// unknown session.
+	DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error)
 }
 
 type agentServiceClient struct {
@@ -165,6 +172,15 @@ func (c *agentServiceClient) ListSessions(ctx context.Context, in *ListSessionsR
 	return out, nil
 }
 
+func (c *agentServiceClient) DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error) {
+	out := new(DeleteSessionResponse)
+	err := c.cc.Invoke(ctx, "/omni.v1.AgentService/DeleteSession", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility
@@ -184,6 +200,13 @@ type AgentServiceServer interface {
 	// Streams the session's recorded messages (its trace).
 	GetHistory(*GetHistoryRequest, AgentService_GetHistoryServer) error
 	ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error)
+	// Ends a session. A running task is aborted first ("session deleted"; its
+	// stream still delivers the abort and task_state idle). Then the session
+	// leaves the index, its replay buffer and pending approvals are freed, and
+	// every stream still open on it ends with NOT_FOUND. The trace and the
+	// workspace stay on disk unless delete_trace is set. NOT_FOUND for an
+	// unknown session.
+	DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -208,6 +231,9 @@ func (UnimplementedAgentServiceServer) GetHistory(*GetHistoryRequest, AgentServi
 }
 func (UnimplementedAgentServiceServer) ListSessions(context.Context, *ListSessionsRequest) (*ListSessionsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListSessions not implemented")
+}
+func (UnimplementedAgentServiceServer) DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteSession not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 
@@ -339,6 +365,24 @@ func _AgentService_ListSessions_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_DeleteSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).DeleteSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/omni.v1.AgentService/DeleteSession",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).DeleteSession(ctx, req.(*DeleteSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _AgentService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "omni.v1.AgentService",
 	HandlerType: (*AgentServiceServer)(nil),
@@ -354,6 +398,10 @@ var _AgentService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListSessions",
 			Handler:    _AgentService_ListSessions_Handler,
+		},
+		{
+			MethodName: "DeleteSession",
+			Handler:    _AgentService_DeleteSession_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

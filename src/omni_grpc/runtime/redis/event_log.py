@@ -504,5 +504,12 @@ class RedisEventLogs(LogRegistry[RedisEventLog]):
         # expires it by itself.
         return not log.reading
 
+    async def _discard(self, session_id: str) -> None:
+        k = self._conn.session_key
+        with unavailable_on_failure():
+            await self._conn.commands.delete(
+                *(k(session_id, part) for part in ("events", "meta", "fence"))
+            )
+
     async def last_event_id(self, session_id: str) -> str | None:
         return await self.get(session_id).last_event_id()

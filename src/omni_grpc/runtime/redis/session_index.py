@@ -75,6 +75,14 @@ class RedisSessionIndex:
         records = [_decode(sid, raw) for sid, raw in zip(ids, found, strict=True) if raw]
         return sorted(records, key=lambda r: (r.created_at, r.session_id))
 
+    async def remove(self, session_id: str) -> bool:
+        with unavailable_on_failure():
+            pipe = self._conn.commands.pipeline(transaction=True)
+            pipe.srem(self._all, session_id)
+            pipe.delete(self._key(session_id))
+            removed, _ = await pipe.execute()
+        return bool(removed)
+
     async def recorded(self, session_id: str, message_count: int, updated_at: str) -> None:
         with unavailable_on_failure():
             await self._conn.commands.hset(

@@ -9,7 +9,13 @@ from collections.abc import AsyncIterator, Iterable
 import grpc
 
 from omni_grpc.convert import serialize_message
-from omni_grpc.runtime.errors import BackendUnavailable, HubError, InvalidRequest
+from omni_grpc.runtime.errors import (
+    BackendUnavailable,
+    HubError,
+    InvalidRequest,
+    SessionDeleted,
+    SessionNotFound,
+)
 from omni_grpc.runtime.interface import HubEvent, Runtime, SessionInfo, is_task_end
 from omni_grpc.trace.window import format_cursor
 from omni_grpc.transport.grpc import requests
@@ -122,8 +128,19 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
                     yield response_bytes(event, session_id, with_json=request.include_json)
             except BackendUnavailable as exc:  # the shared log went away mid-stream
                 await abort_with(context, exc)
+            await self._ended(context, session_id)
         finally:
             sub.close()
+
+    async def _ended(self, context: grpc.aio.ServicerContext, session_id: str) -> None:
+        """A stream that ended without its client leaving: the session was
+        deleted (say so), or the server is stopping (end it plainly)."""
+        try:
+            await self.hub.require_session(session_id)
+        except SessionNotFound:
+            await abort_with(context, SessionDeleted(session_id))
+        except HubError:
+            pass  # the shared store went away with the server
 
     async def Approve(
         self, request: pb.ApproveRequest, context: grpc.aio.ServicerContext
@@ -173,6 +190,18 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
                 # The codec gives back each trace line's exact bytes.
                 response.json = serialize_message(message).decode("utf-8")
             yield response
+
+    async def DeleteSession(
+        self, request: pb.DeleteSessionRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteSessionResponse:
+        try:
+            session_id = requests.require(request.session_id, "session_id")
+            was_running = await self.hub.delete_session(
+                session_id, delete_trace=request.delete_trace
+            )
+        except HubError as exc:
+            await abort_with(context, exc)
+        return pb.DeleteSessionResponse(was_running=was_running, trace_deleted=request.delete_trace)
 
     async def ListSessions(
         self, request: pb.ListSessionsRequest, context: grpc.aio.ServicerContext

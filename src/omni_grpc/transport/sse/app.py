@@ -106,6 +106,17 @@ class SseRoutes:
         info = await self.hub.session_info(request.path_params["sid"])
         return JSONResponse({"session": session_json(info, with_trace_path=True)})
 
+    async def delete_session(self, request: Request) -> Response:
+        """Ends the session (DeleteSession): 204; ``?deleteTrace=true`` removes
+        its trace and workspace too. Its open streams end."""
+        delete_trace = request.query_params.get("deleteTrace", "false")
+        if delete_trace not in ("true", "false"):
+            raise ApiError(400, "invalid_request", "deleteTrace: must be true or false")
+        await self.hub.delete_session(
+            request.path_params["sid"], delete_trace=delete_trace == "true"
+        )
+        return Response(status_code=204)
+
     async def create_task(self, request: Request) -> Response:
         session_id = request.path_params["sid"]
         await self.hub.require_session(session_id)  # 404 before reading a large body
@@ -377,6 +388,7 @@ def create_app(
         Route("/api/sessions", r.list_sessions, methods=["GET"]),
         Route("/api/sessions", r.create_session, methods=["POST"]),
         Route("/api/sessions/{sid}", r.get_session, methods=["GET"]),
+        Route("/api/sessions/{sid}", r.delete_session, methods=["DELETE"]),
         Route("/api/sessions/{sid}/tasks", r.create_task, methods=["POST"]),
         Route("/api/sessions/{sid}/stream", r.stream, methods=["GET"]),
         Route("/api/sessions/{sid}/messages", r.messages, methods=["GET"]),
@@ -408,7 +420,7 @@ def create_app(
             Middleware(
                 CORSMiddleware,
                 allow_origins=list(cors_origins),
-                allow_methods=["GET", "POST", "PATCH"],
+                allow_methods=["GET", "POST", "PATCH", "DELETE"],
                 allow_headers=[AUTHORIZATION_HEADER, "Content-Type", LAST_EVENT_ID_HEADER],
                 expose_headers=[SESSION_HEADER],
             )

@@ -212,6 +212,22 @@ class ListSessionsResponse(_message.Message):
     sessions: _containers.RepeatedCompositeFieldContainer[SessionInfo]
     def __init__(self, sessions: _Optional[_Iterable[_Union[SessionInfo, _Mapping]]] = ...) -> None: ...
 
+class DeleteSessionRequest(_message.Message):
+    __slots__ = ("session_id", "delete_trace")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    DELETE_TRACE_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    delete_trace: bool
+    def __init__(self, session_id: _Optional[str] = ..., delete_trace: _Optional[bool] = ...) -> None: ...
+
+class DeleteSessionResponse(_message.Message):
+    __slots__ = ("was_running", "trace_deleted")
+    WAS_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    TRACE_DELETED_FIELD_NUMBER: _ClassVar[int]
+    was_running: bool
+    trace_deleted: bool
+    def __init__(self, was_running: _Optional[bool] = ..., trace_deleted: _Optional[bool] = ...) -> None: ...
+
 class SessionInfo(_message.Message):
     __slots__ = ("session_id", "state", "created_at", "updated_at", "message_count", "last_event_id")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]

@@ -64,6 +64,11 @@ class AgentServiceStub:
                 request_serializer=omni_dot_v1_dot_agent__service__pb2.ListSessionsRequest.SerializeToString,
                 response_deserializer=omni_dot_v1_dot_agent__service__pb2.ListSessionsResponse.FromString,
                 _registered_method=True)
+        self.DeleteSession = channel.unary_unary(
+                '/omni.v1.AgentService/DeleteSession',
+                request_serializer=omni_dot_v1_dot_agent__service__pb2.DeleteSessionRequest.SerializeToString,
+                response_deserializer=omni_dot_v1_dot_agent__service__pb2.DeleteSessionResponse.FromString,
+                _registered_method=True)
 
 
 class AgentServiceServicer:
@@ -114,6 +119,18 @@ class AgentServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteSession(self, request, context):
+        """Ends a session. A running task is aborted first ("session deleted"; its
+        stream still delivers the abort and task_state idle). Then the session
+        leaves the index, its replay buffer and pending approvals are freed, and
+        every stream still open on it ends with NOT_FOUND. The trace and the
+        workspace stay on disk unless delete_trace is set. NOT_FOUND for an
+        unknown session.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -146,6 +163,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.ListSessions,
                     request_deserializer=omni_dot_v1_dot_agent__service__pb2.ListSessionsRequest.FromString,
                     response_serializer=omni_dot_v1_dot_agent__service__pb2.ListSessionsResponse.SerializeToString,
+            ),
+            'DeleteSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteSession,
+                    request_deserializer=omni_dot_v1_dot_agent__service__pb2.DeleteSessionRequest.FromString,
+                    response_serializer=omni_dot_v1_dot_agent__service__pb2.DeleteSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -310,6 +332,33 @@ class AgentService:
             '/omni.v1.AgentService/ListSessions',
             omni_dot_v1_dot_agent__service__pb2.ListSessionsRequest.SerializeToString,
             omni_dot_v1_dot_agent__service__pb2.ListSessionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/omni.v1.AgentService/DeleteSession',
+            omni_dot_v1_dot_agent__service__pb2.DeleteSessionRequest.SerializeToString,
+            omni_dot_v1_dot_agent__service__pb2.DeleteSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

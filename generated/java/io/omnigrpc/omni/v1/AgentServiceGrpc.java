@@ -201,6 +201,37 @@ public final class AgentServiceGrpc {
     return getListSessionsMethod;
   }
 
+  private static volatile io.grpc.MethodDescriptor<io.omnigrpc.omni.v1.DeleteSessionRequest,
+      io.omnigrpc.omni.v1.DeleteSessionResponse> getDeleteSessionMethod;
+
+  @io.grpc.stub.annotations.RpcMethod(
+      fullMethodName = SERVICE_NAME + '/' + "DeleteSession",
+      requestType = io.omnigrpc.omni.v1.DeleteSessionRequest.class,
+      responseType = io.omnigrpc.omni.v1.DeleteSessionResponse.class,
+      methodType = io.grpc.MethodDescriptor.MethodType.UNARY)
+  public static io.grpc.MethodDescriptor<io.omnigrpc.omni.v1.DeleteSessionRequest,
+      io.omnigrpc.omni.v1.DeleteSessionResponse> getDeleteSessionMethod() {
+    io.grpc.MethodDescriptor<io.omnigrpc.omni.v1.DeleteSessionRequest, io.omnigrpc.omni.v1.DeleteSessionResponse> getDeleteSessionMethod;
+    if ((getDeleteSessionMethod = AgentServiceGrpc.getDeleteSessionMethod) == null) {
+      synchronized (AgentServiceGrpc.class) {
+        if ((getDeleteSessionMethod = AgentServiceGrpc.getDeleteSessionMethod) == null) {
+          AgentServiceGrpc.getDeleteSessionMethod = getDeleteSessionMethod =
+              io.grpc.MethodDescriptor.<io.omnigrpc.omni.v1.DeleteSessionRequest, io.omnigrpc.omni.v1.DeleteSessionResponse>newBuilder()
+              .setType(io.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName(generateFullMethodName(SERVICE_NAME, "DeleteSession"))
+              .setSampledToLocalTracing(true)
+              .setRequestMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  io.omnigrpc.omni.v1.DeleteSessionRequest.getDefaultInstance()))
+              .setResponseMarshaller(io.grpc.protobuf.ProtoUtils.marshaller(
+                  io.omnigrpc.omni.v1.DeleteSessionResponse.getDefaultInstance()))
+              .setSchemaDescriptor(new AgentServiceMethodDescriptorSupplier("DeleteSession"))
+              .build();
+        }
+      }
+    }
+    return getDeleteSessionMethod;
+  }
+
   /**
    * Creates a new async stub that supports all call types for the service
    */
@@ -310,6 +341,21 @@ public final class AgentServiceGrpc {
       io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getListSessionsMethod(), responseObserver);
     }
 
+    /**
+     * <pre>
+     * Ends a session. A running task is aborted first ("session deleted"; its
+     * stream still delivers the abort and task_state idle). Then the session
+     * leaves the index, its replay buffer and pending approvals are freed, and
+     * every stream still open on it ends with NOT_FOUND. The trace and the
+     * workspace stay on disk unless delete_trace is set. NOT_FOUND for an
+     * unknown session.
+     * </pre>
+     */
+    public void deleteSession(io.omnigrpc.omni.v1.DeleteSessionRequest request,
+        io.grpc.stub.StreamObserver<io.omnigrpc.omni.v1.DeleteSessionResponse> responseObserver) {
+      io.grpc.stub.ServerCalls.asyncUnimplementedUnaryCall(getDeleteSessionMethod(), responseObserver);
+    }
+
     @java.lang.Override public final io.grpc.ServerServiceDefinition bindService() {
       return io.grpc.ServerServiceDefinition.builder(getServiceDescriptor())
           .addMethod(
@@ -354,6 +400,13 @@ public final class AgentServiceGrpc {
                 io.omnigrpc.omni.v1.ListSessionsRequest,
                 io.omnigrpc.omni.v1.ListSessionsResponse>(
                   this, METHODID_LIST_SESSIONS)))
+          .addMethod(
+            getDeleteSessionMethod(),
+            io.grpc.stub.ServerCalls.asyncUnaryCall(
+              new MethodHandlers<
+                io.omnigrpc.omni.v1.DeleteSessionRequest,
+                io.omnigrpc.omni.v1.DeleteSessionResponse>(
+                  this, METHODID_DELETE_SESSION)))
           .build();
     }
   }
@@ -438,6 +491,22 @@ public final class AgentServiceGrpc {
       io.grpc.stub.ClientCalls.asyncUnaryCall(
           getChannel().newCall(getListSessionsMethod(), getCallOptions()), request, responseObserver);
     }
+
+    /**
+     * <pre>
+     * Ends a session. A running task is aborted first ("session deleted"; its
+     * stream still delivers the abort and task_state idle). Then the session
+     * leaves the index, its replay buffer and pending approvals are freed, and
+     * every stream still open on it ends with NOT_FOUND. The trace and the
+     * workspace stay on disk unless delete_trace is set. NOT_FOUND for an
+     * unknown session.
+     * </pre>
+     */
+    public void deleteSession(io.omnigrpc.omni.v1.DeleteSessionRequest request,
+        io.grpc.stub.StreamObserver<io.omnigrpc.omni.v1.DeleteSessionResponse> responseObserver) {
+      io.grpc.stub.ClientCalls.asyncUnaryCall(
+          getChannel().newCall(getDeleteSessionMethod(), getCallOptions()), request, responseObserver);
+    }
   }
 
   /**
@@ -517,6 +586,21 @@ public final class AgentServiceGrpc {
       return io.grpc.stub.ClientCalls.blockingUnaryCall(
           getChannel(), getListSessionsMethod(), getCallOptions(), request);
     }
+
+    /**
+     * <pre>
+     * Ends a session. A running task is aborted first ("session deleted"; its
+     * stream still delivers the abort and task_state idle). Then the session
+     * leaves the index, its replay buffer and pending approvals are freed, and
+     * every stream still open on it ends with NOT_FOUND. The trace and the
+     * workspace stay on disk unless delete_trace is set. NOT_FOUND for an
+     * unknown session.
+     * </pre>
+     */
+    public io.omnigrpc.omni.v1.DeleteSessionResponse deleteSession(io.omnigrpc.omni.v1.DeleteSessionRequest request) {
+      return io.grpc.stub.ClientCalls.blockingUnaryCall(
+          getChannel(), getDeleteSessionMethod(), getCallOptions(), request);
+    }
   }
 
   /**
@@ -562,6 +646,22 @@ public final class AgentServiceGrpc {
       return io.grpc.stub.ClientCalls.futureUnaryCall(
           getChannel().newCall(getListSessionsMethod(), getCallOptions()), request);
     }
+
+    /**
+     * <pre>
+     * Ends a session. A running task is aborted first ("session deleted"; its
+     * stream still delivers the abort and task_state idle). Then the session
+     * leaves the index, its replay buffer and pending approvals are freed, and
+     * every stream still open on it ends with NOT_FOUND. The trace and the
+     * workspace stay on disk unless delete_trace is set. NOT_FOUND for an
+     * unknown session.
+     * </pre>
+     */
+    public com.google.common.util.concurrent.ListenableFuture<io.omnigrpc.omni.v1.DeleteSessionResponse> deleteSession(
+        io.omnigrpc.omni.v1.DeleteSessionRequest request) {
+      return io.grpc.stub.ClientCalls.futureUnaryCall(
+          getChannel().newCall(getDeleteSessionMethod(), getCallOptions()), request);
+    }
   }
 
   private static final int METHODID_RUN = 0;
@@ -570,6 +670,7 @@ public final class AgentServiceGrpc {
   private static final int METHODID_ABORT = 3;
   private static final int METHODID_GET_HISTORY = 4;
   private static final int METHODID_LIST_SESSIONS = 5;
+  private static final int METHODID_DELETE_SESSION = 6;
 
   private static final class MethodHandlers<Req, Resp> implements
       io.grpc.stub.ServerCalls.UnaryMethod<Req, Resp>,
@@ -611,6 +712,10 @@ public final class AgentServiceGrpc {
         case METHODID_LIST_SESSIONS:
           serviceImpl.listSessions((io.omnigrpc.omni.v1.ListSessionsRequest) request,
               (io.grpc.stub.StreamObserver<io.omnigrpc.omni.v1.ListSessionsResponse>) responseObserver);
+          break;
+        case METHODID_DELETE_SESSION:
+          serviceImpl.deleteSession((io.omnigrpc.omni.v1.DeleteSessionRequest) request,
+              (io.grpc.stub.StreamObserver<io.omnigrpc.omni.v1.DeleteSessionResponse>) responseObserver);
           break;
         default:
           throw new AssertionError();
@@ -679,6 +784,7 @@ public final class AgentServiceGrpc {
               .addMethod(getAbortMethod())
               .addMethod(getGetHistoryMethod())
               .addMethod(getListSessionsMethod())
+              .addMethod(getDeleteSessionMethod())
               .build();
         }
       }

@@ -100,6 +100,16 @@ public final class AgentServiceProto {
     com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
       internal_static_omni_v1_ListSessionsResponse_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_omni_v1_DeleteSessionRequest_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+      internal_static_omni_v1_DeleteSessionRequest_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_omni_v1_DeleteSessionResponse_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+      internal_static_omni_v1_DeleteSessionResponse_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_omni_v1_SessionInfo_descriptor;
   static final 
     com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
@@ -170,37 +180,44 @@ public final class AgentServiceProto {
       "en\030\003 \001(\tR\rnextPageToken\"\025\n\023ListSessionsR" +
       "equest\"H\n\024ListSessionsResponse\0220\n\010sessio" +
       "ns\030\001 \003(\0132\024.omni.v1.SessionInfoR\010sessions" +
-      "\"\340\001\n\013SessionInfo\022\035\n\nsession_id\030\001 \001(\tR\tse" +
-      "ssionId\022+\n\005state\030\002 \001(\0162\025.omni.v1.Session" +
-      "StateR\005state\022\035\n\ncreated_at\030\003 \001(\tR\tcreate" +
-      "dAt\022\035\n\nupdated_at\030\004 \001(\tR\tupdatedAt\022#\n\rme" +
-      "ssage_count\030\005 \001(\003R\014messageCount\022\"\n\rlast_" +
-      "event_id\030\006 \001(\tR\013lastEventId*\232\001\n\014Approval" +
-      "Mode\022\035\n\031APPROVAL_MODE_UNSPECIFIED\020\000\022\033\n\027A" +
-      "PPROVAL_MODE_ALLOW_ALL\020\001\022\032\n\026APPROVAL_MOD" +
-      "E_DENY_ALL\020\002\022\033\n\027APPROVAL_MODE_READ_ONLY\020" +
-      "\003\022\025\n\021APPROVAL_MODE_ASK\020\004*\306\001\n\rThinkingLev" +
-      "el\022\036\n\032THINKING_LEVEL_UNSPECIFIED\020\000\022\027\n\023TH" +
-      "INKING_LEVEL_NONE\020\001\022\026\n\022THINKING_LEVEL_LO" +
-      "W\020\002\022\031\n\025THINKING_LEVEL_MEDIUM\020\003\022\027\n\023THINKI" +
-      "NG_LEVEL_HIGH\020\004\022\030\n\024THINKING_LEVEL_XHIGH\020" +
-      "\005\022\026\n\022THINKING_LEVEL_MAX\020\006*~\n\014SessionStat" +
-      "e\022\035\n\031SESSION_STATE_UNSPECIFIED\020\000\022\026\n\022SESS" +
-      "ION_STATE_IDLE\020\001\022\031\n\025SESSION_STATE_RUNNIN" +
-      "G\020\002\022\034\n\030SESSION_STATE_COMPACTING\020\0032\213\003\n\014Ag" +
-      "entService\0222\n\003Run\022\023.omni.v1.RunRequest\032\024" +
-      ".omni.v1.RunResponse0\001\022;\n\006Attach\022\026.omni." +
-      "v1.AttachRequest\032\027.omni.v1.AttachRespons" +
-      "e0\001\022<\n\007Approve\022\027.omni.v1.ApproveRequest\032" +
-      "\030.omni.v1.ApproveResponse\0226\n\005Abort\022\025.omn" +
-      "i.v1.AbortRequest\032\026.omni.v1.AbortRespons" +
-      "e\022G\n\nGetHistory\022\032.omni.v1.GetHistoryRequ" +
-      "est\032\033.omni.v1.GetHistoryResponse0\001\022K\n\014Li" +
-      "stSessions\022\034.omni.v1.ListSessionsRequest" +
-      "\032\035.omni.v1.ListSessionsResponseBf\n\023io.om" +
-      "nigrpc.omni.v1B\021AgentServiceProtoP\001Z:git" +
-      "hub.com/omni-grpc/omni-grpc/generated/go" +
-      "/omni/v1;omniv1b\006proto3"
+      "\"X\n\024DeleteSessionRequest\022\035\n\nsession_id\030\001" +
+      " \001(\tR\tsessionId\022!\n\014delete_trace\030\002 \001(\010R\013d" +
+      "eleteTrace\"]\n\025DeleteSessionResponse\022\037\n\013w" +
+      "as_running\030\001 \001(\010R\nwasRunning\022#\n\rtrace_de" +
+      "leted\030\002 \001(\010R\014traceDeleted\"\340\001\n\013SessionInf" +
+      "o\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\022+\n\005stat" +
+      "e\030\002 \001(\0162\025.omni.v1.SessionStateR\005state\022\035\n" +
+      "\ncreated_at\030\003 \001(\tR\tcreatedAt\022\035\n\nupdated_" +
+      "at\030\004 \001(\tR\tupdatedAt\022#\n\rmessage_count\030\005 \001" +
+      "(\003R\014messageCount\022\"\n\rlast_event_id\030\006 \001(\tR" +
+      "\013lastEventId*\232\001\n\014ApprovalMode\022\035\n\031APPROVA" +
+      "L_MODE_UNSPECIFIED\020\000\022\033\n\027APPROVAL_MODE_AL" +
+      "LOW_ALL\020\001\022\032\n\026APPROVAL_MODE_DENY_ALL\020\002\022\033\n" +
+      "\027APPROVAL_MODE_READ_ONLY\020\003\022\025\n\021APPROVAL_M" +
+      "ODE_ASK\020\004*\306\001\n\rThinkingLevel\022\036\n\032THINKING_" +
+      "LEVEL_UNSPECIFIED\020\000\022\027\n\023THINKING_LEVEL_NO" +
+      "NE\020\001\022\026\n\022THINKING_LEVEL_LOW\020\002\022\031\n\025THINKING" +
+      "_LEVEL_MEDIUM\020\003\022\027\n\023THINKING_LEVEL_HIGH\020\004" +
+      "\022\030\n\024THINKING_LEVEL_XHIGH\020\005\022\026\n\022THINKING_L" +
+      "EVEL_MAX\020\006*~\n\014SessionState\022\035\n\031SESSION_ST" +
+      "ATE_UNSPECIFIED\020\000\022\026\n\022SESSION_STATE_IDLE\020" +
+      "\001\022\031\n\025SESSION_STATE_RUNNING\020\002\022\034\n\030SESSION_" +
+      "STATE_COMPACTING\020\0032\333\003\n\014AgentService\0222\n\003R" +
+      "un\022\023.omni.v1.RunRequest\032\024.omni.v1.RunRes" +
+      "ponse0\001\022;\n\006Attach\022\026.omni.v1.AttachReques" +
+      "t\032\027.omni.v1.AttachResponse0\001\022<\n\007Approve\022" +
+      "\027.omni.v1.ApproveRequest\032\030.omni.v1.Appro" +
+      "veResponse\0226\n\005Abort\022\025.omni.v1.AbortReque" +
+      "st\032\026.omni.v1.AbortResponse\022G\n\nGetHistory" +
+      "\022\032.omni.v1.GetHistoryRequest\032\033.omni.v1.G" +
+      "etHistoryResponse0\001\022K\n\014ListSessions\022\034.om" +
+      "ni.v1.ListSessionsRequest\032\035.omni.v1.List" +
+      "SessionsResponse\022N\n\rDeleteSession\022\035.omni" +
+      ".v1.DeleteSessionRequest\032\036.omni.v1.Delet" +
+      "eSessionResponseBf\n\023io.omnigrpc.omni.v1B" +
+      "\021AgentServiceProtoP\001Z:github.com/omni-gr" +
+      "pc/omni-grpc/generated/go/omni/v1;omniv1" +
+      "b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -310,8 +327,20 @@ public final class AgentServiceProto {
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_ListSessionsResponse_descriptor,
         new java.lang.String[] { "Sessions", });
-    internal_static_omni_v1_SessionInfo_descriptor =
+    internal_static_omni_v1_DeleteSessionRequest_descriptor =
       getDescriptor().getMessageTypes().get(17);
+    internal_static_omni_v1_DeleteSessionRequest_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
+        internal_static_omni_v1_DeleteSessionRequest_descriptor,
+        new java.lang.String[] { "SessionId", "DeleteTrace", });
+    internal_static_omni_v1_DeleteSessionResponse_descriptor =
+      getDescriptor().getMessageTypes().get(18);
+    internal_static_omni_v1_DeleteSessionResponse_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
+        internal_static_omni_v1_DeleteSessionResponse_descriptor,
+        new java.lang.String[] { "WasRunning", "TraceDeleted", });
+    internal_static_omni_v1_SessionInfo_descriptor =
+      getDescriptor().getMessageTypes().get(19);
     internal_static_omni_v1_SessionInfo_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_SessionInfo_descriptor,

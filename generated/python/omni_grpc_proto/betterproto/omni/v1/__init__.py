@@ -20,6 +20,8 @@ __all__ = (
     "CompactionMode",
     "CompactionReason",
     "Decision",
+    "DeleteSessionRequest",
+    "DeleteSessionResponse",
     "EventType",
     "GetHistoryRequest",
     "GetHistoryResponse",
@@ -714,6 +716,35 @@ class CompactionEnd(betterproto2.Message):
 
 
 default_message_pool.register_message("omni.v1", "CompactionEnd", CompactionEnd)
+
+
+@dataclass(eq=False, repr=False)
+class DeleteSessionRequest(betterproto2.Message):
+    session_id: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+
+    delete_trace: "bool" = betterproto2.field(2, betterproto2.TYPE_BOOL)
+    """
+    Also remove the session's trace files and its workspace.
+    """
+
+
+default_message_pool.register_message("omni.v1", "DeleteSessionRequest", DeleteSessionRequest)
+
+
+@dataclass(eq=False, repr=False)
+class DeleteSessionResponse(betterproto2.Message):
+    was_running: "bool" = betterproto2.field(1, betterproto2.TYPE_BOOL)
+    """
+    A task was running and was aborted before the session was deleted.
+    """
+
+    trace_deleted: "bool" = betterproto2.field(2, betterproto2.TYPE_BOOL)
+    """
+    The trace files and the workspace were removed.
+    """
+
+
+default_message_pool.register_message("omni.v1", "DeleteSessionResponse", DeleteSessionResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -1745,6 +1776,22 @@ class AgentServiceStub:
             "/omni.v1.AgentService/ListSessions",
             ListSessionsRequest.SerializeToString,
             ListSessionsResponse.FromString,
+        )(message)
+
+    def delete_session(self, message: "DeleteSessionRequest") -> "DeleteSessionResponse":
+        """
+        Ends a session. A running task is aborted first ("session deleted"; its
+        stream still delivers the abort and task_state idle). Then the session
+        leaves the index, its replay buffer and pending approvals are freed, and
+        every stream still open on it ends with NOT_FOUND. The trace and the
+        workspace stay on disk unless delete_trace is set. NOT_FOUND for an
+        unknown session.
+        """
+
+        return self._channel.unary_unary(
+            "/omni.v1.AgentService/DeleteSession",
+            DeleteSessionRequest.SerializeToString,
+            DeleteSessionResponse.FromString,
         )(message)
 
 

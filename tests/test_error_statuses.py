@@ -26,6 +26,7 @@ from omni_grpc.runtime.errors import (
     LimitExceeded,
     ModeNotAllowed,
     SessionBusy,
+    SessionDeleted,
     SessionNotFound,
     StorageUnavailable,
     TooManyStreams,
@@ -38,6 +39,7 @@ from omni_grpc.transport.sse.errors import hub_error_status
 SAMPLES: dict[type[HubError], list[HubError]] = {
     InvalidRequest: [InvalidRequest("input", "empty")],
     SessionNotFound: [SessionNotFound("s1")],
+    SessionDeleted: [SessionDeleted("s1")],
     SessionBusy: [SessionBusy("s1")],
     ApprovalNotPending: [ApprovalNotPending("s1", "call-1")],
     HubClosed: [HubClosed()],
@@ -106,6 +108,8 @@ def test_the_statuses_clients_already_see_are_kept() -> None:
     expected = {
         InvalidRequest: (code_pb2.INVALID_ARGUMENT, 400, "invalid_request"),
         SessionNotFound: (code_pb2.NOT_FOUND, 404, "session_not_found"),
+        # A stream whose session was deleted under it ends as an unknown session would.
+        SessionDeleted: (code_pb2.NOT_FOUND, 404, "session_not_found"),
         SessionBusy: (code_pb2.FAILED_PRECONDITION, 409, "task_in_progress"),
         ApprovalNotPending: (code_pb2.NOT_FOUND, 404, "approval_not_found"),
         HubClosed: (code_pb2.UNAVAILABLE, 503, "unavailable"),

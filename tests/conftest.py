@@ -158,6 +158,15 @@ def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
     yield from mounted_small_disk(tmp_path)
 
 
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server of this test's own, for tests that stop, kill or fill it."""
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    yield server
+    server.stop()
+
+
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     server = RedisServer(tmp_path_factory.mktemp("redis"))

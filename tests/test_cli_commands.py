@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ServeProcess
+from waiting import wait_for
 
 from omni_grpc.cli import build_parser
 from omni_grpc.client import AgentClient
@@ -46,13 +47,6 @@ def omni(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
-
-
-def wait_for(check: Callable[[], bool], what: str, limit: float = 30) -> None:
-    deadline = time.monotonic() + limit
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
 
 
 def trace_of(data: Path, session_id: str) -> list[Path]:

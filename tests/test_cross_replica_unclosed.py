@@ -8,8 +8,7 @@ the trace holds a run open is in the session's record (Redis), not in A.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import grpc
 import pytest
@@ -20,14 +19,6 @@ from test_scale_out import OWNER_LOSS, read_until_idle, stub, trace_records, val
 
 from omni_grpc.runtime.recovery import UNRECORDED_REASON
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
 
 
 async def test_a_run_left_open_on_a_is_closed_by_the_next_run_on_b(

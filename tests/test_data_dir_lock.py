@@ -13,13 +13,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import ServeProcess
-from redis_server import RedisServer, require_redis
+from redis_server import RedisServer
+from waiting import wait_for
 
 from omni_grpc.trace import read_jsonl
 
@@ -43,13 +43,6 @@ def omni(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=60,
         stdin=subprocess.DEVNULL,
     )
-
-
-def wait_for(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 30
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
 
 
 def only_trace(data: Path) -> Path:
@@ -116,15 +109,6 @@ def test_the_data_dir_is_free_again_once_its_server_stops_or_dies(
     second.process.wait(30)
     third = serve_process("--data-dir", str(data))
     assert third.process.poll() is None
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    require_redis()
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
 
 
 def test_redis_replicas_share_a_data_dir_and_a_lone_server_is_refused_beside_them(

@@ -12,8 +12,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -21,7 +20,8 @@ import httpx
 import pytest
 from conftest import ServeProcess
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from redis_server import RedisServer, require_redis
+from redis_server import RedisServer
+from waiting import wait_for
 
 from omni_grpc.trace import read_jsonl
 
@@ -36,13 +36,6 @@ def omni(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=60,
         stdin=subprocess.DEVNULL,
     )
-
-
-def wait_for(check: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 30
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
 
 
 def records(data: Path, session_id: str) -> list[dict[str, object]]:
@@ -148,15 +141,6 @@ def test_a_second_signal_stops_at_once(
     assert served.process.stdout is not None
     assert "after a second signal" in served.process.stdout.read()
     assert kinds(data, session_id)[-1] == "abort"
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    require_redis()
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
 
 
 def test_behind_redis_another_replica_serves_the_draining_ones_sessions(

@@ -13,11 +13,9 @@ import asyncio
 import json
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 
 import grpc
-import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from redis_server import RedisServer
 from small_disk import SmallDisk
@@ -86,14 +84,6 @@ async def test_watch_follows_a_full_disk_and_its_recovery(
         assert [await w.next() for w in watchers] == [SERVING, SERVING]
         for w in watchers:
             w.call.cancel()
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> AsyncIterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    yield server  # type: ignore[misc]
-    server.stop()
 
 
 async def test_watch_follows_the_loss_of_redis_and_its_return(

@@ -34,14 +34,6 @@ WAIT = 60.0  # a safety net against hangs, never the thing a test checks
 OWNER_LOSS = "2"  # seconds: how fast a dead owner's run is closed
 
 
-@pytest.fixture
-def redis(tmp_path: Path) -> AsyncIterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    yield server  # type: ignore[misc]
-    server.stop()
-
-
 Replicas = Callable[..., list[ServeProcess]]
 
 

@@ -4,7 +4,8 @@ Transports call the hub and render what its subscriptions yield; they never
 number, buffer or record events themselves. The hub checks a request, claims
 the session's run lease and hands the run to its task (``run_task``), which
 records through the ``recorder`` and publishes to the session's event log;
-``recovery`` closes the runs that did not end the ordinary way.
+``recovery`` closes the runs that did not end the ordinary way, and
+``retention`` ends sessions (DeleteSession, ``--session-ttl``).
 
 What another replica needs (sessions, who runs what, pending approvals, the
 events) is in the backend (``runtime.backend``); the hub keeps only the runs
@@ -15,15 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import math
 import re
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
-from omni_grpc import protocol
 from omni_grpc.engines.base import AbortSignal, Engine
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.approvals import ApprovalBroker, ApprovalMode, default_client_modes
@@ -38,7 +36,6 @@ from omni_grpc.runtime.errors import (
     SessionBusy,
     SessionNotFound,
     StorageUnavailable,
-    TooManyStreams,
 )
 from omni_grpc.runtime.event_log import Subscription
 from omni_grpc.runtime.events import EventBody
@@ -50,9 +47,13 @@ from omni_grpc.runtime.memory_log import MemoryEventLog
 from omni_grpc.runtime.observer import HubObserver
 from omni_grpc.runtime.recorder import Recorder
 from omni_grpc.runtime.recovery import BACKEND_LOST_REASON, Recovery, current_run
+from omni_grpc.runtime.retention import Retention
 from omni_grpc.runtime.run import Run
+from omni_grpc.runtime.run_input import check_input, stamped
 from omni_grpc.runtime.run_task import RunTasks, abort_local
-from omni_grpc.runtime.session_index import SessionRecord, session_mode
+from omni_grpc.runtime.session_index import SessionRecord
+from omni_grpc.runtime.session_infos import session_infos
+from omni_grpc.runtime.stream_slots import StreamSlots
 from omni_grpc.runtime.trace_store import TraceStore, utc_now
 from omni_grpc.trace.paths import new_session_id
 from omni_grpc.trace.window import Position, Window
@@ -61,10 +62,6 @@ from omni_grpc_proto.omni.v1 import omni_pb2
 
 __all__ = ["BACKEND_LOST_REASON", "Hub", "RunRequest", "SessionInfo"]
 
-log = logging.getLogger(__name__)
-
-# The abort reason of a task whose session is deleted.
-DELETED_REASON = "session deleted"
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
@@ -111,10 +108,18 @@ class Hub:
             abort_grace=abort_grace,
         )
         self._runs = self.tasks.runs
+        self.retention = Retention(
+            self.backend,
+            self.recorder,
+            self.traces,
+            self.limits,
+            self._runs,
+            record=self._record,
+            abort=self.abort,
+        )
         # Runs past the limit check but not yet in _runs (their claim awaits).
         self._starting = 0
-        # Per session: subscriptions being opened (not yet in subscriber_count).
-        self._subscribing: dict[str, int] = {}
+        self.streams = StreamSlots(self.backend.logs, self.limits)
         self._closing = False
         # Draining: no new runs or sessions; the running ones go on.
         self._draining = False
@@ -151,7 +156,7 @@ class Hub:
         await self.backend.control.listen(self.replica_id, self._on_command)
         self._background.append(asyncio.create_task(self.recovery.reclaim_loop()))
         if not math.isinf(self.limits.session_ttl):
-            self._background.append(asyncio.create_task(self._expire_loop()))
+            self._background.append(asyncio.create_task(self.retention.expire_loop()))
         if self.backend.sweep_interval is not None:
             self._background.append(asyncio.create_task(self.recovery.sweep_loop()))
             self._background.append(asyncio.create_task(self.recovery.watch_backend()))
@@ -211,32 +216,13 @@ class Hub:
         return record
 
     async def _infos(self, records: Sequence[SessionRecord]) -> list[SessionInfo]:
-        running = await self.backend.leases.running([r.session_id for r in records])
-        out = []
-        for r in records:
-            meta = r.meta
-            if meta is None:
-                workspace = self.traces.workspaces_dir / r.session_id
-                meta = self.recorder.meta_for(r.session_id, workspace)
-            source = meta.get("source")
-            out.append(
-                SessionInfo(
-                    session_id=r.session_id,
-                    state=SessionState.RUNNING if r.session_id in running else SessionState.IDLE,
-                    created_at=r.created_at,
-                    updated_at=r.updated_at,
-                    message_count=r.message_count,
-                    last_event_id=await self.backend.logs.last_event_id(r.session_id),
-                    provider=str(meta.get("provider", "")),
-                    model_id=str(meta.get("model_id", "")),
-                    workspace=str(meta.get("workspace", "")),
-                    source=source if isinstance(source, str) else None,
-                    approval_mode=(session_mode(r) or self.default_approval).value,
-                    pending_approvals=len(await self.backend.approvals.list(r.session_id)),
-                    trace_path=str(self.traces.paths(r)[-1]) if r.message_count else None,
-                )
-            )
-        return out
+        return await session_infos(
+            records,
+            backend=self.backend,
+            traces=self.traces,
+            recorder=self.recorder,
+            default_approval=self.default_approval,
+        )
 
     async def require_session(self, session_id: str) -> None:
         await self._record(session_id)
@@ -287,64 +273,12 @@ class Hub:
         return str(payload.get("provider", "")), str(payload.get("model_id", ""))
 
     async def delete_session(self, session_id: str, *, delete_trace: bool = False) -> bool:
-        """Ends a session: its running task is aborted first (its stream gets the
-        abort and ``task_state idle``), then it leaves the index, its replay
-        buffer and pending approvals are freed, and this process's streams on
-        it end (transports tell them ``SessionDeleted``). The trace and the
-        workspace are removed (``delete_trace``) or kept under
-        ``<data-dir>/deleted/``. True when a task was running."""
-        await self._record(session_id)
-        was_running = await self.abort(session_id, DELETED_REASON)
-        if was_running:
-            await self._until_idle(session_id)
-        record = await self._record(session_id)  # as the run left it
-        if not await self.backend.index.remove(session_id):
-            raise SessionNotFound(session_id)  # a concurrent delete came first
-        await self.backend.approvals.clear(session_id)
-        await self.backend.logs.drop(session_id)
-        self.recorder.owed.pop(session_id, None)
-        await asyncio.to_thread(self.traces.remove, record, delete=delete_trace)
-        return was_running
-
-    async def _until_idle(self, session_id: str) -> None:
-        """Waits for the aborted task to end, wherever it runs."""
-        run = self._runs.get(session_id)
-        if run is not None and run.task is not None:
-            await asyncio.shield(run.task)
-            return
-        while await self.backend.leases.running([session_id]):
-            await asyncio.sleep(0.05)  # another replica closes it within its abort grace
-
-    async def _expire_loop(self) -> None:
-        """Deletes sessions idle for longer than ``limits.session_ttl``."""
-        ttl = self.limits.session_ttl
-        while True:
-            await asyncio.sleep(min(ttl / 2, 60.0))
-            try:
-                await self.expire_idle()
-            except Exception:  # a failing sweep must not stop the next one
-                log.exception("deleting expired sessions failed")
+        """Ends a session (``Retention.delete``); True when a task was running."""
+        return await self.retention.delete(session_id, delete_trace=delete_trace)
 
     async def expire_idle(self) -> list[str]:
-        """Deletes the sessions idle (no run, no stream here) past the TTL."""
-        ttl = self.limits.session_ttl
-        if math.isinf(ttl):
-            return []
-        cutoff = datetime.now(UTC) - timedelta(seconds=ttl)
-        records = await self.backend.index.list()
-        running = await self.backend.leases.running([r.session_id for r in records])
-        expired = []
-        for record in records:
-            sid = record.session_id
-            if sid in running or self.backend.logs.get(sid).subscriber_count:
-                continue
-            if datetime.fromisoformat(record.updated_at.replace("Z", "+00:00")) > cutoff:
-                continue
-            with contextlib.suppress(SessionNotFound):  # another replica took it
-                await self.delete_session(sid, delete_trace=self.limits.delete_expired_traces)
-                log.info("session %s: idle for more than %g s; deleted", sid, ttl)
-                expired.append(sid)
-        return expired
+        """Deletes the sessions idle past ``--session-ttl`` (``Retention``)."""
+        return await self.retention.expire_idle()
 
     # ---- tasks ------------------------------------------------------------------
 
@@ -354,7 +288,7 @@ class Hub:
         await self.start()
         if self._closing or self._draining:
             raise HubClosed()
-        _check_input(request.input)
+        check_input(request.input)
         if request.approval_mode is not None:
             self._check_mode(request.approval_mode)
         self.recorder.check_storage()
@@ -371,7 +305,7 @@ class Hub:
     async def _start_run(self, request: RunRequest) -> tuple[str, Subscription]:
         if request.session_id:
             record = await self._record(request.session_id)
-            self._check_streams(request.session_id)
+            self.streams.check(request.session_id)
         else:
             record = await self._new_record()
         session_id = record.session_id
@@ -384,7 +318,7 @@ class Hub:
         event_log = logs.get(session_id)
         logs.hold(session_id)
         try:
-            subscription = await self._subscribe(session_id, event_log.subscribe())
+            subscription = await self.streams.open(session_id, event_log.subscribe())
         except BaseException:
             logs.release(session_id)
             with contextlib.suppress(Exception):
@@ -392,7 +326,7 @@ class Hub:
             raise
         broker = ApprovalBroker(session_id, self.limits.approval_wait)
         run = Run(record, lease, event_log, AbortSignal(), broker)
-        self.tasks.start(run, [_stamped(m) for m in request.input], request)
+        self.tasks.start(run, [stamped(m) for m in request.input], request)
         return session_id, subscription
 
     async def attach(self, session_id: str, after_event_id: str | None) -> Subscription:
@@ -407,31 +341,11 @@ class Hub:
             out.extend(await self.backend.approvals.list(session_id))
             return out
 
-        self._check_streams(session_id)
+        self.streams.check(session_id)
         event_log = self.backend.logs.get(session_id)
-        return await self._subscribe(
+        return await self.streams.open(
             session_id, event_log.subscribe(after_event_id or None, initial)
         )
-
-    def _check_streams(self, session_id: str) -> None:
-        """Refuses a stream past the per-session limit (this replica's streams)."""
-        limit = self.limits.max_streams_per_session
-        opening = self._subscribing.get(session_id, 0)
-        if self.backend.logs.get(session_id).subscriber_count + opening >= limit:
-            raise TooManyStreams(session_id, limit)
-
-    async def _subscribe(
-        self, session_id: str, subscribing: Awaitable[Subscription]
-    ) -> Subscription:
-        """Awaits a subscribe checked by ``_check_streams``, counting it as open
-        meanwhile, so concurrent streams cannot all pass the same check."""
-        self._subscribing[session_id] = self._subscribing.get(session_id, 0) + 1
-        try:
-            return await subscribing
-        finally:
-            left = self._subscribing.pop(session_id) - 1
-            if left:
-                self._subscribing[session_id] = left
 
     async def approve(self, session_id: str, tool_call_id: str, decision: str) -> None:
         try:
@@ -530,31 +444,3 @@ class Hub:
         closer = getattr(self.engine, "aclose", None)
         if closer is not None:
             await closer()
-
-
-# Payloads a run's input may carry: complete user-side model messages.
-_INPUT_PAYLOADS = frozenset({"text", "image_url", "inline_data", "tool_call_output"})
-
-
-def _check_input(messages: list[omni_pb2.OmniMessage]) -> None:
-    if not messages:
-        raise InvalidRequest("input", "a run needs at least one input message or a prompt")
-    for index, msg in enumerate(messages):
-        arm = msg.WhichOneof("payload")
-        if arm is None:
-            raise InvalidRequest(f"input[{index}].payload", "no payload is set")
-        if arm not in _INPUT_PAYLOADS:
-            allowed = ", ".join(sorted(_INPUT_PAYLOADS))
-            raise InvalidRequest(f"input[{index}].payload", f"{arm} is not run input ({allowed})")
-        if msg.origin:
-            raise InvalidRequest(f"input[{index}].origin", "run input cannot carry an origin")
-
-
-def _stamped(msg: omni_pb2.OmniMessage) -> omni_pb2.OmniMessage:
-    """Input without a timestamp gets the time it arrived."""
-    if msg.timestamp:
-        return msg
-    stamped = omni_pb2.OmniMessage()
-    stamped.CopyFrom(msg)
-    stamped.timestamp = protocol.now_timestamp()
-    return stamped

@@ -1,0 +1,115 @@
+"""How sessions end: deleted on request (DeleteSession) or after an idle TTL.
+
+A deletion aborts the session's task first, so its stream sees the abort and
+``task_state idle`` as for any abort, and only then removes what the session
+holds in the backend and on disk. Expiry is the same deletion, chosen by a
+sweep over the index; every replica sweeps, and a deletion another replica
+already made is not an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC, datetime, timedelta
+
+from omni_grpc.runtime.backend import Backend
+from omni_grpc.runtime.errors import SessionNotFound
+from omni_grpc.runtime.limits import Limits
+from omni_grpc.runtime.recorder import Recorder
+from omni_grpc.runtime.run import Run
+from omni_grpc.runtime.session_index import SessionRecord
+from omni_grpc.runtime.trace_store import TraceStore
+
+log = logging.getLogger(__name__)
+
+# The abort reason of a task whose session is deleted.
+DELETED_REASON = "session deleted"
+
+# Signals a session's running task, wherever it runs (``Hub.abort``).
+AbortFn = Callable[[str, str], Awaitable[bool]]
+# The session's record, or SessionNotFound.
+RecordFn = Callable[[str], Awaitable[SessionRecord]]
+
+
+class Retention:
+    def __init__(
+        self,
+        backend: Backend,
+        recorder: Recorder,
+        traces: TraceStore,
+        limits: Limits,
+        runs: Mapping[str, Run],
+        *,
+        record: RecordFn,
+        abort: AbortFn,
+    ) -> None:
+        self._backend = backend
+        self._recorder = recorder
+        self._traces = traces
+        self._limits = limits
+        self._runs = runs
+        self._record = record
+        self._abort = abort
+
+    async def delete(self, session_id: str, *, delete_trace: bool = False) -> bool:
+        """Ends a session: its running task is aborted first, then it leaves the
+        index, its replay buffer and pending approvals are freed, and this
+        process's streams on it end (transports tell them ``SessionDeleted``).
+        The trace and the workspace are removed (``delete_trace``) or kept
+        under ``<data-dir>/deleted/``. True when a task was running."""
+        await self._record(session_id)
+        was_running = await self._abort(session_id, DELETED_REASON)
+        if was_running:
+            await self._until_idle(session_id)
+        record = await self._record(session_id)  # as the run left it
+        if not await self._backend.index.remove(session_id):
+            raise SessionNotFound(session_id)  # a concurrent delete came first
+        await self._backend.approvals.clear(session_id)
+        await self._backend.logs.drop(session_id)
+        self._recorder.owed.pop(session_id, None)
+        await asyncio.to_thread(self._traces.remove, record, delete=delete_trace)
+        return was_running
+
+    async def _until_idle(self, session_id: str) -> None:
+        """Waits for the aborted task to end, wherever it runs."""
+        run = self._runs.get(session_id)
+        if run is not None and run.task is not None:
+            await asyncio.shield(run.task)
+            return
+        while await self._backend.leases.running([session_id]):
+            await asyncio.sleep(0.05)  # another replica closes it within its abort grace
+
+    async def expire_loop(self) -> None:
+        """Deletes sessions idle for longer than ``limits.session_ttl``."""
+        ttl = self._limits.session_ttl
+        while True:
+            await asyncio.sleep(min(ttl / 2, 60.0))
+            try:
+                await self.expire_idle()
+            except Exception:  # a failing sweep must not stop the next one
+                log.exception("deleting expired sessions failed")
+
+    async def expire_idle(self) -> list[str]:
+        """Deletes the sessions idle (no run, no stream here) past the TTL."""
+        ttl = self._limits.session_ttl
+        if math.isinf(ttl):
+            return []
+        cutoff = datetime.now(UTC) - timedelta(seconds=ttl)
+        records = await self._backend.index.list()
+        running = await self._backend.leases.running([r.session_id for r in records])
+        expired = []
+        for record in records:
+            sid = record.session_id
+            if sid in running or self._backend.logs.get(sid).subscriber_count:
+                continue
+            if datetime.fromisoformat(record.updated_at.replace("Z", "+00:00")) > cutoff:
+                continue
+            with contextlib.suppress(SessionNotFound):  # another replica took it
+                await self.delete(sid, delete_trace=self._limits.delete_expired_traces)
+                log.info("session %s: idle for more than %g s; deleted", sid, ttl)
+                expired.append(sid)
+        return expired

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-import re
 import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -55,15 +54,13 @@ from omni_grpc.runtime.session_index import SessionRecord
 from omni_grpc.runtime.session_infos import session_infos
 from omni_grpc.runtime.stream_slots import StreamSlots
 from omni_grpc.runtime.trace_store import TraceStore, utc_now
-from omni_grpc.trace.paths import new_session_id
+from omni_grpc.trace.paths import SESSION_ID_RULE, is_session_id, new_session_id
 from omni_grpc.trace.window import Position, Window
 from omni_grpc.vocabulary import AbortKind, Decision, SessionState
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 __all__ = ["BACKEND_LOST_REASON", "Hub", "RunRequest", "SessionInfo"]
 
-
-SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 # Builds a session's event log (tests); the default comes from the backend.
 LogFactory = Callable[[str], MemoryEventLog]
@@ -209,6 +206,9 @@ class Hub:
             raise ModeNotAllowed(mode.value, tuple(m.value for m in self.client_modes))
 
     async def _record(self, session_id: str) -> SessionRecord:
+        # Every entry point that names a session comes through here, so one
+        # rule refuses a malformed id everywhere, before any lookup echoes it.
+        _check_session_id(session_id)
         await self.start()
         record = await self.backend.index.get(session_id)
         if record is None:
@@ -292,8 +292,8 @@ class Hub:
         if request.approval_mode is not None:
             self._check_mode(request.approval_mode)
         self.recorder.check_storage()
-        if request.session_id and not SESSION_ID.match(request.session_id):
-            raise InvalidRequest("session_id", "must match [A-Za-z0-9_-]{1,128}")
+        if request.session_id:
+            _check_session_id(request.session_id)
         if len(self._runs) + self._starting >= self.limits.max_runs:
             raise LimitExceeded("max_runs", self.limits.max_runs)
         self._starting += 1  # the slot is ours from here, whatever the awaits below
@@ -444,3 +444,8 @@ class Hub:
         closer = getattr(self.engine, "aclose", None)
         if closer is not None:
             await closer()
+
+
+def _check_session_id(session_id: str) -> None:
+    if not is_session_id(session_id):
+        raise InvalidRequest("session_id", SESSION_ID_RULE)

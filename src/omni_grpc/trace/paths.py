@@ -40,3 +40,14 @@ def parse_shard_name(path: str | Path) -> tuple[str, int] | None:
     if match is None:
         return None
     return match.group(1), int(match.group(2))
+
+
+# Every session id a client names: what ``new_session_id`` mints and what a
+# client may choose for itself. Short and path-safe, so it can name a trace
+# file, a Redis key and a log line as it is.
+SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+SESSION_ID_RULE = "must match [A-Za-z0-9_-]{1,128}"
+
+
+def is_session_id(value: str) -> bool:
+    return SESSION_ID.fullmatch(value) is not None

@@ -232,6 +232,15 @@ class AgentClient:
         response: pb.AbortResponse = await self._unary(self._stub.Abort, request)
         return response.was_running
 
+    async def delete_session(self, session_id: str, *, delete_trace: bool = False) -> bool:
+        """Ends the session (DeleteSession): a running task is aborted first,
+        then the session leaves the server's index. Its trace is kept under
+        the server's ``deleted/`` folder, or removed with ``delete_trace``.
+        True when a task was running."""
+        request = pb.DeleteSessionRequest(session_id=session_id, delete_trace=delete_trace)
+        response: pb.DeleteSessionResponse = await self._unary(self._stub.DeleteSession, request)
+        return response.was_running
+
     async def history(
         self, session_id: str, *, page_size: int = 0, page_token: str = ""
     ) -> AsyncIterator[omni_pb2.OmniMessage]:

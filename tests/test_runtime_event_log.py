@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ from conftest import MakeLog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from omni_grpc.runtime.event_log import EventLog
+from omni_grpc.runtime.backend import Backend
+from omni_grpc.runtime.event_log import EventLog, Subscription
 from omni_grpc.runtime.events import EventBody, HubEvent, parse_event_id, utf16_length
 from omni_grpc.runtime.memory_log import MemoryEventLog
 from omni_grpc_proto.omni.v1 import agent_service_pb2
@@ -470,3 +472,75 @@ async def test_the_memory_window_keeps_each_event_as_its_json_only() -> None:
     assert kept.body.message is None and kept.body.server_event is None
     assert kept.body.encoded == "message"
     assert kept.message == msg and kept.event_id == live.event_id and kept.data == live.data
+
+
+async def test_a_run_left_open_on_one_replica_is_closed_by_the_next_run_on_another(
+    tmp_path: Path, make_backend: Callable[..., Backend], backend_kind: str
+) -> None:
+    """The mark that a trace holds a run open lives in the session's record,
+    so the next run closes it whichever replica it lands on. Two hubs share
+    one backend (on Redis, two connections under one prefix) and a data dir;
+    A's disk refuses writes part-way through its run (``tests/
+    test_cross_replica_unclosed.py`` does the same with real processes and a
+    tmpfs that fills)."""
+    import errno
+
+    from omni_grpc import protocol
+    from omni_grpc.convert import message_from_dict, message_to_dict
+    from omni_grpc.engines.demo import DemoEngine
+    from omni_grpc.runtime.bodies import is_task_end
+    from omni_grpc.runtime.hub import Hub, RunRequest
+    from omni_grpc.runtime.recovery import UNRECORDED_REASON
+    from omni_grpc.trace import read_jsonl
+    from omni_grpc.trace.records import TraceRecord
+    from omni_grpc.trace.validate import validate_records
+
+    shared = make_backend()
+    # One process's memory backend is the whole shared state; a second
+    # Redis backend of one test shares its key prefix.
+    a = Hub(DemoEngine(), tmp_path, backend=shared, replica_id="a")
+    b_backend = shared if backend_kind == "memory" else make_backend()
+    b = Hub(DemoEngine(), tmp_path, backend=b_backend, replica_id="b")
+    real_append = a.traces.append
+    writes = 0
+
+    def filling_append(*args: object, **kwargs: object) -> bool:
+        nonlocal writes
+        writes += 1
+        if writes > 4:  # the meta, the input and a little of the answer fit
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_append(*args, **kwargs)  # type: ignore[arg-type]
+
+    a.traces.append = filling_append  # type: ignore[method-assign]
+
+    async def until_end(sub: Subscription) -> list[HubEvent]:
+        out = []
+        async for event in sub:
+            out.append(event)
+            if is_task_end(event):
+                return out
+        return out
+
+    prompt = [message_from_dict(protocol.user_text("fill it"))]
+    session_id, sub = await a.run(RunRequest(input=prompt))
+    await until_end(sub)
+    await a.wait_idle(session_id)
+    a.traces.append = real_append  # type: ignore[method-assign]  # the disk has room again
+
+    again = [message_from_dict(protocol.user_text("again"))]
+    _, sub = await b.run(RunRequest(input=again, session_id=session_id))
+    await until_end(sub)
+    await b.wait_idle(session_id)
+
+    [shard] = sorted((tmp_path / "traces").glob(f"*/{session_id}_*.jsonl"))
+    records = [r.message for r in read_jsonl(shard)]
+    payloads = [message_to_dict(m)["payload"] for m in records]
+    closes = [
+        i for i, p in enumerate(payloads) if p == {"type": "abort", "reason": UNRECORDED_REASON}
+    ]
+    inputs = [i for i, p in enumerate(payloads) if p.get("text") == "again"]  # type: ignore[union-attr]
+    assert len(closes) == 1 and len(inputs) == 1 and closes[0] < inputs[0]
+    trace = [TraceRecord(i + 1, m) for i, m in enumerate(records)]
+    assert [i for i in validate_records(trace, trace=True) if i.severity == "error"] == []
+    await a.shutdown()
+    await b.shutdown()

@@ -11,6 +11,10 @@
 * **Content type.** A body must be ``application/json`` (or ``+json``): a
   cross-site "simple" POST can only send ``text/plain`` or form types, which
   need no CORS preflight.
+* **One reading only.** A header these checks (or the body's framing) rest
+  on, given twice, or ``Content-Length`` beside ``Transfer-Encoding``, means
+  one thing to a proxy and another here (request smuggling; the last
+  ``Origin`` winning): refused with 400 before anything else is read.
 """
 
 from __future__ import annotations
@@ -27,6 +31,19 @@ from omni_grpc.transport.sse.errors import error_response
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 ANY_IP = "<any-ip>"  # in an allow-list: every IP literal
+# Headers a request may carry once: the ones the guard, auth and the body's
+# framing decide on, and the resume position.
+SINGLE_HEADERS = frozenset(
+    {
+        "host",
+        "origin",
+        "content-type",
+        "content-length",
+        "transfer-encoding",
+        "authorization",
+        "last-event-id",
+    }
+)
 
 
 def default_hosts(bind_host: str) -> tuple[str, ...]:
@@ -108,10 +125,24 @@ class RequestGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        host = headers.get("host", "")
+        headers: dict[str, str] = {}
         problem: tuple[int, str, str] | None = None
-        if not self._host_allowed(host_name(host)):
+        for key, value in scope["headers"]:
+            name = key.decode("latin-1")
+            if name in headers and name in SINGLE_HEADERS:
+                problem = (400, "duplicate_header", f"the {_spelled(name)} header is given twice")
+                break
+            headers[name] = value.decode("latin-1")
+        host = headers.get("host", "")
+        if problem is not None:
+            pass
+        elif "content-length" in headers and "transfer-encoding" in headers:
+            problem = (
+                400,
+                "ambiguous_framing",
+                "a request may give Content-Length or Transfer-Encoding, not both",
+            )
+        elif not self._host_allowed(host_name(host)):
             problem = (403, "forbidden_host", f"Host {host!r} is not a name this server answers to")
         elif scope["method"] in STATE_CHANGING:
             origin = headers.get("origin")
@@ -127,6 +158,10 @@ class RequestGuard:
             await self.app(scope, receive, send)
             return
         await error_response(*problem)(scope, receive, send)
+
+
+def _spelled(name: str) -> str:
+    return "-".join(part.capitalize() for part in name.split("-"))
 
 
 def _has_body(headers: dict[str, str]) -> bool:

@@ -43,7 +43,13 @@ from omni_grpc.client.sse import (
     read_reference,
 )
 from omni_grpc.convert import message_to_dict
-from omni_grpc.engines.base import ApprovalUnanswered, Decision, JsonObject, RunOptions
+from omni_grpc.engines.base import (
+    ApprovalUnanswered,
+    Decision,
+    EngineMessage,
+    JsonObject,
+    RunOptions,
+)
 from omni_grpc.engines.call_ids import CallIdRegistry, RunCallIds
 from omni_grpc.vocabulary import REFERENCE_ASK, SessionState, StopReason
 from omni_grpc_proto.omni.v1 import agent_service_pb2
@@ -145,7 +151,9 @@ class SseUpstreamEngine:
             self._sessions[session_id] = upstream
         return upstream
 
-    async def run(self, input: list[JsonObject], options: RunOptions) -> AsyncIterator[JsonObject]:
+    async def run(
+        self, input: list[JsonObject], options: RunOptions
+    ) -> AsyncIterator[EngineMessage]:
         parts = _input_parts(input)
         upstream = await self._upstream_session(options.session_id)
         base = f"/api/sessions/{upstream}"
@@ -176,7 +184,7 @@ class SseUpstreamEngine:
                 elif item.server_event_kind == "approval_request":
                     await self._answer(base, item, options, ids)
                 elif item.message is not None and started:
-                    yield message_to_dict(ids.incoming(item.message))
+                    yield ids.incoming(item.message)  # a message: not re-encoded as a dict
         except SSEStreamError as exc:
             raise UpstreamError(str(exc)) from exc
         finally:

@@ -70,8 +70,13 @@ async def test_a_recorded_stream_is_played_as_it_is(tmp_path: Path) -> None:
 async def test_each_run_plays_the_next_recorded_task(tmp_path: Path) -> None:
     engine = create(f"replay:{CONFORMANCE / 'trace_retry_auth_abort_001.jsonl'}", delay_ms="0")
     endings = []
+    trace = tmp_path / "s1.jsonl"
     for _ in range(4):
-        out = await collect(engine, [b.user_text("x")], workspace=tmp_path, session_id="s1")
+        # The cursor is the session's (its trace), not this engine's memory.
+        out = await collect(
+            engine, [b.user_text("x")], workspace=tmp_path, session_id="s1",
+            trace_path=trace, record=True,
+        )  # fmt: skip
         endings.append([p["status"] for p in payloads(out, "request_end")])
     assert endings == [
         ["timeout", "failed", "completed"],
@@ -80,7 +85,10 @@ async def test_each_run_plays_the_next_recorded_task(tmp_path: Path) -> None:
         ["timeout", "failed", "completed"],  # cycles
     ]
     # Sessions have their own cursor; turns=all plays everything in one run.
-    other = await collect(engine, [b.user_text("x")], workspace=tmp_path, session_id="s2")
+    other = await collect(
+        engine, [b.user_text("x")], workspace=tmp_path, session_id="s2",
+        trace_path=tmp_path / "s2.jsonl", record=True,
+    )  # fmt: skip
     assert [p["status"] for p in payloads(other, "request_end")] == endings[0]
     everything = create(f"replay:{CONFORMANCE / 'trace_retry_auth_abort_001.jsonl'}",
                         delay_ms="0", turns="all")  # fmt: skip
@@ -223,9 +231,16 @@ async def test_a_task_played_again_gets_fresh_tool_call_ids(tmp_path: Path) -> N
     """A resumed trace pairs outputs by id: playing a recorded task a second time
     in one session (or after a restart, seen through the trace) renames its ids."""
     engine = create(f"replay:{BASIC_TRACE}", delay_ms="0", turns="all")
-    first = await collect(engine, [b.user_text("x")], workspace=tmp_path, session_id="s1")
+    recorded = tmp_path / "recorded.jsonl"  # the session's trace, as the hub records it
+    first = await collect(
+        engine, [b.user_text("x")], workspace=tmp_path, session_id="s1",
+        trace_path=recorded, record=True,
+    )  # fmt: skip
     assert [p["tool_call_id"] for p in payloads(first, "tool_call")] == ["call_0"]  # as recorded
-    second = await collect(engine, [b.user_text("x")], workspace=tmp_path, session_id="s1")
+    second = await collect(
+        engine, [b.user_text("x")], workspace=tmp_path, session_id="s1",
+        trace_path=recorded, record=True,
+    )  # fmt: skip
     (renamed,) = {p["tool_call_id"] for p in payloads(second, "tool_call")}
     assert renamed != "call_0" and renamed.startswith("call_0_")
     # Every message of the call follows the new id.

@@ -13,6 +13,8 @@ from omni_grpc.engines.base import AbortSignal, Decision, JsonObject, RunOptions
 from omni_grpc.engines.demo import DemoEngine
 from omni_grpc.engines.loader import EngineLoadError, load_engine
 from omni_grpc.runtime.hub import Hub, RunRequest
+from omni_grpc.runtime.trace_store import ShardedTrace
+from omni_grpc.trace import TraceWriter
 
 
 def kinds(messages: list[JsonObject]) -> list[str]:
@@ -30,7 +32,10 @@ async def play(
     *,
     abort_after: int | None = None,
     thinking_level: str | None = None,
+    trace: Path | None = None,
 ) -> list[JsonObject]:
+    """``trace``: the session's trace, recorded as the hub would (input, then
+    every recordable message), so a later run sees this one as its past."""
     abort = AbortSignal()
     asked: list[JsonObject] = []
 
@@ -38,10 +43,23 @@ async def play(
         asked.append(call)
         return decision
 
-    options = RunOptions("s1", approve, abort, thinking_level=thinking_level, workspace=workspace)
+    writer = TraceWriter(trace) if trace is not None else None
+    run_input = [protocol.user_text("hello demo")]
+    if writer is not None:
+        writer.write(message_from_dict(run_input[0]))
+    options = RunOptions(
+        "s1",
+        approve,
+        abort,
+        thinking_level=thinking_level,
+        workspace=workspace,
+        trace=ShardedTrace([trace]) if trace is not None else None,
+    )
     out: list[JsonObject] = []
-    async for msg in engine.run([protocol.user_text("hello demo")], options):
+    async for msg in engine.run(run_input, options):
         out.append(dict(msg))
+        if writer is not None:
+            writer.write(message_from_dict(dict(msg)))
         if abort_after is not None and len(out) == abort_after:
             abort.set("stop now")
     assert len(asked) <= 1
@@ -89,9 +107,10 @@ async def test_the_engine_is_deterministic_apart_from_timestamps(tmp_path: Path)
 async def test_a_second_run_skips_the_tool_list_and_counts_tokens_cumulatively(
     tmp_path: Path,
 ) -> None:
-    engine = DemoEngine()
-    first = await play(engine, tmp_path)
-    second = await play(engine, tmp_path)
+    trace = tmp_path / "trace.jsonl"
+    first = await play(DemoEngine(), tmp_path, trace=trace)
+    # Another engine instance (another replica, a restart): the past is the trace's.
+    second = await play(DemoEngine(), tmp_path, trace=trace)
     assert kinds(second)[0] == "request_begin"
     usage = [m["payload"] for m in first + second if m["payload"]["type"] == "token_usage"]
     totals = [u["session"]["total"] for u in usage]

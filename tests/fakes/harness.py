@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omni_grpc.convert import message_to_dict
+from omni_grpc.convert import message_from_dict, message_to_dict
 from omni_grpc.engines.base import AbortSignal, Decision, Engine, RunOptions
 from omni_grpc.runtime.trace_store import ShardedTrace
+from omni_grpc.trace import TraceWriter
 
 JsonObject = dict[str, Any]
 
@@ -47,7 +48,14 @@ async def collect(
     thinking_level: str | None = None,
     on_message: Callable[[JsonObject], None] | None = None,
     metadata: JsonObject | None = None,
+    record: bool = False,
 ) -> list[JsonObject]:
+    """``record``: the run's input and recordable messages are appended to
+    ``trace_path`` as the hub records them (the session's past for the next run)."""
+    writer = TraceWriter(trace_path) if record and trace_path is not None else None
+    if writer is not None:
+        for item in run_input:
+            writer.write(message_from_dict(item))
     options = RunOptions(
         session_id=session_id,
         approve=approve or Approver(),
@@ -61,6 +69,8 @@ async def collect(
     async for message in engine.run(run_input, options):
         msg = as_dict(message)
         out.append(msg)
+        if writer is not None:
+            writer.write(message_from_dict(msg))  # partials and child messages are refused
         if on_message is not None:
             on_message(msg)
     return out

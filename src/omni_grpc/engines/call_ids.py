@@ -7,17 +7,16 @@ unique themselves (the demo counts on from its trace). Engines that pass ids
 through from elsewhere (a recording, a child program, an upstream server, a
 model provider) cannot trust them to be, and rename here: the first use of an
 id keeps it, a later use in the same session gets ``<id>_<8 hex>``, and every
-message of that call follows. Ids the session used before a restart are
-learnt from its trace.
+message of that call follows. The ids the session used are learnt from its
+trace at each run (``session_past``), whichever replica ran the earlier ones.
 """
 
 from __future__ import annotations
 
 import secrets
-from pathlib import Path
 
 from omni_grpc.engines.base import RunOptions
-from omni_grpc.trace import read_jsonl
+from omni_grpc.engines.session_past import session_past
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 # Payloads that open a call (the first one seen decides its name).
@@ -28,28 +27,13 @@ def fresh_id(taken: str) -> str:
     return f"{taken}_{secrets.token_hex(4)}"
 
 
-def recorded_call_ids(trace: Path | None) -> set[str]:
-    """Every ``tool_call_id`` the trace's calls use (none for a missing trace)."""
-    if trace is None or not trace.is_file():
-        return set()
-    return {
-        record.message.tool_call.tool_call_id
-        for record in read_jsonl(trace, tolerant=True)
-        if record.message.WhichOneof("payload") == "tool_call"
-    }
-
-
 class CallIdRegistry:
-    """The ids each session has used; one per engine instance."""
-
-    def __init__(self) -> None:
-        self._used: dict[str, set[str]] = {}
+    """Hands each run the ids its session used, read from the session's trace
+    at the run's start: the session's shared state, so a run on another
+    replica (or after a restart) knows every id the earlier runs used."""
 
     def for_run(self, options: RunOptions) -> RunCallIds:
-        used = self._used.get(options.session_id)
-        if used is None:
-            used = self._used[options.session_id] = recorded_call_ids(options.trace_path)
-        return RunCallIds(used)
+        return RunCallIds(set(session_past(options, 0).call_ids))
 
 
 class RunCallIds:

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from omni_grpc import protocol
 from omni_grpc.engines.base import ApprovalUnanswered, Decision, JsonObject, RunOptions
+from omni_grpc.engines.session_past import SessionPast, session_past
 from omni_grpc.protocol.streaming import Segment, SegmentKind
 from omni_grpc.vocabulary import USER_ABORT_REASON, StopReason
 
@@ -44,15 +45,7 @@ _DELTAS_PER_TURN = 16
 _N = TypeVar("_N", int, float)
 
 
-_CALL_ID = re.compile(rb'"tool_call_id":"call_demo_(\d+)"')
-
-
-def _last_call_number(trace: Path | None) -> int:
-    """The highest ``call_demo_<n>`` a trace holds (0 for none or no trace)."""
-    if trace is None or not trace.is_file():
-        return 0
-    with trace.open("rb") as fh:
-        return max((int(m) for line in fh for m in _CALL_ID.findall(line)), default=0)
+_CALL_PREFIX = "call_demo_"
 
 
 class _Aborted(Exception):
@@ -69,9 +62,6 @@ class DemoEngine:
             raise ValueError(f"demo engine: repeat={repeat!r} must be >= 1")
         self.pacing = pacing
         self.repeat = repeat
-        self._runs: dict[str, int] = {}
-        self._calls: dict[str, int] = {}
-        self._usage: dict[str, JsonObject] = {}
 
     def session_meta(self, session_id: str, workspace: Path) -> JsonObject:
         return protocol.session_meta_payload(
@@ -88,7 +78,10 @@ class DemoEngine:
         return name == TOOL_NAME
 
     async def run(self, input: list[JsonObject], options: RunOptions) -> AsyncIterator[JsonObject]:
-        turn = _Turn(self, options)
+        # Numbering, the tools announced and the token totals go on from the
+        # session's trace, whichever replica ran its earlier runs.
+        past = await asyncio.to_thread(session_past, options, len(input))
+        turn = _Turn(self, options, past)
         try:
             async for msg in turn.play(_prompt_of(input)):
                 yield msg
@@ -96,21 +89,7 @@ class DemoEngine:
             for msg in turn.close_aborted():
                 yield msg
 
-    def _next_run(self, session_id: str) -> int:
-        self._runs[session_id] = self._runs.get(session_id, 0) + 1
-        return self._runs[session_id]
-
-    def _next_call(self, session_id: str, trace: Path | None) -> int:
-        """The number of the session's next tool call: one past the highest in its
-        trace, then counting. Ids stay unique across tasks and restarts (a
-        resumed trace pairs outputs by id) and the engine stays deterministic."""
-        last = self._calls.get(session_id)
-        if last is None:
-            last = _last_call_number(trace)
-        self._calls[session_id] = last + 1
-        return last + 1
-
-    def _count(self, session_id: str, output_text: str, prompt_text: str) -> JsonObject:
+    def _count(self, turn: _Turn, output_text: str, prompt_text: str) -> JsonObject:
         request = {
             "cache_read": 0,
             "cache_write": max(1, len(prompt_text) // 4),
@@ -118,17 +97,18 @@ class DemoEngine:
             "total": 0,
         }
         request["total"] = request["cache_write"] + request["output"]
-        previous = self._usage.get(session_id, protocol.empty_token_counts())
-        self._usage[session_id] = protocol.add_token_counts(previous, request)
-        return protocol.token_usage(self._usage[session_id], request)
+        turn.usage = protocol.add_token_counts(turn.usage, request)
+        return protocol.token_usage(turn.usage, request)
 
 
 class _Turn:
     """One run's state, so an abort can close exactly what is open."""
 
-    def __init__(self, engine: DemoEngine, options: RunOptions) -> None:
+    def __init__(self, engine: DemoEngine, options: RunOptions, past: SessionPast) -> None:
         self.engine = engine
         self.options = options
+        self.past = past
+        self.usage: JsonObject = dict(past.session_usage or protocol.empty_token_counts())
         self.request_open = False
         # The segment being streamed, closed as aborted if the run stops mid-way.
         self.fragment: Segment | None = None
@@ -151,9 +131,10 @@ class _Turn:
 
     async def play(self, prompt: str) -> AsyncIterator[JsonObject]:
         opts = self.options
-        number = self.engine._next_run(opts.session_id)
-        call_id = f"call_demo_{self.engine._next_call(opts.session_id, opts.trace_path)}"
-        if number == 1:
+        # Unique in the session (a resumed trace pairs outputs by id), and
+        # deterministic: one past the highest the session used.
+        call_id = f"{_CALL_PREFIX}{self.past.next_number(_CALL_PREFIX)}"
+        if not self.past.tools_listed:
             yield protocol.tool_list_ready([_TOOL])
 
         # Request 1: think, say what happens next, call the tool.
@@ -182,7 +163,7 @@ class _Turn:
                 yield protocol.denied_tool_output(call, decision)
         if opts.abort.is_set():
             raise _Aborted
-        yield self.engine._count(opts.session_id, said, prompt)
+        yield self.engine._count(self, said, prompt)
         yield self._end(StopReason.COMPLETED)
 
         # The approved tool runs after the model's request ended, as in the reference.
@@ -198,7 +179,7 @@ class _Turn:
         answer = (_answer(prompt, listing) * self.engine.repeat).rstrip()
         async for msg in self._segment("partial_text", _words(answer)):
             yield msg
-        yield self.engine._count(opts.session_id, answer, prompt)
+        yield self.engine._count(self, answer, prompt)
         yield self._end(StopReason.COMPLETED)
         if opts.abort.is_set():  # an abort that came with the last message still ends it
             raise _Aborted

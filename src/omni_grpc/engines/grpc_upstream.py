@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import orjson
 
 from omni_grpc.client import AgentClient, AgentError, RunStream
 from omni_grpc.convert import message_from_dict, message_to_dict
 from omni_grpc.engines.asking import ask
 from omni_grpc.engines.base import ApprovalUnanswered, Decision, EngineMessage, RunOptions
 from omni_grpc.engines.call_ids import CallIdRegistry
+from omni_grpc.engines.pairing import Pairings
 from omni_grpc.protocol.open_run import OpenRun
 from omni_grpc.vocabulary import USER_ABORT_REASON, StopReason
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
@@ -61,7 +61,7 @@ class GrpcUpstreamEngine:
         self.ca = ca
         self.grace = grace
         self._client: AgentClient | None = None
-        self._sessions: dict[str, str] = {}
+        self._pairings = Pairings("grpc-upstream", target)
         self._call_ids = CallIdRegistry()
 
     def client(self) -> AgentClient:
@@ -85,36 +85,10 @@ class GrpcUpstreamEngine:
     # ---- the local -> upstream session pairing ---------------------------------------
 
     def upstream_session(self, options: RunOptions) -> str | None:
-        known = self._sessions.get(options.session_id)
-        if known is None and (path := _pairing_file(options)) is not None and path.is_file():
-            with contextlib.suppress(OSError, orjson.JSONDecodeError, KeyError, TypeError):
-                known = str(orjson.loads(path.read_bytes())["upstream_session_id"])
-                self._sessions[options.session_id] = known
-        return known
+        return self._pairings.get(options)
 
     def pair(self, options: RunOptions, upstream_id: str | None) -> None:
-        path = _pairing_file(options)
-        if upstream_id is None:
-            self._sessions.pop(options.session_id, None)
-            if path is not None:
-                path.unlink(missing_ok=True)
-            return
-        if self._sessions.get(options.session_id) == upstream_id:
-            return
-        self._sessions[options.session_id] = upstream_id
-        if path is not None:
-            record = {"target": self.target, "upstream_session_id": upstream_id}
-            with contextlib.suppress(OSError):
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(orjson.dumps(record) + b"\n")
-
-
-def _pairing_file(options: RunOptions) -> Path | None:
-    # Beside the session's trace, so it moves (and is shared) with it.
-    location = options.trace.location if options.trace is not None else None
-    if location is None:
-        return None
-    return location.parent / f"{options.session_id}.grpc-upstream.json"
+        self._pairings.set(options, upstream_id)
 
 
 class _ProxiedRun:

@@ -28,7 +28,8 @@ from typing import Any
 
 from omni_grpc.convert import message_to_dict
 from omni_grpc.engines.base import ApprovalUnanswered, EngineMessage, RunOptions
-from omni_grpc.engines.call_ids import CallIdRegistry
+from omni_grpc.engines.call_ids import RunCallIds
+from omni_grpc.engines.session_past import SessionPast, session_past
 from omni_grpc.protocol import builders as b
 from omni_grpc.protocol.guards import is_partial_kind, payload_kind
 from omni_grpc.protocol.streaming import Segment, SegmentKind, chunked
@@ -65,8 +66,6 @@ class ReplayEngine:
         self.path = path
         self.options = options or ReplayOptions()
         self.meta, self.tasks, self.has_partials = _load(path)
-        self._cursor: dict[str, int] = {}
-        self._call_ids = CallIdRegistry()
 
     def session_meta(self, session_id: str, workspace: Path) -> JsonObject:
         recorded = self.meta or {}
@@ -84,26 +83,30 @@ class ReplayEngine:
         self, input: list[JsonObject], options: RunOptions
     ) -> AsyncIterator[EngineMessage]:
         player = _Player(self, options)
-        task = self._unique_ids(options, self._next_task(options.session_id))
+        # Where the cycle stands is the session's (its trace), on any replica.
+        past = await asyncio.to_thread(session_past, options, len(input))
+        task = self._unique_ids(options, past, self._next_task(past))
         async for message in player.play(task):
             yield message
 
-    def _unique_ids(self, options: RunOptions, task: list[_Recorded]) -> list[_Recorded]:
+    def _unique_ids(
+        self, options: RunOptions, past: SessionPast, task: list[_Recorded]
+    ) -> list[_Recorded]:
         """The task with every tool_call_id the session already used renamed.
 
         Playing a recorded task again (the cycle wrapped, ``turns=all``, or a
         restart) would otherwise repeat its ids, and a resumed trace pairs
         outputs by id. The first play keeps the recorded ids.
         """
-        ids = self._call_ids.for_run(options)
+        ids = RunCallIds(set(past.call_ids))
         return [_with_message(recorded, ids.incoming(recorded.message)) for recorded in task]
 
-    def _next_task(self, session_id: str) -> list[_Recorded]:
+    def _next_task(self, past: SessionPast) -> list[_Recorded]:
+        """The recorded task after the session's last one (``turns=next``):
+        the session's tasks so far, counted as the reference counts them."""
         if self.options.turns == "all":
             return [r for task in self.tasks for r in task]
-        index = self._cursor.get(session_id, 0)
-        self._cursor[session_id] = (index + 1) % len(self.tasks)
-        return self.tasks[index]
+        return self.tasks[past.tasks % len(self.tasks)]
 
 
 class _Player:

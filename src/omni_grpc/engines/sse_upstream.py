@@ -51,6 +51,7 @@ from omni_grpc.engines.base import (
     RunOptions,
 )
 from omni_grpc.engines.call_ids import CallIdRegistry, RunCallIds
+from omni_grpc.engines.pairing import Pairings
 from omni_grpc.vocabulary import REFERENCE_ASK, SessionState, StopReason
 from omni_grpc_proto.omni.v1 import agent_service_pb2
 
@@ -123,8 +124,8 @@ class SseUpstreamEngine:
         self._http = httpx.AsyncClient(
             base_url=self.base_url, timeout=timeout, headers=auth_headers(token)
         )
-        # local session id -> upstream session id
-        self._sessions: dict[str, str] = {}
+        # local session -> upstream session, beside the trace (any replica finds it)
+        self._pairings = Pairings("sse-upstream", self.base_url)
         self._call_ids = CallIdRegistry()
 
     async def aclose(self) -> None:
@@ -141,21 +142,21 @@ class SseUpstreamEngine:
             )
         return response
 
-    async def _upstream_session(self, session_id: str) -> str:
-        upstream = self._sessions.get(session_id)
+    async def _upstream_session(self, options: RunOptions) -> str:
+        upstream = self._pairings.get(options)
         if upstream is None:
             # Ask mode is the upstream session's: every call is ours to decide.
             body = {"approvalMode": REFERENCE_ASK}
             created = await self._post(self.sessions_path, body, (200, 201))
             upstream = _created_session_id(created, self.sessions_path)
-            self._sessions[session_id] = upstream
+            self._pairings.set(options, upstream)
         return upstream
 
     async def run(
         self, input: list[JsonObject], options: RunOptions
     ) -> AsyncIterator[EngineMessage]:
         parts = _input_parts(input)
-        upstream = await self._upstream_session(options.session_id)
+        upstream = await self._upstream_session(options)
         base = f"/api/sessions/{upstream}"
         task: JsonObject = {"input": parts}
         if options.thinking_level:

@@ -33,7 +33,9 @@ RECORDING = Path(__file__).parent / "conformance" / "trace_retry_auth_abort_001.
 
 
 def call_ids(records: list[dict[str, Any]]) -> list[str]:
-    return [r["payload"]["tool_call_id"] for r in records if r["payload"].get("type") == "tool_call"]
+    return [
+        r["payload"]["tool_call_id"] for r in records if r["payload"].get("type") == "tool_call"
+    ]
 
 
 def without_times(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -57,14 +59,14 @@ async def test_runs_of_one_session_on_two_replicas_never_repeat_a_call_id(
     first = await read_until_idle(stub(a).Run(pb.RunRequest(prompt="one")))
     session_id = first[0].session_id  # type: ignore[attr-defined]
     for server, prompt in ((b, "two"), (a, "three"), (b, "four")):
-        await read_until_idle(
-            stub(server).Run(pb.RunRequest(session_id=session_id, prompt=prompt))
-        )
+        await read_until_idle(stub(server).Run(pb.RunRequest(session_id=session_id, prompt=prompt)))
     records = trace_records(data, session_id)
     assert call_ids(records) == [f"call_demo_{n}" for n in range(1, 5)]
     assert [r["payload"].get("type") for r in records].count("tool_list_ready") == 1
     totals = [
-        r["payload"]["session"]["total"] for r in records if r["payload"].get("type") == "token_usage"
+        r["payload"]["session"]["total"]
+        for r in records
+        if r["payload"].get("type") == "token_usage"
     ]
     assert totals == sorted(totals) and len(set(totals)) == len(totals)
     assert [i for i in validate_records_of(records) if i.severity == "error"] == []  # type: ignore[attr-defined]

@@ -116,6 +116,10 @@ async def test_a_deleted_session_is_gone_and_its_attach_ends_not_found(served: S
         # The trace is kept, byte for byte, where nothing indexes it.
         [kept] = [t for t in s.traces("deleted") if t.name.startswith(session_id)]
         assert kept.read_bytes() == recorded and not trace.exists()
+        # What lies beside the shard (its history index) goes with it, so no
+        # file of the session is left where the next server looks.
+        assert (kept.parent / f"{kept.name}.index").is_file()
+        assert list((s.data / "traces").rglob(f"{session_id}*")) == []
         assert not (s.data / "workspaces" / session_id).exists()
         assert (s.data / "deleted" / "workspaces" / session_id).is_dir()
     # Nor after a restart.

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from small_disk import SmallDisk
 
 import omni_grpc
 from polyglot.consumer_steps import run_steps
@@ -109,6 +110,35 @@ def test_the_npm_package_installs_and_calls_the_service(server: str, tmp_path: P
     assert result["listed"] == [result["session"]]
     check_exact_json(result, tmp_path / "data")
     assert result["withoutJson"] == [""] * len(result["historyJson"])  # only when asked
+
+
+def test_the_npm_run_helper_throws_for_a_run_the_server_stopped(
+    serve_process: Callable[..., Any], small_disk: SmallDisk, tmp_path: Path
+) -> None:
+    """The disk fills during the run: the server closes the task with IDLE,
+    then ends the call with RESOURCE_EXHAUSTED. run() holds the IDLE back
+    until the call ended, so a loop that breaks at isTaskEnd gets the error
+    instead of a quiet success."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        missing_toolchain("Node.js and npm")
+    [tarball] = list(pack("npm", tmp_path / "dist").glob("omni-grpc-*.tgz"))
+    app = outside_the_repo(tmp_path / "app")
+    app.mkdir()
+    (app / "package.json").write_text('{"name": "npm-user", "private": true, "type": "module"}\n')
+    run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", str(tarball),
+         "@bufbuild/protobuf@2.17.0", "@connectrpc/connect@2.1.2",
+         "@connectrpc/connect-node@2.1.2"], app)  # fmt: skip
+    shutil.copy(HERE / "stopped.mjs", app / "stopped.mjs")
+    served = serve_process(
+        "--no-http", "--data-dir", str(small_disk.path / "data"), "--engine-opt", "repeat=200"
+    )
+    small_disk.leave(pages=2)  # the run's first records fit, its answer does not
+    result = json.loads(run(["node", "stopped.mjs", served.grpc_address], app).stdout)
+    assert result["threw"] and not result["idle"], result
+    assert result["code"] == 8, result  # Connect's Code.ResourceExhausted
+    assert "trace could not be written" in result["message"]
+    # The failure is in the stream too, before the task's end.
+    assert result["kinds"][-2:] == ["requestEnd", "abort"], result
 
 
 def test_the_npm_readme_steps_run_as_written(server: str, tmp_path: Path) -> None:

@@ -57,17 +57,33 @@ async function* follow<T>(
   }
 }
 
-/** One task, from its first response to its closing `task_state` IDLE. */
-export function run(
+/** One task, from its first response to its closing `task_state` IDLE.
+ *
+ * The closing IDLE is handed out only once the call has ended well. A run the
+ * server had to stop (its trace could not be written) also closes with IDLE,
+ * and only the call's status after it says so: in that case the loop throws
+ * the ConnectError instead of yielding IDLE, so a caller that breaks at
+ * `isTaskEnd` cannot take the failure for success. */
+export async function* run(
   client: AgentClient,
   request: MessageInitShape<typeof RunRequestSchema>,
   options: FollowOptions = {},
 ): AsyncGenerator<RunResponse, void, undefined> {
-  return follow(
+  let held: RunResponse | undefined;
+  // The server ends a Run call right after the task's IDLE: read to the end.
+  for await (const response of follow(
     (signal) => client.run(request, { signal, headers: options.headers }),
     options,
-    isTaskEnd,
-  );
+    () => false,
+  )) {
+    if (held !== undefined) {
+      yield held;
+      held = undefined;
+    }
+    if (isTaskEnd(response)) held = response;
+    else yield response;
+  }
+  if (held !== undefined) yield held;
 }
 
 /** A session's events across tasks; it ends when you stop reading or abort

@@ -10,7 +10,8 @@ Secrets stay out: the server's own code never logs prompts or message
 content, and every formatted line, in either format, passes through a
 redaction that removes bearer credentials, ``access_token`` query parameters
 (which uvicorn's access log would otherwise print) and any secret the server
-was configured with (the auth token, engine keys).
+was configured with (the auth token, engine keys), in every spelling a URL
+gives it (percent-encoded, in any path segment or parameter).
 """
 
 from __future__ import annotations
@@ -60,19 +61,33 @@ def current_run() -> tuple[str | None, str | None]:
     return _session.get(), _run.get()
 
 
+def _any_spelling(secret: str) -> re.Pattern[str]:
+    """Matches ``secret`` however a URL spells it: each character as itself or
+    percent-encoded (either hex case, encoded again any number of times), a
+    space also as ``+``. An access log prints the path and query as the
+    client wrote them, so a token in a path segment or in any parameter comes
+    out in one of these forms."""
+    parts = []
+    for char in secret:
+        encoded = "".join(f"%(?:25)*(?i:{byte:02x})" for byte in char.encode("utf-8"))
+        spellings = [re.escape(char), encoded, *([r"\+"] if char == " " else [])]
+        parts.append(f"(?:{'|'.join(spellings)})")
+    return re.compile("".join(parts))
+
+
 class Redactor:
     """Removes credentials from formatted log text."""
 
     def __init__(self, secrets: Iterable[str | None] = ()) -> None:
         # Short values would blank out ordinary words; tokens are long.
-        self._secrets = sorted({s for s in secrets if s and len(s) >= 6}, key=len, reverse=True)
+        values = sorted({s for s in secrets if s and len(s) >= 6}, key=len, reverse=True)
+        self._secrets = [_any_spelling(value) for value in values]
 
     def __call__(self, text: str) -> str:
         for pattern in _PATTERNS:
             text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
-        for value in self._secrets:
-            if value in text:
-                text = text.replace(value, REDACTED)
+        for secret in self._secrets:
+            text = secret.sub(REDACTED, text)
         return text
 
 

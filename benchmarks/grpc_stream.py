@@ -327,7 +327,7 @@ def in_process_costs(frames: list[bytes], codecs: list[str], repeat: int = 7) ->
     from omni_grpc.convert import _message, message_to_dict
     from omni_grpc.runtime.bodies import engine_message
     from omni_grpc.runtime.events import HubEvent
-    from omni_grpc.transport.grpc.responses import response_bytes
+    from omni_grpc.runtime.agent_service import response_bytes
 
     responses = [pb.RunResponse.FromString(frame) for frame in frames]
     dicts = [message_to_dict(r.message) for r in responses if r.WhichOneof("kind") == "message"]

@@ -15,6 +15,7 @@ import pytest
 from google.rpc import code_pb2
 
 import omni_grpc
+from omni_grpc.runtime.agent_service import RunFailed
 from omni_grpc.runtime.errors import (
     STATUSES,
     ApprovalNotPending,
@@ -31,6 +32,7 @@ from omni_grpc.runtime.errors import (
     StorageUnavailable,
     TooManyStreams,
 )
+from omni_grpc.runtime.health import RunFailure
 from omni_grpc.transport.grpc.status import status_for
 from omni_grpc.transport.sse.errors import hub_error_status
 
@@ -55,6 +57,10 @@ SAMPLES: dict[type[HubError], list[HubError]] = {
         LimitExceeded("some_future_limit", 1),
     ],
     TooManyStreams: [TooManyStreams("s1", 4)],
+    RunFailed: [
+        RunFailed(RunFailure("resource_exhausted", "No space left on device")),
+        RunFailed(RunFailure("unavailable", "Read-only file system")),
+    ],
 }
 
 

@@ -38,8 +38,13 @@ LAYERS: list[tuple[str, list[str]]] = [
 # The package's root module (its version and docstring) and the page's assets.
 UNLAYERED = {"omni_grpc", "omni_grpc.web"}
 
-# What a transport may import from the runtime: its interface and its errors.
-SEAM = {"omni_grpc.runtime.interface", "omni_grpc.runtime.errors"}
+# What a transport may import from the runtime: its interface, its errors, and
+# AgentService's calls over it (the schema's semantics, whatever the wire).
+SEAM = {
+    "omni_grpc.runtime.interface",
+    "omni_grpc.runtime.errors",
+    "omni_grpc.runtime.agent_service",
+}
 # Transports that must not import each other.
 SIBLINGS = ["omni_grpc.transport.grpc", "omni_grpc.transport.sse"]
 

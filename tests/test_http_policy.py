@@ -190,10 +190,10 @@ async def test_the_page_has_a_content_security_policy(tmp_path: Path) -> None:
 
 def test_default_hosts_follow_the_bind_address() -> None:
     guard = RequestGuard(lambda *_: None, allowed_hosts=default_hosts("0.0.0.0"))  # type: ignore[arg-type]
-    assert guard._host_allowed("10.1.2.3") and guard._host_allowed("localhost")
-    assert not guard._host_allowed("evil.example")
+    assert guard.policy.host_allowed("10.1.2.3") and guard.policy.host_allowed("localhost")
+    assert not guard.policy.host_allowed("evil.example")
     loopback = RequestGuard(lambda *_: None, allowed_hosts=default_hosts("127.0.0.1"))  # type: ignore[arg-type]
-    assert not loopback._host_allowed("10.1.2.3")
+    assert not loopback.policy.host_allowed("10.1.2.3")
 
 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
@@ -208,7 +208,7 @@ def test_no_other_name_passes_the_loopback_default(name: str, port: int | None) 
     from omni_grpc.transport.sse.guard import host_name
 
     host = name if port is None else f"{name}:{port}"
-    assert not guard._host_allowed(host_name(host))
+    assert not guard.policy.host_allowed(host_name(host))
 
 
 async def test_every_mode_outside_the_policy_is_refused_and_every_one_inside_runs(

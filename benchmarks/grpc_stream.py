@@ -325,9 +325,9 @@ def in_process_costs(frames: list[bytes], codecs: list[str], repeat: int = 7) ->
     """The hub's once-per-event codec work and the once-per-event response
     work, timed here on the calibration run's own messages (best of ``repeat``)."""
     from omni_grpc.convert import _message, message_to_dict
+    from omni_grpc.runtime.agent_service import response_bytes
     from omni_grpc.runtime.bodies import engine_message
     from omni_grpc.runtime.events import HubEvent
-    from omni_grpc.runtime.agent_service import response_bytes
 
     responses = [pb.RunResponse.FromString(frame) for frame in frames]
     dicts = [message_to_dict(r.message) for r in responses if r.WhichOneof("kind") == "message"]

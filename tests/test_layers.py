@@ -46,7 +46,7 @@ SEAM = {
     "omni_grpc.runtime.agent_service",
 }
 # Transports that must not import each other.
-SIBLINGS = ["omni_grpc.transport.grpc", "omni_grpc.transport.sse"]
+SIBLINGS = ["omni_grpc.transport.grpc", "omni_grpc.transport.sse", "omni_grpc.transport.connect"]
 
 
 def module_name(path: Path, package: Path) -> str:

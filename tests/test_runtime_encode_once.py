@@ -19,10 +19,9 @@ from omni_grpc.convert import (
 )
 from omni_grpc.convert._errors import ConversionError
 from omni_grpc.runtime import bodies
+from omni_grpc.runtime.agent_service import attach_response, response_bytes, run_response
 from omni_grpc.runtime.events import HubEvent
 from omni_grpc.runtime.memory_log import MemoryEventLog
-from omni_grpc.runtime.agent_service import response_bytes
-from omni_grpc.runtime.agent_service import attach_response, run_response
 from omni_grpc.vocabulary import AbortKind, SessionState
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from opentelemetry.trace import TracerProvider
+from starlette.types import ASGIApp
 
 from omni_grpc.engines.loader import load_engine
 from omni_grpc.observability.http import MetricsTransport, metrics_route
@@ -28,7 +29,9 @@ from omni_grpc.runtime.data_dir_lock import DataDirLock
 from omni_grpc.runtime.event_log import ReplayWindow
 from omni_grpc.runtime.hub import Hub
 from omni_grpc.runtime.limits import Limits
+from omni_grpc.transport.connect import PREFIX, ConnectApp, ConnectConfig, ConnectTransport
 from omni_grpc.transport.grpc import GrpcConfig, GrpcTransport
+from omni_grpc.transport.http_checks import default_hosts
 from omni_grpc.transport.sse.transport import SseConfig, SseTransport
 
 log = logging.getLogger(__name__)
@@ -53,6 +56,8 @@ class ServerConfig:
     grpc: GrpcConfig | None = field(default_factory=GrpcConfig)
     # The HTTP/SSE shim beside gRPC (None: gRPC only).
     http: SseConfig | None = None
+    # AgentService over Connect and gRPC-Web on the HTTP port too.
+    connect: bool = True
     # Seconds in-flight calls get to finish on shutdown.
     shutdown_grace: float = 5.0
     # Each session's replay window (reference defaults), whatever the backend.
@@ -172,6 +177,24 @@ def build_backend(config: ServerConfig) -> Backend:
     )
 
 
+def _connect_app(hub: Hub, config: ServerConfig, telemetry: Telemetry) -> ASGIApp:
+    """Connect and gRPC-Web on the HTTP port, with its token, hosts and CORS
+    origins, gRPC's message limit, and the HTTP requests' telemetry."""
+    http = config.http
+    assert http is not None
+    app = ConnectApp(
+        hub,
+        ConnectConfig(
+            auth_token=http.auth_token,
+            cors_origins=http.cors_origins,
+            allowed_hosts=http.allowed_hosts or default_hosts(http.host),
+            max_message_bytes=(config.grpc or GrpcConfig()).max_message_bytes,
+        ),
+    )
+    middleware = telemetry.http_middleware(app.routes())
+    return middleware.cls(app, *middleware.args, **middleware.kwargs)
+
+
 def build_server(config: ServerConfig, *, backend: Backend | None = None) -> OmniServer:
     """Loads the engine and wires the hub and the configured transports.
 
@@ -201,7 +224,12 @@ def build_server(config: ServerConfig, *, backend: Backend | None = None) -> Omn
     if config.http is not None:
         # /metrics is the server's, mounted beside the HTTP app's routes.
         metrics = [metrics_route(telemetry.metrics)] if telemetry.metrics is not None else []
-        transports.append(SseTransport(hub, config.http, telemetry, metrics))
+        connect = _connect_app(hub, config, telemetry) if config.connect else None
+        mounts = [(PREFIX, connect)] if connect is not None else []
+        sse = SseTransport(hub, config.http, telemetry, metrics, mounts)
+        transports.append(sse)
+        if connect is not None:
+            transports.append(ConnectTransport(connect, lambda: sse.url))
     if telemetry.metrics is not None and config.metrics_port is not None:
         token = config.grpc.auth_token if config.grpc is not None else None
         if config.http is not None:

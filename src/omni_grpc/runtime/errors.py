@@ -11,7 +11,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from google.rpc import code_pb2
+from google.protobuf.message import Message
+from google.rpc import code_pb2, error_details_pb2
 
 
 class ErrorCode(enum.StrEnum):
@@ -62,6 +63,10 @@ STATUSES: dict[ErrorCode, ErrorStatus] = {
 
 def status_of(error: HubError) -> ErrorStatus:
     return STATUSES[error.code]
+
+
+# The domain of the ``google.rpc.ErrorInfo`` details.
+ERROR_DOMAIN = "omni-grpc"
 
 
 class HubError(Exception):
@@ -204,3 +209,58 @@ class TooManyStreams(LimitExceeded):
 
     def __init__(self, session_id: str, limit: int) -> None:
         super().__init__("max_streams_per_session", limit, session_id)
+
+
+def details_of(error: HubError) -> list[Message]:
+    """The ``google.rpc`` details a status carries for ``error`` (on gRPC, and
+    in Connect's and gRPC-Web's errors): INVALID_ARGUMENT a ``BadRequest``
+    naming the field, NOT_FOUND a ``ResourceInfo``, FAILED_PRECONDITION a
+    ``PreconditionFailure``, a limit an ``ErrorInfo`` and a ``QuotaFailure``."""
+    if isinstance(error, InvalidRequest):
+        violation = error_details_pb2.BadRequest.FieldViolation(
+            field=error.field, description=error.description
+        )
+        return [error_details_pb2.BadRequest(field_violations=[violation])]
+    if isinstance(error, SessionNotFound):
+        return [
+            error_details_pb2.ResourceInfo(
+                resource_type="session", resource_name=error.session_id, description=str(error)
+            )
+        ]
+    if isinstance(error, ApprovalNotPending):
+        return [
+            error_details_pb2.ResourceInfo(
+                resource_type="approval", resource_name=error.tool_call_id, description=str(error)
+            )
+        ]
+    if isinstance(error, SessionBusy):
+        violation = error_details_pb2.PreconditionFailure.Violation(
+            type="TASK_IN_PROGRESS", subject=error.session_id, description=str(error)
+        )
+        return [error_details_pb2.PreconditionFailure(violations=[violation])]
+    if isinstance(error, ModeNotAllowed):
+        return [
+            error_details_pb2.ErrorInfo(
+                reason="APPROVAL_MODE_NOT_ALLOWED",
+                domain=ERROR_DOMAIN,
+                metadata={"approval_mode": error.mode, "allowed": ",".join(error.allowed)},
+            )
+        ]
+    if isinstance(error, LimitExceeded):
+        metadata = {"limit": error.limit, "value": str(error.value)}
+        if error.session_id is not None:
+            metadata["session_id"] = error.session_id
+        subject = "server" if error.session_id is None else f"session:{error.session_id}"
+        return [
+            error_details_pb2.ErrorInfo(
+                reason=error.limit.upper() + "_EXCEEDED", domain=ERROR_DOMAIN, metadata=metadata
+            ),
+            error_details_pb2.QuotaFailure(
+                violations=[
+                    error_details_pb2.QuotaFailure.Violation(
+                        subject=subject, description=str(error)
+                    )
+                ]
+            ),
+        ]
+    return []

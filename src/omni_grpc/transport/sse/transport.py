@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from omni_grpc.runtime.interface import Runtime
 from omni_grpc.transport.sse.app import RequestTelemetry, create_app
@@ -39,11 +40,15 @@ class SseTransport:
         config: SseConfig,
         telemetry: RequestTelemetry | None = None,
         extra_routes: Sequence[BaseRoute] = (),
+        mounts: Sequence[tuple[str, ASGIApp]] = (),
     ) -> None:
-        """``extra_routes``: served beside the app's own (the server's ``/metrics``)."""
+        """``extra_routes``: served beside the app's own (the server's ``/metrics``);
+        ``mounts``: ``(prefix, app)`` pairs, other ASGI apps on this port that
+        answer every path under their prefix themselves (outside this app's
+        middleware: they speak their own protocol's errors)."""
         self.config = config
         self.extra_paths = [r.path for r in extra_routes if isinstance(r, Route)]
-        app = create_app(
+        app: ASGIApp = create_app(
             hub,
             token=config.auth_token,
             cors_origins=config.cors_origins,
@@ -54,6 +59,8 @@ class SseTransport:
             public_paths=self.extra_paths if config.public_metrics else (),
             allowed_hosts=config.allowed_hosts or default_hosts(config.host),
         )
+        if mounts:
+            app = _Prefixed(app, mounts)
         self.server = HttpServer(
             app, host=config.host, port=config.port, log_level=config.log_level
         )
@@ -72,3 +79,20 @@ class SseTransport:
     def describe(self) -> str:
         routes = ", ".join(["page", "/api/sessions", "/v1/runs", *self.extra_paths])
         return f"HTTP/SSE on {self.url}/ ({routes})"
+
+
+class _Prefixed:
+    """Sends a path under a mount's prefix to its app, the rest to ``app``."""
+
+    def __init__(self, app: ASGIApp, mounts: Sequence[tuple[str, ASGIApp]]) -> None:
+        self.app = app
+        self.mounts = list(mounts)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path = scope.get("path", "")
+            for prefix, app in self.mounts:
+                if path.startswith(prefix):
+                    await app(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)

@@ -1,0 +1,620 @@
+"""AgentService over Connect and gRPC-Web, as an ASGI app for the HTTP port.
+
+Every method is served at ``/omni.v1.AgentService/<Method>`` over HTTP/1.1 or
+HTTP/2, from the runtime's calls (``runtime.agent_service``), so the rules
+are gRPC's: the bearer token, the Host and Origin checks
+(``transport/http_checks.py``), the operator's policy and limits (the
+runtime's), the same codes with the same details, resume with
+``after_event_id``, and a Run whose client goes away (or whose deadline
+passes) is aborted unless it asked to detach.
+
+What a request may carry: ``connect-timeout-ms`` or ``grpc-timeout`` (the
+call's deadline), ``connect-protocol-version: 1``; messages up to
+``max_message_bytes``, uncompressed or gzip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import logging
+import re
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import anyio
+import orjson
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError, Message
+from google.rpc import code_pb2
+from starlette.middleware.cors import CORSMiddleware
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from omni_grpc.runtime.agent_service import AgentCalls, AttachCall, RunCall, response_bytes
+from omni_grpc.runtime.errors import HubError
+from omni_grpc.runtime.interface import HubEvent, Runtime
+from omni_grpc.transport.connect.envelope import (
+    COMPRESSED,
+    HEADER_SIZE,
+    EnvelopeError,
+    decode_text,
+    single_envelope,
+)
+from omni_grpc.transport.connect.errors import INTERNAL_MESSAGE, CallError
+from omni_grpc.transport.connect.protocols import (
+    ACCEPTED,
+    Codec,
+    Protocol,
+    Unsupported,
+    Wire,
+    negotiate,
+)
+from omni_grpc.transport.http_checks import LOOPBACK_NAMES, STATE_CHANGING, HostOriginPolicy
+from omni_grpc.vocabulary import AUTHORIZATION_HEADER, SESSION_HEADER
+from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+SERVICE = pb.DESCRIPTOR.services_by_name["AgentService"].full_name
+PREFIX = f"/{SERVICE}/"
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+# What a browser may send and read (CORS), beyond the simple headers.
+CORS_ALLOW_HEADERS = [
+    AUTHORIZATION_HEADER,
+    "Content-Type",
+    "Connect-Protocol-Version",
+    "Connect-Timeout-Ms",
+    "Connect-Content-Encoding",
+    "Connect-Accept-Encoding",
+    "Grpc-Timeout",
+    "X-Grpc-Web",
+    "X-User-Agent",
+    "Traceparent",
+    "Tracestate",
+]
+CORS_EXPOSE_HEADERS = [
+    "Grpc-Status",
+    "Grpc-Message",
+    "Grpc-Status-Details-Bin",
+    "Connect-Protocol-Version",
+    SESSION_HEADER,
+]
+
+_Req = TypeVar("_Req", bound=Message)
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    request_type: type[Message]
+    streaming: bool
+
+
+METHODS = {
+    f"{PREFIX}{m.name}": m
+    for m in (
+        Method("Run", pb.RunRequest, True),
+        Method("Attach", pb.AttachRequest, True),
+        Method("GetHistory", pb.GetHistoryRequest, True),
+        Method("Approve", pb.ApproveRequest, False),
+        Method("Abort", pb.AbortRequest, False),
+        Method("ListSessions", pb.ListSessionsRequest, False),
+        Method("DeleteSession", pb.DeleteSessionRequest, False),
+    )
+}
+
+
+@dataclass
+class ConnectConfig:
+    # The same token gRPC requires; None serves without auth.
+    auth_token: str | None = None
+    # Browser origins allowed to call (CORS); ``*`` for any.
+    cors_origins: Sequence[str] = field(default_factory=tuple)
+    # Host names answered (``http_checks.default_hosts`` for the bound address).
+    allowed_hosts: Sequence[str] = LOOPBACK_NAMES
+    # The largest request message (gRPC's --max-message-bytes).
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+
+
+class CallFailed(Exception):
+    """A request refused before the runtime was called."""
+
+    def __init__(self, error: CallError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def _fail(code: int, message: str) -> CallFailed:
+    return CallFailed(CallError(code, message))
+
+
+class ConnectApp:
+    """The ASGI app serving AgentService over Connect and gRPC-Web."""
+
+    def __init__(self, hub: Runtime, config: ConnectConfig) -> None:
+        self.calls = AgentCalls(hub)
+        self.config = config
+        self.policy = HostOriginPolicy(
+            allowed_hosts=config.allowed_hosts, allowed_origins=config.cors_origins
+        )
+        self._token = config.auth_token.encode() if config.auth_token else None
+        self._inner: ASGIApp = self._serve
+        if config.cors_origins:
+            self._inner = CORSMiddleware(
+                self._serve,
+                allow_origins=list(config.cors_origins),
+                allow_methods=["POST"],
+                allow_headers=CORS_ALLOW_HEADERS,
+                expose_headers=CORS_EXPOSE_HEADERS,
+                max_age=7200,
+            )
+
+    def routes(self) -> list[BaseRoute]:
+        """A route per method (for telemetry's templates)."""
+        return [Route(path, self, methods=["POST"]) for path in METHODS]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        headers = _headers(scope)
+        host = headers.get("host", "")
+        if not self.policy.host_allowed(host):
+            # Before CORS: a rebound name gets nothing, not even a preflight.
+            error = _fail(
+                code_pb2.PERMISSION_DENIED, f"Host {host!r} is not a name this server answers to"
+            ).error
+            await _refuse(_wire_guess(scope, headers), error, send)
+            return
+        await self._inner(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = _headers(scope)
+        path = scope.get("path", "")[len(scope.get("root_path", "")) :]
+        method = METHODS.get(path)
+        if method is None:
+            error = CallError(code_pb2.UNIMPLEMENTED, f"no method {path!r} in {SERVICE}")
+            await _plain(send, 404, error.connect_body(), "application/json")
+            return
+        if scope["method"] != "POST":
+            error = CallError(code_pb2.UNIMPLEMENTED, f"{path} takes POST only")
+            await _plain(
+                send, 405, error.connect_body(), "application/json", extra=[(b"allow", b"POST")]
+            )
+            return
+        try:
+            wire = negotiate(headers.get("content-type", ""), streaming=method.streaming)
+        except Unsupported as exc:
+            error = CallError(code_pb2.UNIMPLEMENTED, str(exc))
+            await _plain(
+                send,
+                415,
+                error.connect_body(),
+                "application/json",
+                extra=[(b"accept-post", ACCEPTED.encode())],
+            )
+            return
+        try:
+            self._check(scope["method"], headers, wire)
+            timeout = _deadline(headers, wire)
+            request = await self._request(receive, headers, wire, method)
+        except CallFailed as exc:
+            await _refuse(wire, exc.error, send)
+            return
+        deadline = None if timeout is None else anyio.current_time() + timeout
+        if method.streaming:
+            await self._stream(method, request, wire, deadline, receive, send)
+        else:
+            await self._unary(method, request, wire, deadline, send)
+
+    # ---- checks ------------------------------------------------------------------
+
+    def _check(self, http_method: str, headers: dict[str, str], wire: Wire) -> None:
+        origin = headers.get("origin")
+        host = headers.get("host", "")
+        if (
+            http_method in STATE_CHANGING
+            and origin is not None
+            and not self.policy.origin_allowed(origin, host)
+        ):
+            raise _fail(code_pb2.PERMISSION_DENIED, f"Origin {origin!r} may not call here")
+        if wire.protocol is Protocol.CONNECT:
+            version = headers.get("connect-protocol-version")
+            if version is not None and version != "1":
+                raise _fail(
+                    code_pb2.INVALID_ARGUMENT,
+                    f"connect-protocol-version {version!r}: this server speaks version 1",
+                )
+        if self._token is not None:
+            given = _bearer(headers.get("authorization"))
+            if given is None or not hmac.compare_digest(given.encode(), self._token):
+                reason = "missing bearer token" if given is None else "invalid bearer token"
+                raise _fail(code_pb2.UNAUTHENTICATED, reason)
+
+    async def _request(
+        self, receive: Receive, headers: dict[str, str], wire: Wire, method: Method
+    ) -> Message:
+        limit = self.config.max_message_bytes
+        # Room for the envelope; base64 takes 4 bytes for every 3.
+        room = limit + HEADER_SIZE
+        if wire.text:
+            room = (room + 2) // 3 * 4 + 64
+        body = await _read_body(receive, room, limit)
+        try:
+            if wire.text:
+                body = decode_text(body)
+            compressed = False
+            if wire.enveloped:
+                envelope = single_envelope(body)
+                body, compressed = envelope.data, bool(envelope.flags & COMPRESSED)
+        except EnvelopeError as exc:
+            raise _fail(code_pb2.INVALID_ARGUMENT, str(exc)) from None
+        encoding = _encoding(headers, wire)
+        if compressed or (not wire.enveloped and encoding != "identity"):
+            body = _decompressed(body, encoding, limit)
+        if len(body) > limit:
+            raise _fail(code_pb2.RESOURCE_EXHAUSTED, _too_large(limit))
+        return _decode(body, method.request_type, wire.codec)
+
+    # ---- calls -------------------------------------------------------------------
+
+    async def _unary(
+        self, method: Method, request: Message, wire: Wire, deadline: float | None, send: Send
+    ) -> None:
+        handlers: dict[str, Callable[[Any], Awaitable[Message]]] = {
+            "Approve": self.calls.approve,
+            "Abort": self.calls.abort,
+            "ListSessions": self.calls.list_sessions,
+            "DeleteSession": self.calls.delete_session,
+        }
+        handler = handlers[method.name]
+        try:
+            with _until(deadline):
+                response = await handler(request)
+        except TimeoutError:
+            await _refuse(wire, DEADLINE_PASSED, send)
+            return
+        except HubError as exc:
+            await _refuse(wire, CallError.of(exc), send)
+            return
+        except Exception:
+            log.exception("%s failed", method.name)
+            await _refuse(wire, CallError(code_pb2.INTERNAL, INTERNAL_MESSAGE), send)
+            return
+        body = wire.message(_encoded(response, wire.codec))
+        await _start(send, wire, ())
+        await send({"type": "http.response.body", "body": body + wire.success_end()})
+
+    async def _stream(
+        self,
+        method: Method,
+        request: Message,
+        wire: Wire,
+        deadline: float | None,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        try:
+            with _until(deadline):
+                opened = await self._open(method, request, wire)
+        except TimeoutError:
+            await _refuse(wire, DEADLINE_PASSED, send)
+            return
+        except HubError as exc:
+            await _refuse(wire, CallError.of(exc), send)
+            return
+        except Exception:
+            log.exception("%s failed", method.name)
+            await _refuse(wire, CallError(code_pb2.INTERNAL, INTERNAL_MESSAGE), send)
+            return
+        frames, session_id, close = opened
+        extra = [(SESSION_HEADER.encode(), session_id.encode())] if session_id else []
+        await _streamed(frames, close, wire, extra, deadline, receive, send, method.name)
+
+    async def _open(
+        self, method: Method, request: Message, wire: Wire
+    ) -> tuple[AsyncIterator[bytes], str, Callable[[], Awaitable[None]]]:
+        """The call's response bytes, its session id (none for GetHistory)
+        and what ends it; refusals raise before anything is sent."""
+        if method.name == "GetHistory":
+            assert isinstance(request, pb.GetHistoryRequest)
+            history = await self.calls.get_history(request)
+
+            async def messages() -> AsyncIterator[bytes]:
+                async for response in history:
+                    yield _encoded(response, wire.codec)
+
+            async def nothing() -> None:
+                await history.aclose()  # type: ignore[attr-defined]
+
+            return messages(), "", nothing
+        call: RunCall | AttachCall
+        if method.name == "Run":
+            assert isinstance(request, pb.RunRequest)
+            call = await self.calls.run(request)
+        else:
+            assert isinstance(request, pb.AttachRequest)
+            call = await self.calls.attach(request)
+        with_json = bool(request.include_json)
+        return _events(call, wire.codec, with_json), call.session_id, call.close
+
+
+async def _events(
+    call: RunCall | AttachCall, codec: Codec, with_json: bool
+) -> AsyncIterator[bytes]:
+    session_id = call.session_id
+    async for event in call.events():
+        if codec is Codec.PROTO:
+            # The bytes gRPC sends: encoded once per event for every subscriber.
+            yield response_bytes(event, session_id, with_json=with_json)
+        else:
+            yield _event_json(event, session_id, with_json)
+
+
+def _event_json(event: HubEvent, session_id: str, with_json: bool) -> bytes:
+    """The response's ProtoJSON (Run's and Attach's are the same), once per event."""
+
+    def make() -> bytes:
+        response = pb.RunResponse.FromString(response_bytes(event, session_id, with_json=with_json))
+        return _encoded(response, Codec.JSON)
+
+    return event.memo(("connect-json", session_id, with_json), make)
+
+
+async def _streamed(
+    frames: AsyncIterator[bytes],
+    close: Callable[[], Awaitable[None]],
+    wire: Wire,
+    extra: list[tuple[bytes, bytes]],
+    deadline: float | None,
+    receive: Receive,
+    send: Send,
+    name: str,
+) -> None:
+    """Sends a streaming call's messages and its end, racing the client's
+    disconnect: a client that leaves, like a deadline that passes, ends the
+    call (``close``) at once."""
+    async with anyio.create_task_group() as tg:
+
+        async def watch_disconnect() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(watch_disconnect)
+        try:
+            await _start(send, wire, extra)
+            try:
+                with _until(deadline):
+                    async for data in frames:
+                        body = wire.message(data)
+                        await send({"type": "http.response.body", "body": body, "more_body": True})
+                end = wire.success_end()
+            except TimeoutError:
+                end = wire.error_end(DEADLINE_PASSED)
+            except HubError as exc:  # a failed run, a deleted session, the log gone
+                end = wire.error_end(CallError.of(exc))
+            except Exception:
+                log.exception("%s failed", name)
+                end = wire.error_end(CallError(code_pb2.INTERNAL, INTERNAL_MESSAGE))
+            await send({"type": "http.response.body", "body": end, "more_body": False})
+        except OSError:
+            pass  # the client went away mid-write
+        finally:
+            with anyio.CancelScope(shield=True):
+                with contextlib.suppress(Exception):
+                    await frames.aclose()  # type: ignore[attr-defined]
+                await close()
+            tg.cancel_scope.cancel()
+
+
+# ---- reading -----------------------------------------------------------------------
+
+
+async def _read_body(receive: Receive, room: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _fail(code_pb2.CANCELLED, "the client went away before sending its request")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > room:
+            raise _fail(code_pb2.RESOURCE_EXHAUSTED, _too_large(limit))
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _too_large(limit: int) -> str:
+    return f"the request message is larger than this server's limit of {limit} bytes"
+
+
+def _encoding(headers: dict[str, str], wire: Wire) -> str:
+    if wire.protocol is Protocol.GRPC_WEB:
+        name = headers.get("grpc-encoding", "identity")
+    elif wire.streaming:
+        name = headers.get("connect-content-encoding", "identity")
+    else:
+        name = headers.get("content-encoding", "identity")
+    return name.strip().lower() or "identity"
+
+
+def _decompressed(body: bytes, encoding: str, limit: int) -> bytes:
+    if encoding != "gzip":
+        raise _fail(
+            code_pb2.UNIMPLEMENTED,
+            f"the request is compressed with {encoding!r}; this server reads identity or gzip",
+        )
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        # One byte past the limit is enough to know it is too large.
+        out = inflater.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise _fail(
+            code_pb2.INVALID_ARGUMENT, f"the gzip request does not inflate: {exc}"
+        ) from None
+    if len(out) > limit:
+        raise _fail(code_pb2.RESOURCE_EXHAUSTED, _too_large(limit))
+    return out
+
+
+def _decode(body: bytes, request_type: type[_Req], codec: Codec) -> _Req:
+    request = request_type()
+    try:
+        if codec is Codec.PROTO:
+            request.ParseFromString(body)
+        else:
+            # Unknown fields are ignored, as protobuf's binary form and
+            # connect-go's JSON codec ignore them.
+            json_format.Parse(body.decode("utf-8"), request, ignore_unknown_fields=True)
+    except (
+        DecodeError,
+        json_format.ParseError,
+        RecursionError,
+        UnicodeDecodeError,
+        ValueError,
+    ) as exc:
+        reason = str(exc) or type(exc).__name__
+        raise _fail(
+            code_pb2.INVALID_ARGUMENT,
+            f"the request is not a valid {request_type.DESCRIPTOR.name}: {reason}",
+        ) from None
+    return request
+
+
+def _encoded(message: Message, codec: Codec) -> bytes:
+    if codec is Codec.PROTO:
+        return message.SerializeToString()
+    return orjson.dumps(json_format.MessageToDict(message))
+
+
+# ---- deadlines -----------------------------------------------------------------------
+
+_GRPC_TIMEOUT = re.compile(r"^(\d{1,8})([HMSmun])$")
+_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
+
+
+def _deadline(headers: dict[str, str], wire: Wire) -> float | None:
+    """Seconds the call may take, from its protocol's timeout header."""
+    if wire.protocol is Protocol.GRPC_WEB:
+        value = headers.get("grpc-timeout")
+        if value is None:
+            return None
+        match = _GRPC_TIMEOUT.match(value.strip())
+        if match is None:
+            raise _fail(code_pb2.INVALID_ARGUMENT, f"grpc-timeout {value!r} is not a timeout")
+        return int(match.group(1)) * _UNITS[match.group(2)]
+    value = headers.get("connect-timeout-ms")
+    if value is None:
+        return None
+    if not re.fullmatch(r"\d{1,10}", value.strip()):
+        raise _fail(code_pb2.INVALID_ARGUMENT, f"connect-timeout-ms {value!r} is not a timeout")
+    return int(value) / 1000
+
+
+DEADLINE_PASSED = CallError(code_pb2.DEADLINE_EXCEEDED, "the call's deadline passed")
+
+
+@contextlib.contextmanager
+def _until(deadline: float | None) -> Iterator[None]:
+    """Raises TimeoutError when ``deadline`` (anyio's clock) passes inside."""
+    if deadline is None:
+        yield
+        return
+    with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
+        yield
+
+
+# ---- writing -----------------------------------------------------------------------
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    """The request's headers (the first of each name)."""
+    out: dict[str, str] = {}
+    for name, value in scope.get("headers", ()):
+        out.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
+    return out
+
+
+def _bearer(value: str | None) -> str | None:
+    if value is None:
+        return None
+    scheme, _, credentials = value.partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return None
+
+
+def _wire_guess(scope: Scope, headers: dict[str, str]) -> Wire:
+    """The wire to refuse in before the method is known: the request's own
+    if it names one, else Connect unary JSON."""
+    method = METHODS.get(scope.get("path", "")[len(scope.get("root_path", "")) :])
+    streaming = method.streaming if method is not None else False
+    try:
+        return negotiate(headers.get("content-type", ""), streaming=streaming)
+    except Unsupported:
+        return Wire(Protocol.CONNECT, Codec.JSON)
+
+
+async def _start(send: Send, wire: Wire, extra: Sequence[tuple[bytes, bytes]]) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", wire.content_type.encode()), *extra],
+        }
+    )
+
+
+async def _refuse(wire: Wire, error: CallError, send: Send) -> None:
+    """A call refused before any message: Connect unary's HTTP status and JSON
+    body, Connect streaming's end-of-stream, gRPC-Web's trailers-only answer."""
+    if wire.protocol is Protocol.GRPC_WEB:
+        fields = [(k.encode(), v.encode("ascii")) for k, v in error.grpc_fields()]
+        await _start(send, wire, fields)
+        await send({"type": "http.response.body", "body": b""})
+    elif wire.streaming:
+        await _start(send, wire, ())
+        await send({"type": "http.response.body", "body": wire.error_end(error)})
+    else:
+        await _plain(send, error.http_status, error.connect_body(), "application/json")
+
+
+async def _plain(
+    send: Send,
+    status: int,
+    body: bytes,
+    content_type: str,
+    extra: Sequence[tuple[bytes, bytes]] = (),
+) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", content_type.encode()), *extra],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class ConnectTransport:
+    """Connect and gRPC-Web ride on the HTTP server (the bootstrap mounts
+    ``app`` at ``PREFIX``): nothing of their own to start or stop."""
+
+    def __init__(self, app: ASGIApp, url: Callable[[], str]) -> None:
+        self.app = app
+        self._url = url
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self, grace: float) -> None:
+        pass  # the HTTP server's stop ends the streams
+
+    def describe(self) -> str:
+        return f"Connect and gRPC-Web on {self._url()}{PREFIX}"

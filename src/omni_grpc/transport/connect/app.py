@@ -52,7 +52,13 @@ from omni_grpc.transport.connect.protocols import (
     Wire,
     negotiate,
 )
-from omni_grpc.transport.http_checks import LOOPBACK_NAMES, STATE_CHANGING, HostOriginPolicy
+from omni_grpc.transport.http_checks import (
+    LOOPBACK_NAMES,
+    STATE_CHANGING,
+    Ambiguous,
+    HostOriginPolicy,
+    single_headers,
+)
 from omni_grpc.vocabulary import AUTHORIZATION_HEADER, SESSION_HEADER
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 
@@ -160,7 +166,12 @@ class ConnectApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        headers = _headers(scope)
+        try:
+            headers = single_headers(scope.get("headers", ()))
+        except Ambiguous as exc:
+            error = CallError(code_pb2.INVALID_ARGUMENT, str(exc))
+            await _refuse(_wire_guess(scope, {}), error, send)
+            return
         host = headers.get("host", "")
         if not self.policy.host_allowed(host):
             # Before CORS: a rebound name gets nothing, not even a preflight.
@@ -169,10 +180,11 @@ class ConnectApp:
             ).error
             await _refuse(_wire_guess(scope, headers), error, send)
             return
+        scope.setdefault("state", {})["omni.headers"] = headers
         await self._inner(scope, receive, send)
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = _headers(scope)
+        headers: dict[str, str] = scope["state"]["omni.headers"]
         path = scope.get("path", "")[len(scope.get("root_path", "")) :]
         method = METHODS.get(path)
         if method is None:
@@ -531,14 +543,6 @@ def _until(deadline: float | None) -> Iterator[None]:
 
 
 # ---- writing -----------------------------------------------------------------------
-
-
-def _headers(scope: Scope) -> dict[str, str]:
-    """The request's headers (the first of each name)."""
-    out: dict[str, str] = {}
-    for name, value in scope.get("headers", ()):
-        out.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
-    return out
 
 
 def _bearer(value: str | None) -> str | None:

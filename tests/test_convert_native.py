@@ -135,6 +135,23 @@ def test_generated_lines_agree(obj: dict[str, Any]) -> None:
 
 
 @PROFILE
+@given(st.one_of(envelopes(), odd_envelopes()))
+def test_one_call_for_wire_and_text_agrees_with_two(obj: dict[str, Any]) -> None:
+    """``encode_with_text`` is ``encode`` then ``decode_text`` in one call, and
+    the engine path built on it gives what the Python codec gives."""
+    assert NATIVE is not None
+    wire_only = NATIVE.encode(obj)
+    both = NATIVE.encode_with_text(obj)
+    if wire_only is None:
+        assert both is None
+    else:
+        assert both == (wire_only, NATIVE.decode_text(wire_only))
+    native = outcome(lambda: _message.encode_message_dict(obj))
+    with pure():
+        assert native == outcome(lambda: _message.encode_message_dict(obj))
+
+
+@PROFILE
 @given(envelopes(), st.data())
 def test_lines_with_a_wrong_value_agree(obj: dict[str, Any], data: st.DataObject) -> None:
     """One value anywhere in the payload replaced by an arbitrary JSON value."""

@@ -243,13 +243,19 @@ def encode_message(msg: OmniMessage, wire: bytes | None = None) -> tuple[bytes, 
 
 def encode_message_dict(obj: Mapping[str, Any]) -> tuple[OmniMessage, bytes, bytes]:
     """An engine's message as (message, wire bytes, JSON text): with the native
-    codec, the dict becomes wire bytes once, and the message and the text are
-    both read from them (no protobuf serialization in between)."""
-    wire = None
+    codec, one call turns the dict into wire bytes and reads the text from
+    them; the message is parsed from the same bytes (no protobuf
+    serialization in between)."""
     if NATIVE is not None and type(obj) is dict:
-        wire = NATIVE.encode(obj)
-    msg = OmniMessage.FromString(wire) if wire is not None else message_from_dict(obj)
-    return (msg, *encode_message(msg, wire))
+        both = NATIVE.encode_with_text(obj)
+        if both is not None:
+            wire, text = both
+            msg = OmniMessage.FromString(wire)
+            if text is None:
+                return (msg, *encode_message(msg, wire))
+            return msg, wire, text
+    msg = message_from_dict(obj)
+    return (msg, *encode_message(msg))
 
 
 def message_to_jsonable(msg: OmniMessage) -> Any:

@@ -1492,9 +1492,26 @@ static PyObject *py_configure(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* An engine's message dict as (wire bytes, JSON text) in one call: the text
+   is read from the wire bytes just written, as decode_text would. None when
+   the dict is not one the tables encode; (wire, None) when only the text path
+   declined, so the caller never encodes twice. */
+static PyObject *py_encode_with_text(PyObject *self, PyObject *obj) {
+    PyObject *wire = py_encode(self, obj);
+    if (wire == NULL || wire == Py_None) return wire;
+    PyObject *text = one_message(wire, wire_message);
+    if (text == NULL) {
+        Py_DECREF(wire);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", wire, text);
+}
+
 static PyMethodDef methods[] = {
     {"configure", py_configure, METH_VARARGS, "Installs the tables built by _native.py (once)."},
     {"encode", py_encode, METH_O, "An orjson-parsed message as OmniMessage wire bytes, or None."},
+    {"encode_with_text", py_encode_with_text, METH_O,
+     "An orjson-parsed message as (wire bytes, JSON text or None), or None."},
     {"decode", py_decode, METH_O, "OmniMessage wire bytes as an orjson-ready dict, or None."},
     {"encode_text", py_encode_text, METH_O, "One message's JSON text as OmniMessage wire bytes, or None."},
     {"decode_text", py_decode_text, METH_O, "OmniMessage wire bytes as the message's JSON text, or None."},

@@ -77,4 +77,5 @@ def test_a_stale_extension_is_set_aside_not_called() -> None:
     )
     first, warned = out.stdout.strip().splitlines()
     assert first == "True"
-    assert "lacks encode_with_text, encode_text, decode_text" in warned and "pip install -e ." in warned
+    assert "lacks encode_with_text, encode_text, decode_text" in warned
+    assert "pip install -e ." in warned

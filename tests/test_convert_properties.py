@@ -183,3 +183,77 @@ def test_fast_path_takes_reference_form() -> None:
     parsed = [orjson.loads(line) for line in lines.splitlines()]
     taken = [p for p in parsed if _message._fast_decode(p) is not None]
     assert len(taken) >= len(parsed) - 1  # the tool_list_ready JSON Schema needs its hint
+
+
+# Objects whose keys come in any order, holding values a Struct writes back
+# exactly (strings without surrogates, integers a double holds, no -0).
+_plain_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.text(st.characters(exclude_categories=("Cs",)), max_size=12),
+    lambda inner: st.lists(inner, max_size=3)
+    | st.dictionaries(st.text(max_size=6), inner, min_size=2, max_size=4),
+    max_leaves=10,
+)
+
+
+@PROFILE
+@given(
+    st.sampled_from(["thinking", "text", "tool_call", "inline_data", "inline_thinking"]),
+    st.dictionaries(st.text(max_size=6), _plain_values, min_size=2, max_size=5),
+)
+def test_fast_path_takes_fidelity_in_any_key_order(kind: str, fidelity: dict[str, Any]) -> None:
+    """A fidelity that differs from its Struct view only in key order (OpenAI
+    reasoning's ``{"id","encrypted_content"}``) is read by the generated fast
+    path, with the general codec's key lists, on the one path and the other."""
+    from omni_grpc.convert import _message
+    from omni_grpc.convert._jsontext import loads_checked
+
+    payload: dict[str, Any] = {"type": kind, "role": "assistant"}
+    payload.update(
+        {
+            "thinking": {"thinking": ""},
+            "text": {"text": "t"},
+            "tool_call": {"name": "n", "arguments": "{}", "tool_call_id": "c"},
+            "inline_data": {"data": "AA==", "mime_type": "image/png"},
+            "inline_thinking": {"data": "AA==", "mime_type": "image/png"},
+        }[kind]
+    )
+    payload["stop_reason"] = "completed"
+    payload["fidelity"] = fidelity
+    line = dump_value({"timestamp": "t", "type": "model_msg", "payload": payload})
+    parsed, clean = loads_checked(line)
+    assert clean
+    general = _message._general_decode(parsed, None)
+    assert not general.thinking.fidelity_json and not general.text.fidelity_json
+    fast = _message._fast_decode(parsed)
+    assert fast is not None, line
+    assert fast.SerializeToString(deterministic=True) == general.SerializeToString(
+        deterministic=True
+    )
+    assert serialize_message(fast) == line.encode()
+
+
+def test_fast_path_takes_openai_reasoning_lines() -> None:
+    """The reasoning lines of the sizes benchmark, keys not sorted, take the
+    fast path (they fell back to the general codec before)."""
+    from omni_grpc.convert import _message
+
+    line = (
+        '{"timestamp":"2026-01-02T03:00:01.337Z","type":"model_msg","payload":'
+        '{"type":"thinking","role":"assistant","thinking":"","stop_reason":"completed",'
+        '"fidelity":{"id":"rs_0a1b","encrypted_content":"gAAAAABo","summary":[],'
+        '"nested":{"z":1,"a":[{"y":true,"b":null}]}}}}'
+    )
+    import orjson
+
+    fast = _message._fast_decode(orjson.loads(line))
+    assert fast is not None
+    assert [(o.path, list(o.keys)) for o in fast.key_orders] == [
+        ("/payload/fidelity", ["id", "encrypted_content", "summary", "nested"]),
+        ("/payload/fidelity/nested", ["z", "a"]),
+        ("/payload/fidelity/nested/a/0", ["y", "b"]),
+    ]
+    assert serialize_message(fast) == line.encode()
+    assert parse_message(line.encode()) == fast

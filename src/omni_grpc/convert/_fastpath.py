@@ -25,7 +25,6 @@ the decoders skip that check; callers pass only orjson-parsed input.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -34,61 +33,46 @@ import orjson
 
 from omni_grpc.convert import _jsontext as jt
 from omni_grpc.convert._errors import ConversionError
-from omni_grpc.convert._fields import VIEW_DEPTH, canonical_view, struct_view
+from omni_grpc.convert._fields import exact_hints
+from omni_grpc.convert._shape import key_token
 
-# decode(payload, twins): ``twins`` collects (path, exact text) hints for the
-# caller to store (none today: fidelity's text is a field of its own).
-Decoder = Callable[[dict[str, Any], list[tuple[str, str]]], dict[str, Any] | None]
+# decode(payload, twins): ``twins`` collects the hints for the caller to store,
+# at paths relative to the payload: (path, exact text) for a raw value,
+# (path, key tokens) for a key list (a fidelity whose keys are not sorted).
+Twin = tuple[str, str | list[str]]
+Decoder = Callable[[dict[str, Any], list[Twin]], dict[str, Any] | None]
 Encoder = Callable[[Any], dict[str, Any]]
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
-_BIG_INT = re.compile(rb"\d{16}")  # 2**53 has 16 digits
 # A number token with a fraction or exponent, as compact JSON writes one.
 _FLOAT_TOKEN = re.compile(rb"[:,\[]-?\d+[.eE]")
-_NEGATIVE_ZERO = re.compile(rb"[:,\[]-0\.0[,\]}]")
 DECLINE: Any = object()  # "the general codec must decide"
 
 
-def fidelity_plain(value: dict[str, Any]) -> bool:
-    """Whether the Struct view alone gives the exact text of an orjson-parsed
-    fidelity back; when it does not (key order, integers past 2**53, a value
-    deeper than the view), the general codec records what it needs.
+def fidelity_twins(value: dict[str, Any], key: str, twins: list[Twin]) -> bool:
+    """Whether the fast path takes this fidelity object: when its Struct
+    view gives its text back, keys in any order (OpenAI reasoning's
+    ``{"id","encrypted_content"}`` is not sorted). The key list of each
+    object whose keys are not sorted then goes to ``twins``: exactly the
+    hints the general codec records, from the same ``exact_hints``.
 
-    A Struct gives back the same text unless some object's keys are unsorted
-    or an integer is past 2**53 (doubles and JavaScript number text agree on
-    everything else, -0 aside), so most values are settled by two C-speed
-    dumps.
+    Anything else declines: a value a double or the view cannot hold
+    (integers past 2**53, lone surrogates, nesting below the view) and
+    ``-0.0`` (the general codec's view holds 0 for it, the constructor would
+    keep the dict's -0.0; a conservative byte test, declining costs speed
+    only). The walk visits values, not text, so a long base64 string costs
+    one scan for surrogates.
     """
+    hints = exact_hints(value, key)
+    if hints is None or hints[1]:
+        return False
     try:
-        plain = orjson.dumps(value)
+        if b"-0.0" in orjson.dumps(value):
+            return False
     except orjson.JSONEncodeError:
         return False
-    if plain.count(b"{") + plain.count(b"[") > VIEW_DEPTH and jt.depth_of(value) > VIEW_DEPTH:
-        return False
-    if _NEGATIVE_ZERO.search(plain):
-        return False  # the view holds 0 for it (struct_view), not the dict's -0.0
-    if plain == orjson.dumps(value, option=orjson.OPT_SORT_KEYS) and not _BIG_INT.search(plain):
-        return True
-    # Cached for the sizes that repeat; a large one must not stay pinned.
-    return _plain_text(plain) if len(plain) <= _CACHED_TWIN else _plain_uncached(plain)
-
-
-_CACHED_TWIN = 64 * 1024
-
-
-@functools.lru_cache(maxsize=1024)
-def _plain_text(plain: bytes) -> bool:
-    return _plain_uncached(plain)
-
-
-def _plain_uncached(plain: bytes) -> bool:
-    # orjson's own text of a value it parsed reads back as the same value.
-    value = orjson.loads(plain)
-    return jt.dump_value(value) == jt.dumps(_canonical(value)).decode()
-
-
-def _canonical(value: Any) -> Any:
-    return canonical_view(struct_view(value))
+    twins.extend((at, [key_token(k) for k in keys]) for at, keys in hints[0])
+    return True
 
 
 def json_text(value: dict[str, Any]) -> Any:

@@ -49,7 +49,16 @@ _IMPORTS = [
     ("typing", ["Any"]),
     (
         "omni_grpc.convert._fastpath",
-        ["DECLINE", "INT64_MAX", "INT64_MIN", "Decoder", "Encoder", "fidelity_plain", "json_text"],
+        [
+            "DECLINE",
+            "INT64_MAX",
+            "INT64_MIN",
+            "Decoder",
+            "Encoder",
+            "Twin",
+            "fidelity_twins",
+            "json_text",
+        ],
     ),
     ("omni_grpc.convert._fields", ["MISSING", "Fidelity", "JsonText"]),
     ("omni_grpc_proto.omni.v1", ["omni_pb2"]),
@@ -159,7 +168,7 @@ class _Generator:
         head = [
             *_signature(
                 f"decode_{name}",
-                "obj: dict[str, Any], twins: list[tuple[str, str]]",
+                "obj: dict[str, Any], twins: list[Twin]",
                 "dict[str, Any] | None",
             ),
             f'    """Keyword arguments for ``omni_pb2.{spec.message.DESCRIPTOR.name}``, '
@@ -257,7 +266,7 @@ class _Generator:
             return [
                 "if type(value) is not dict:",
                 decline,
-                "if not fidelity_plain(value):",
+                f"if not fidelity_twins(value, {_lit(_path_text(field.key))}, twins):",
                 decline,
                 f"kw[{name}] = value",
             ]
@@ -272,7 +281,7 @@ class _Generator:
             ]
         if isinstance(field, Nested):
             decode = f"decode_{self.names[id(field.spec)]}"
-            nested = _declare("nested", "list[tuple[str, str]]", declared)
+            nested = _declare("nested", "list[Twin]", declared)
             prefix = _path_text(field.key)
             if field.many:
                 return [

@@ -15,7 +15,8 @@ from omni_grpc.convert._fastpath import (
     INT64_MIN,
     Decoder,
     Encoder,
-    fidelity_plain,
+    Twin,
+    fidelity_twins,
     json_text,
 )
 from omni_grpc.convert._fields import MISSING, Fidelity, JsonText
@@ -141,7 +142,7 @@ STOP_REASON_TEXT = {
 }
 
 
-def decode_text(obj: dict[str, Any], twins: list[tuple[str, str]]) -> dict[str, Any] | None:
+def decode_text(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.Text``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -189,7 +190,7 @@ def decode_text(obj: dict[str, Any], twins: list[tuple[str, str]]) -> dict[str, 
             last = 4
             if type(value) is not dict:
                 return None
-            if not fidelity_plain(value):
+            if not fidelity_twins(value, "fidelity", twins):
                 return None
             kw["fidelity"] = value
             continue
@@ -254,7 +255,7 @@ def encode_text(msg: omni_pb2.Text) -> dict[str, Any]:
     return out
 
 
-def decode_image_url(obj: dict[str, Any], twins: list[tuple[str, str]]) -> dict[str, Any] | None:
+def decode_image_url(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.ImageUrl``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -317,7 +318,7 @@ def encode_image_url(msg: omni_pb2.ImageUrl) -> dict[str, Any]:
     return out
 
 
-def decode_inline_data(obj: dict[str, Any], twins: list[tuple[str, str]]) -> dict[str, Any] | None:
+def decode_inline_data(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.InlineData``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -374,7 +375,7 @@ def decode_inline_data(obj: dict[str, Any], twins: list[tuple[str, str]]) -> dic
             last = 5
             if type(value) is not dict:
                 return None
-            if not fidelity_plain(value):
+            if not fidelity_twins(value, "fidelity", twins):
                 return None
             kw["fidelity"] = value
             continue
@@ -413,7 +414,7 @@ def encode_inline_data(msg: omni_pb2.InlineData) -> dict[str, Any]:
     return out
 
 
-def decode_thinking(obj: dict[str, Any], twins: list[tuple[str, str]]) -> dict[str, Any] | None:
+def decode_thinking(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.Thinking``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -461,7 +462,7 @@ def decode_thinking(obj: dict[str, Any], twins: list[tuple[str, str]]) -> dict[s
             last = 4
             if type(value) is not dict:
                 return None
-            if not fidelity_plain(value):
+            if not fidelity_twins(value, "fidelity", twins):
                 return None
             kw["fidelity"] = value
             continue
@@ -499,9 +500,7 @@ def encode_thinking(msg: omni_pb2.Thinking) -> dict[str, Any]:
     return out
 
 
-def decode_inline_thinking(
-    obj: dict[str, Any], twins: list[tuple[str, str]]
-) -> dict[str, Any] | None:
+def decode_inline_thinking(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.InlineThinking``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -558,7 +557,7 @@ def decode_inline_thinking(
             last = 5
             if type(value) is not dict:
                 return None
-            if not fidelity_plain(value):
+            if not fidelity_twins(value, "fidelity", twins):
                 return None
             kw["fidelity"] = value
             continue
@@ -597,7 +596,7 @@ def encode_inline_thinking(msg: omni_pb2.InlineThinking) -> dict[str, Any]:
     return out
 
 
-def decode_tool_call(obj: dict[str, Any], twins: list[tuple[str, str]]) -> dict[str, Any] | None:
+def decode_tool_call(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.ToolCall``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -663,7 +662,7 @@ def decode_tool_call(obj: dict[str, Any], twins: list[tuple[str, str]]) -> dict[
             last = 6
             if type(value) is not dict:
                 return None
-            if not fidelity_plain(value):
+            if not fidelity_twins(value, "fidelity", twins):
                 return None
             kw["fidelity"] = value
             continue
@@ -703,9 +702,7 @@ def encode_tool_call(msg: omni_pb2.ToolCall) -> dict[str, Any]:
     return out
 
 
-def decode_tool_call_output(
-    obj: dict[str, Any], twins: list[tuple[str, str]]
-) -> dict[str, Any] | None:
+def decode_tool_call_output(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.ToolCallOutput``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -793,7 +790,7 @@ def encode_tool_call_output(msg: omni_pb2.ToolCallOutput) -> dict[str, Any]:
     return out
 
 
-def decode_partial_text(obj: dict[str, Any], twins: list[tuple[str, str]]) -> dict[str, Any] | None:
+def decode_partial_text(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.PartialText``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -871,9 +868,7 @@ def encode_partial_text(msg: omni_pb2.PartialText) -> dict[str, Any]:
     return out
 
 
-def decode_partial_thinking(
-    obj: dict[str, Any], twins: list[tuple[str, str]]
-) -> dict[str, Any] | None:
+def decode_partial_thinking(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.PartialThinking``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -951,9 +946,7 @@ def encode_partial_thinking(msg: omni_pb2.PartialThinking) -> dict[str, Any]:
     return out
 
 
-def decode_partial_tool_call(
-    obj: dict[str, Any], twins: list[tuple[str, str]]
-) -> dict[str, Any] | None:
+def decode_partial_tool_call(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.PartialToolCall``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -1052,7 +1045,7 @@ def encode_partial_tool_call(msg: omni_pb2.PartialToolCall) -> dict[str, Any]:
 
 
 def decode_partial_tool_call_output(
-    obj: dict[str, Any], twins: list[tuple[str, str]]
+    obj: dict[str, Any], twins: list[Twin]
 ) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.PartialToolCallOutput``, or None to decline."""
     kw: dict[str, Any] = {}
@@ -1156,9 +1149,7 @@ def encode_partial_tool_call_output(msg: omni_pb2.PartialToolCallOutput) -> dict
     return out
 
 
-def decode_approval_decision(
-    obj: dict[str, Any], twins: list[tuple[str, str]]
-) -> dict[str, Any] | None:
+def decode_approval_decision(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.ApprovalDecision``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -1206,7 +1197,7 @@ def encode_approval_decision(msg: omni_pb2.ApprovalDecision) -> dict[str, Any]:
     return out
 
 
-def decode_abort(obj: dict[str, Any], twins: list[tuple[str, str]]) -> dict[str, Any] | None:
+def decode_abort(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.Abort``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -1241,9 +1232,7 @@ def encode_abort(msg: omni_pb2.Abort) -> dict[str, Any]:
     return out
 
 
-def decode_request_begin(
-    obj: dict[str, Any], twins: list[tuple[str, str]]
-) -> dict[str, Any] | None:
+def decode_request_begin(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.RequestBegin``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -1263,7 +1252,7 @@ def encode_request_begin(msg: omni_pb2.RequestBegin) -> dict[str, Any]:
     return out
 
 
-def decode_request_end(obj: dict[str, Any], twins: list[tuple[str, str]]) -> dict[str, Any] | None:
+def decode_request_end(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.RequestEnd``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -1338,7 +1327,7 @@ def encode_request_end(msg: omni_pb2.RequestEnd) -> dict[str, Any]:
     return out
 
 
-def decode_token_counts(obj: dict[str, Any], twins: list[tuple[str, str]]) -> dict[str, Any] | None:
+def decode_token_counts(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.TokenCounts``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -1396,7 +1385,7 @@ def encode_token_counts(msg: omni_pb2.TokenCounts) -> dict[str, Any]:
     return out
 
 
-def decode_token_usage(obj: dict[str, Any], twins: list[tuple[str, str]]) -> dict[str, Any] | None:
+def decode_token_usage(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.TokenUsage``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -1414,7 +1403,7 @@ def decode_token_usage(obj: dict[str, Any], twins: list[tuple[str, str]]) -> dic
             required += 1
             if type(value) is not dict:
                 return None
-            nested: list[tuple[str, str]] = []
+            nested: list[Twin] = []
             sub = decode_token_counts(value, nested)
             if sub is None:
                 return None
@@ -1453,9 +1442,7 @@ def encode_token_usage(msg: omni_pb2.TokenUsage) -> dict[str, Any]:
     return out
 
 
-def decode_compaction_begin(
-    obj: dict[str, Any], twins: list[tuple[str, str]]
-) -> dict[str, Any] | None:
+def decode_compaction_begin(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.CompactionBegin``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -1528,9 +1515,7 @@ def encode_compaction_begin(msg: omni_pb2.CompactionBegin) -> dict[str, Any]:
     return out
 
 
-def decode_compaction_end(
-    obj: dict[str, Any], twins: list[tuple[str, str]]
-) -> dict[str, Any] | None:
+def decode_compaction_end(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.CompactionEnd``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -1625,9 +1610,7 @@ def encode_compaction_end(msg: omni_pb2.CompactionEnd) -> dict[str, Any]:
     return out
 
 
-def decode_goal_finished(
-    obj: dict[str, Any], twins: list[tuple[str, str]]
-) -> dict[str, Any] | None:
+def decode_goal_finished(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.GoalFinished``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -1685,7 +1668,7 @@ def encode_goal_finished(msg: omni_pb2.GoalFinished) -> dict[str, Any]:
     return out
 
 
-def decode_subagent(obj: dict[str, Any], twins: list[tuple[str, str]]) -> dict[str, Any] | None:
+def decode_subagent(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.Subagent``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -1718,9 +1701,7 @@ def encode_subagent(msg: omni_pb2.Subagent) -> dict[str, Any]:
     return out
 
 
-def decode_tool_definition(
-    obj: dict[str, Any], twins: list[tuple[str, str]]
-) -> dict[str, Any] | None:
+def decode_tool_definition(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.ToolDefinition``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -1772,9 +1753,7 @@ def encode_tool_definition(msg: omni_pb2.ToolDefinition) -> dict[str, Any]:
     return out
 
 
-def decode_tool_list_ready(
-    obj: dict[str, Any], twins: list[tuple[str, str]]
-) -> dict[str, Any] | None:
+def decode_tool_list_ready(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.ToolListReady``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -1796,7 +1775,7 @@ def decode_tool_list_ready(
             for position, item in enumerate(value):
                 if type(item) is not dict:
                     return None
-                nested: list[tuple[str, str]] = []
+                nested: list[Twin] = []
                 sub = decode_tool_definition(item, nested)
                 if sub is None:
                     return None
@@ -1818,9 +1797,7 @@ def encode_tool_list_ready(msg: omni_pb2.ToolListReady) -> dict[str, Any]:
     return out
 
 
-def decode_mcp_connect_begin(
-    obj: dict[str, Any], twins: list[tuple[str, str]]
-) -> dict[str, Any] | None:
+def decode_mcp_connect_begin(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.McpConnectBegin``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -1856,9 +1833,7 @@ def encode_mcp_connect_begin(msg: omni_pb2.McpConnectBegin) -> dict[str, Any]:
     return out
 
 
-def decode_mcp_server_result(
-    obj: dict[str, Any], twins: list[tuple[str, str]]
-) -> dict[str, Any] | None:
+def decode_mcp_server_result(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.McpServerResult``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -1946,9 +1921,7 @@ def encode_mcp_server_result(msg: omni_pb2.McpServerResult) -> dict[str, Any]:
     return out
 
 
-def decode_mcp_connect_end(
-    obj: dict[str, Any], twins: list[tuple[str, str]]
-) -> dict[str, Any] | None:
+def decode_mcp_connect_end(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.McpConnectEnd``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -1981,7 +1954,7 @@ def decode_mcp_connect_end(
             for position, item in enumerate(value):
                 if type(item) is not dict:
                     return None
-                nested: list[tuple[str, str]] = []
+                nested: list[Twin] = []
                 sub = decode_mcp_server_result(item, nested)
                 if sub is None:
                     return None
@@ -2007,7 +1980,7 @@ def encode_mcp_connect_end(msg: omni_pb2.McpConnectEnd) -> dict[str, Any]:
     return out
 
 
-def decode_session_meta(obj: dict[str, Any], twins: list[tuple[str, str]]) -> dict[str, Any] | None:
+def decode_session_meta(obj: dict[str, Any], twins: list[Twin]) -> dict[str, Any] | None:
     """Keyword arguments for ``omni_pb2.SessionMeta``, or None to decline."""
     kw: dict[str, Any] = {}
     last = -1
@@ -2073,7 +2046,7 @@ def decode_session_meta(obj: dict[str, Any], twins: list[tuple[str, str]]) -> di
             for position, item in enumerate(value):
                 if type(item) is not dict:
                     return None
-                nested: list[tuple[str, str]] = []
+                nested: list[Twin] = []
                 sub = decode_tool_definition(item, nested)
                 if sub is None:
                     return None

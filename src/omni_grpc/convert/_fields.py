@@ -419,7 +419,7 @@ def _merge(exact: Any, current: Any, level: int) -> Any:
     return canonical_view(current)
 
 
-def _exact_hints(
+def exact_hints(
     value: dict[str, Any], path: str
 ) -> tuple[list[tuple[str, list[str]]], list[tuple[str, Any]]] | None:
     """What the Struct view of ``value`` lacks, as envelope hints: the key
@@ -514,7 +514,7 @@ class Fidelity(Field):
         target.SetInParent()  # {} is a value too
         target.update(viewed)
         if exact != plain:
-            hints = _exact_hints(value, path)
+            hints = exact_hints(value, path)
             if hints is None:
                 setattr(msg, self.json_name, exact)
             else:

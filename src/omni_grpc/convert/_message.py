@@ -7,6 +7,7 @@ from typing import Any
 
 from omni_grpc.convert import _jsontext as jt
 from omni_grpc.convert._errors import ConversionError
+from omni_grpc.convert._fastpath import Twin
 from omni_grpc.convert._fastpath_tables import decoder_for, encoder_for
 from omni_grpc.convert._fields import MISSING, StrList, wrong_type
 from omni_grpc.convert._native import NATIVE
@@ -82,7 +83,7 @@ def _fast_decode(obj: dict[str, Any]) -> OmniMessage | None:
     spec = SESSION_META if kind == "session_meta" else PAYLOAD_BY_TYPE.get(str(payload.get("type")))
     if spec is None or ENVELOPE_TYPE_OF_ARM[str(spec.arm)] != kind:
         return None
-    twins: list[tuple[str, str]] = []
+    twins: list[Twin] = []
     kwargs = decoder_for(spec)(payload, twins)
     if kwargs is None:
         return None
@@ -95,8 +96,11 @@ def _fast_decode(obj: dict[str, Any]) -> OmniMessage | None:
         fields = {}
     fields[str(spec.arm)] = kwargs
     msg = OmniMessage(timestamp=timestamp, **fields)
-    for key, text in twins:
-        msg.raw_values.add(path=f"/payload/{key}", json=text)
+    for key, hint in twins:
+        if type(hint) is list:
+            msg.key_orders.add(path=f"/payload/{key}", keys=hint)
+        else:
+            msg.raw_values.add(path=f"/payload/{key}", json=hint)
     return msg
 
 

@@ -192,8 +192,10 @@ _plain_values = st.recursive(
     | st.booleans()
     | st.integers(-(2**53), 2**53)
     | st.text(st.characters(exclude_categories=("Cs",)), max_size=12),
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.text(max_size=6), inner, min_size=2, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=6), inner, min_size=2, max_size=4)
+    ),
     max_leaves=10,
 )
 

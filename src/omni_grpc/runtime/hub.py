@@ -15,7 +15,6 @@ this process executes: their tasks, abort signals and approval futures.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -28,6 +27,7 @@ from omni_grpc.runtime.backend import Backend, memory_backend
 from omni_grpc.runtime.control_channel import Command
 from omni_grpc.runtime.errors import (
     ApprovalNotPending,
+    BackendUnavailable,
     HubClosed,
     InvalidRequest,
     LimitExceeded,
@@ -311,7 +311,12 @@ class Hub:
         session_id = record.session_id
         # The claim: atomic in every backend, so of two concurrent Runs exactly
         # one gets past here, whatever the awaits around it.
-        lease = await self.backend.leases.acquire(session_id, self.replica_id)
+        try:
+            lease = await self.backend.leases.acquire(session_id, self.replica_id)
+        except BackendUnavailable:
+            # The claim may have been taken all the same: not left behind busy.
+            await self.recovery.drop_claim(session_id, lambda: self._local_token(session_id))
+            raise
         if lease is None:
             raise SessionBusy(session_id)
         logs = self.backend.logs
@@ -321,13 +326,16 @@ class Hub:
             subscription = await self.streams.open(session_id, event_log.subscribe())
         except BaseException:
             logs.release(session_id)
-            with contextlib.suppress(Exception):
-                await self.backend.leases.release(lease)
+            await self.recovery.drop_lease(lease)
             raise
         broker = ApprovalBroker(session_id, self.limits.approval_wait)
         run = Run(record, lease, event_log, AbortSignal(), broker)
         self.tasks.start(run, [stamped(m) for m in request.input], request)
         return session_id, subscription
+
+    def _local_token(self, session_id: str) -> int | None:
+        run = self._runs.get(session_id)
+        return run.lease.token if run is not None else None
 
     async def attach(self, session_id: str, after_event_id: str | None) -> Subscription:
         """Replay after ``after_event_id`` (or resync), then the task state and the

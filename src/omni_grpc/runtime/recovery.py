@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from omni_grpc.convert import message_from_dict, message_to_dict
@@ -140,6 +142,46 @@ class Recovery:
                 return
             except BackendUnavailable:
                 continue
+
+    # ---- runs that never started ----------------------------------------------------
+
+    async def drop_claim(self, session_id: str, keep: Callable[[], int | None]) -> None:
+        """A claim whose answer was lost (the backend may have taken it): what
+        this replica holds of the session is released now, or as soon as the
+        backend answers, so the session is not left busy for a run that never
+        started. ``keep``: the token of a task this process runs for it."""
+        await self._until_released(
+            lambda: self.backend.leases.release_claim(session_id, self.replica_id, keep()),
+            self.backend.leases.ttl,
+        )
+
+    async def drop_lease(self, lease: Lease) -> None:
+        """A run that failed right after its claim: its lease goes at once (or
+        as soon as the backend answers, while it is still ours)."""
+        await self._until_released(
+            lambda: self.backend.leases.release(lease), lease.valid_until - time.monotonic()
+        )
+
+    async def _until_released(self, release: Callable[[], Awaitable[bool]], within: float) -> None:
+        try:
+            await release()
+            return
+        except BackendUnavailable:
+            pass
+
+        async def retry() -> None:
+            deadline = time.monotonic() + within
+            delay = 0.1
+            while time.monotonic() < deadline:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                with contextlib.suppress(BackendUnavailable):
+                    await release()
+                    return
+
+        task = asyncio.create_task(retry())
+        self.pending_closes.add(task)
+        task.add_done_callback(self.pending_closes.discard)
 
     # ---- background work -----------------------------------------------------------
 

@@ -8,7 +8,11 @@ closes. Shared backends check the token on every write (``EventLog.publish``),
 so a stale holder that comes back writes nothing.
 
 A run is open from ``acquire`` until ``release``: the session is busy for
-that whole time, including while an orphan waits to be closed.
+that whole time, including while an orphan waits to be closed. A run that
+ends for any reason releases its lease in the same step: with its closing
+``task_state idle`` (one script on Redis), or, for a run that never started
+(its claim's answer was lost, or the step after the claim failed), at once
+and then again until the backend answers (``Recovery.drop_claim``).
 """
 
 from __future__ import annotations
@@ -48,6 +52,13 @@ class RunLease(Protocol):
 
     async def release(self, lease: Lease) -> bool:
         """Closes the run if ``lease`` still holds it; False when fenced."""
+        ...
+
+    async def release_claim(self, session_id: str, owner: str, keep: int | None = None) -> bool:
+        """Closes the open run if ``owner`` holds it with any token but ``keep``
+        (the token of a task ``owner`` runs for the session, if one does): for
+        a claim whose answer was lost (the backend may have taken it). False:
+        nothing of the kind was held."""
         ...
 
     async def owner(self, session_id: str) -> str | None:
@@ -97,6 +108,13 @@ class MemoryRunLease:
         """``release`` without awaiting (the memory log calls it on ``end_run``)."""
         lease = self._open.get(session_id)
         if lease is None or lease.token != token:
+            return False
+        del self._open[session_id]
+        return True
+
+    async def release_claim(self, session_id: str, owner: str, keep: int | None = None) -> bool:
+        lease = self._open.get(session_id)
+        if lease is None or lease.owner != owner or lease.token == keep:
             return False
         del self._open[session_id]
         return True

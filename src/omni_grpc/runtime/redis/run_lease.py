@@ -24,6 +24,7 @@ class RedisRunLease:
         self._acquire = r.register_script(scripts.ACQUIRE)
         self._renew = r.register_script(scripts.RENEW)
         self._release = r.register_script(scripts.RELEASE)
+        self._release_claim = r.register_script(scripts.RELEASE_CLAIM)
         self._take_over = r.register_script(scripts.TAKE_OVER)
         self._runs = conn.global_key("runs")
 
@@ -61,6 +62,14 @@ class RedisRunLease:
             ok = await self._release(
                 keys=[*self._keys(lease.session_id), self._runs],
                 args=[str(lease.token), lease.session_id],
+            )
+        return bool(int(ok))
+
+    async def release_claim(self, session_id: str, owner: str, keep: int | None = None) -> bool:
+        with unavailable_on_failure():
+            ok = await self._release_claim(
+                keys=[*self._keys(session_id), self._runs],
+                args=[owner, session_id, "" if keep is None else str(keep)],
             )
         return bool(int(ok))
 

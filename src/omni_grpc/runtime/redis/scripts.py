@@ -186,6 +186,21 @@ redis.call('SREM', KEYS[4], ARGV[2])
 return 1
 """
 
+# KEYS: fence, lease, run, runs. ARGV: owner, session id, token to keep|''.
+# Releases the open run if ``owner`` holds its lease (and it is not the run
+# with the token to keep): a claim whose reply was lost (Redis ran ACQUIRE,
+# the replica never heard), which no task runs.
+RELEASE_CLAIM = """
+local held = redis.call('GET', KEYS[2])
+local token = redis.call('GET', KEYS[3])
+if not held or not token or held ~= ARGV[1] .. '|' .. token or token == ARGV[3] then
+  return 0
+end
+redis.call('DEL', KEYS[3], KEYS[2])
+redis.call('SREM', KEYS[4], ARGV[2])
+return 1
+"""
+
 # KEYS: fence, lease, run. ARGV: owner, ttl ms.
 TAKE_OVER = """
 if redis.call('EXISTS', KEYS[3]) == 0 or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end

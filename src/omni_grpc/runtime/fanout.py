@@ -132,6 +132,7 @@ class Subscriber:
         self._after = max(self._after or 0, resync.seq)
         self._append(resync)
         self._wakeup.set()
+        self._fanout.room_changed()
         if self._fanout.pressed_by is self:
             self._fanout.relieve()
 
@@ -152,14 +153,38 @@ class Subscriber:
         return self._queue[0].seq if self._queue else None
 
     def over_window(self) -> bool:
+        """Its backlog, apart from the newest event, is larger than the window:
+        more than a writer that waits for it (back-pressure) ever lets it hold,
+        so it has not kept up."""
+        if not self._queue:
+            return False
         count, units = self._fanout.limits
-        return len(self._queue) > count or self._bytes > units
+        newest = self._queue[-1].body.size
+        return len(self._queue) - 1 > count or self._bytes - newest > units
+
+    def has_room(self, count: int, units: int, unread: tuple[int, int]) -> bool:
+        """Whether ``count`` events of ``units`` more may be written without
+        pushing this subscriber's backlog (with ``unread``, written and not yet
+        handed to it) past the window; anything fits an empty backlog, so a
+        message larger than the window is written once it has read the rest."""
+        if self.lagging or self._after is None:
+            return True
+        queued, queued_units = len(self._queue) + unread[0], self._bytes + unread[1]
+        if queued == 0:
+            return True
+        max_count, max_units = self._fanout.limits
+        return queued + count <= max_count and queued_units + units <= max_units
 
     # ---- what a transport calls ----------------------------------------------------
 
     @property
     def pending(self) -> int:
         return len(self._queue)
+
+    @property
+    def backlog(self) -> tuple[int, int]:
+        """(events, UTF-16 units) queued for this subscriber now."""
+        return len(self._queue), self._bytes
 
     def observe(self, observer: Observer) -> None:
         """``observer`` is called with each event this subscriber is handed."""
@@ -176,6 +201,7 @@ class Subscriber:
         event = self._queue.popleft()
         self._bytes -= event.body.size
         fanout = self._fanout
+        fanout.room_changed()
         pressing = fanout.pressed_by is self
         if (pressing or self.lagging) and self.level(fanout.in_flight()) <= LOW_WATER:
             self.lagging = False
@@ -223,6 +249,8 @@ class Fanout:
         self.pressed_by: Subscriber | None = None
         self._held: list[tuple[asyncio.Future[HubEvent], asyncio.Future[HubEvent]]] = []
         self._stall_timer: asyncio.TimerHandle | None = None
+        # Set whenever a subscriber's backlog may have shrunk (``room``).
+        self._room = asyncio.Event()
 
     def __len__(self) -> int:
         return len(self.subscribers)
@@ -238,6 +266,7 @@ class Fanout:
 
     def discard(self, sub: Subscriber) -> None:
         self.subscribers.discard(sub)
+        self.room_changed()
         if self.pressed_by is sub:
             self.relieve()
 
@@ -248,20 +277,60 @@ class Fanout:
         for sub in self.subscribers:
             if not sub.push(event):
                 gapped.append(sub)
+        self.room_changed()
         return gapped
 
     def trimmed(self, seq: int) -> list[Subscriber]:
-        """The window dropped ``seq``: the subscribers whose backlog reaches it."""
+        """The window dropped ``seq``: the lagging subscribers whose backlog
+        reaches it. One that keeps up still holds what it was handed (the
+        writer waits for it before its backlog passes the window), so it is
+        served whole, however large the event that pushed the rest out."""
         out = []
         for sub in self.subscribers:
             oldest = sub.oldest_seq()
-            if oldest is not None and oldest <= seq:
+            if sub.lagging and oldest is not None and oldest <= seq:
                 out.append(sub)
         return out
 
     def overflowing(self) -> list[Subscriber]:
-        """The subscribers whose backlog is larger than the window."""
+        """The subscribers whose backlog, apart from its newest event, is
+        larger than the window (see ``Subscriber.over_window``)."""
         return [sub for sub in self.subscribers if sub.over_window()]
+
+    # ---- room: a writer that waits before it writes --------------------------------
+
+    def room_changed(self) -> None:
+        self._room.set()
+
+    async def room(self, count: int, units: int, unread: InFlight) -> None:
+        """Waits until ``count`` events of ``units`` may be written without
+        pushing a subscriber that keeps up past the window (``has_room``), with
+        ``unread()`` written and not yet handed out. A subscriber that makes no
+        room within the stall timeout is let go (``lagging``), as ``press`` does.
+
+        A backend whose window is trimmed where this process cannot hold it
+        back (a shared stream) waits here before each write: what it trims is
+        then always something its readers here were handed already."""
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None
+        while True:
+            extra = unread()
+            blocked = [s for s in self.subscribers if not s.has_room(count, units, extra)]
+            if not blocked:
+                return
+            now = loop.time()
+            if deadline is None:
+                deadline = now + self.stall_timeout
+            if now >= deadline:
+                for sub in blocked:
+                    sub.lagging = True
+                return
+            self._room.clear()
+            try:
+                async with asyncio.timeout(deadline - now):
+                    await self._room.wait()
+            except TimeoutError:
+                pass
 
     # ---- back-pressure ---------------------------------------------------------------
 
@@ -320,6 +389,7 @@ class Fanout:
         for sub in list(self.subscribers):
             sub.end()
         self.subscribers.clear()
+        self.room_changed()
         self.relieve()
 
     def fail(self, error: BaseException) -> None:
@@ -327,6 +397,7 @@ class Fanout:
         for sub in list(self.subscribers):
             sub.fail(error)
         self.subscribers.clear()
+        self.room_changed()
         self.relieve()
 
 

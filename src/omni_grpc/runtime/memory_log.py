@@ -134,7 +134,11 @@ class MemoryEventLog:
         # Subscribers get the decoded event; the window keeps only its text.
         self._buffer.append((event.stored(), size))
         self._bytes += size
-        self._cut_off(self._fanout.deliver(event))
+        behind = self._fanout.deliver(event)
+        # A writer that does not wait (``congested``) cannot grow a backlog
+        # without end: past the window even a reader that reads is cut off.
+        behind.extend(s for s in self._fanout.overflowing() if s not in behind)
+        self._cut_off(behind)
         return event
 
     def _cut_off(self, subs: Sequence[Subscriber]) -> None:
@@ -149,8 +153,9 @@ class MemoryEventLog:
             old, size = self._buffer.popleft()
             self._bytes -= size
             self._last_evicted_seq = old.seq
-            # A backlog reaching past the buffer: serving it would keep evicted
-            # events alive, so it must resync instead.
+            # A lagging reader's backlog reaching past the buffer: serving it
+            # would keep evicted events alive, so it must resync instead. One
+            # that keeps up keeps what it was handed: the writer waits for it.
             self._cut_off(self._fanout.trimmed(old.seq))
 
     async def replay_after(self, event_id: str) -> list[HubEvent] | None:

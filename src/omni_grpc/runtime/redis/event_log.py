@@ -159,6 +159,10 @@ class RedisEventLog:
         self._written_units = 0
         self._read_seq = 0  # the newest seq the reader handed out
 
+    def _unread(self) -> tuple[int, int]:
+        """Appended by this process, not yet handed out by the reader."""
+        return len(self._written), self._written_units
+
     def _unseen(self) -> tuple[int, int]:
         return self._unsent[0] + len(self._written), self._unsent[1] + self._written_units
 
@@ -232,6 +236,13 @@ class RedisEventLog:
                 batch = self._next_batch()
                 first = batch[0]
                 try:
+                    # The script trims the stream as it appends: wait until a
+                    # reader here that keeps up has been handed what it would
+                    # trim (a message larger than the window is written once
+                    # the reader has read the rest).
+                    await self._fanout.room(
+                        len(batch), sum(p.body.size for p in batch), self._unread
+                    )
                     events = await self._append(
                         [p.body for p in batch], first.fence, batch[-1].end_run
                     )
@@ -266,13 +277,21 @@ class RedisEventLog:
         """The longest prefix of the queue with one token, ending at the first
         end_run, within the batch limits."""
         batch: list[_Pending] = []
-        size = 0
-        while self._queue and len(batch) < _BATCH_EVENTS:
+        size = units = 0
+        max_events, max_units = self._window.max_events, self._window.max_bytes
+        while self._queue and len(batch) < min(_BATCH_EVENTS, max_events):
             pending = self._queue[0]
-            if batch and (pending.fence != batch[0].fence or size >= _BATCH_BYTES):
+            if batch and (
+                pending.fence != batch[0].fence
+                or size >= _BATCH_BYTES
+                # One batch never trims its own events: a reader could not
+                # have been handed them.
+                or units + pending.body.size > max_units
+            ):
                 break
             batch.append(self._queue.pop(0))
             size += len(pending.body.data)
+            units += pending.body.size
             if pending.end_run:
                 break
         return batch

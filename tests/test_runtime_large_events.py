@@ -1,0 +1,147 @@
+"""Messages of any size, on both backends: a reader that keeps up gets every
+event whole, and memory stays bounded by the byte window.
+
+A message may be larger than the whole window (the newest event is always
+kept). The writer then waits until each reader that keeps up has been handed
+the rest (back-pressure), so nothing a present reader has not seen is trimmed
+from under it; one that stops reading is let go and told resync_required.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from conftest import MakeLog
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from omni_grpc.runtime.event_log import EventLog
+from omni_grpc.runtime.events import EventBody, HubEvent
+from omni_grpc.runtime.fanout import Subscriber
+from omni_grpc.runtime.memory_log import MemoryEventLog
+from omni_grpc_proto.omni.v1 import agent_service_pb2
+
+WINDOW = 2_000  # UTF-16 units
+KEEPS_UP = 10.0  # stall timeout: far longer than a reader that reads needs
+RESYNC = b'{"type":"resync_required"}'
+
+
+def sized(n: int, units: int) -> EventBody:
+    """An event of exactly ``units`` UTF-16 units (at least the tag's)."""
+    tag = f'"{n}:'
+    text = tag + "x" * max(0, units - len(tag) - 1) + '"'
+    event = agent_service_pb2.ServerEvent(
+        unknown=agent_service_pb2.UnknownServerEvent(type="t", json=text)
+    )
+    return EventBody(None, event, text.encode())
+
+
+class Bounds:
+    """The largest backlog and buffer seen while writing."""
+
+    def __init__(self) -> None:
+        self.backlog = 0
+        self.buffer = 0
+
+    def sample(self, log: EventLog, subs: list[Subscriber]) -> None:
+        self.backlog = max([self.backlog, *(s.backlog[1] for s in subs)])
+        if isinstance(log, MemoryEventLog):
+            self.buffer = max(self.buffer, log.buffer_stats()[1])
+
+
+async def write(log: EventLog, items: list[EventBody], on_write: object = None) -> None:
+    """A writer as the hub is one: queued, waiting only when the log says so."""
+    last = None
+    for item in items:
+        last = log.publish_nowait(item)
+        if callable(on_write):
+            on_write()
+        if log.congested:
+            await last
+    assert last is not None
+    await last
+
+
+async def read(sub: Subscriber, count: int, bounds: Bounds | None = None) -> list[HubEvent]:
+    out: list[HubEvent] = []
+    while len(out) < count:
+        event = await asyncio.wait_for(sub.next(), 30)
+        assert event is not None
+        out.append(event)
+        await asyncio.sleep(0)  # one event per loop turn: slower than the writer
+    return out
+
+
+async def test_messages_larger_than_the_window_reach_a_lone_reader_whole(
+    make_log: MakeLog,
+) -> None:
+    sizes = [100, 1_500, 1_900, 3 * WINDOW, 50, 2 * WINDOW, 1_999, 7 * WINDOW, 10]
+    log = await make_log(max_bytes=WINDOW, stall_timeout=KEEPS_UP)
+    sub = await log.subscribe()
+    items = [sized(n, units) for n, units in enumerate(sizes)]
+    reader = asyncio.create_task(read(sub, len(items)))  # type: ignore[arg-type]
+    await write(log, items)
+    got = await asyncio.wait_for(reader, 60)
+    assert [e.data for e in got] == [i.data for i in items]
+    assert all(e.buffered for e in got)
+    assert sub.cutoffs == 0  # type: ignore[attr-defined]
+
+
+async def test_ten_readers_keep_up_with_messages_past_the_window(make_log: MakeLog) -> None:
+    sizes = [1_000, 4 * WINDOW, 1_500, 1_500, 2 * WINDOW, 20] * 3
+    log = await make_log(max_bytes=WINDOW, stall_timeout=KEEPS_UP)
+    subs = [await log.subscribe() for _ in range(10)]
+    items = [sized(n, units) for n, units in enumerate(sizes)]
+    readers = [asyncio.create_task(read(s, len(items))) for s in subs]  # type: ignore[arg-type]
+    await write(log, items)
+    for sub, reader in zip(subs, readers, strict=True):
+        got = await asyncio.wait_for(reader, 60)
+        assert [e.data for e in got] == [i.data for i in items]
+        assert sub.cutoffs == 0  # type: ignore[attr-defined]
+
+
+async def test_a_reader_that_stops_gets_a_resync_while_the_other_gets_every_large_message(
+    make_log: MakeLog,
+) -> None:
+    log = await make_log(max_bytes=WINDOW, stall_timeout=0.2)
+    stuck = await log.subscribe()
+    fast = await log.subscribe()
+    items = [sized(n, units) for n, units in enumerate([1_500, 3 * WINDOW, 900] * 4)]
+    reader = asyncio.create_task(read(fast, len(items)))  # type: ignore[arg-type]
+    await write(log, items)
+    got = await asyncio.wait_for(reader, 60)
+    assert [e.data for e in got] == [i.data for i in items]
+    # Let go after the stall timeout, then cut off: told, never a silent gap.
+    assert stuck.cutoffs >= 1  # type: ignore[attr-defined]
+    first = await asyncio.wait_for(stuck.next(), 5)
+    assert first is not None and first.data == RESYNC
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    sizes=st.lists(st.integers(1, 3 * WINDOW), min_size=1, max_size=25),
+    readers=st.integers(1, 3),
+)
+async def test_any_size_sequence_reaches_readers_that_keep_up_within_the_byte_cap(
+    make_log: MakeLog, sizes: list[int], readers: int
+) -> None:
+    log = await make_log(max_bytes=WINDOW, stall_timeout=KEEPS_UP)
+    subs: list[Subscriber] = [await log.subscribe() for _ in range(readers)]  # type: ignore[misc]
+    items = [sized(n, units) for n, units in enumerate(sizes)]
+    bounds = Bounds()
+    tasks = [asyncio.create_task(read(s, len(items))) for s in subs]
+    await write(log, items, lambda: bounds.sample(log, subs))
+    for sub, task in zip(subs, tasks, strict=True):
+        got = await asyncio.wait_for(task, 60)
+        assert [e.data for e in got] == [i.data for i in items]
+        assert sub.cutoffs == 0
+    largest = max(i.size for i in items)
+    # The buffer holds at most its cap, or the one event larger than it; a
+    # reader's backlog at most a window plus the event that filled it (the
+    # writer waits for it from then on).
+    assert bounds.buffer <= max(WINDOW, largest)
+    assert bounds.backlog <= WINDOW + largest

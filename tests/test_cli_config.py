@@ -127,9 +127,15 @@ def test_every_serve_flag_has_an_environment_variable(tmp_path: Path) -> None:
 def test_the_command_line_beats_the_environment_which_beats_the_file(tmp_path: Path) -> None:
     parser = _serve_parser()
     config = tmp_path / "c.toml"
-    config.write_text('approval-mode = "ask"\nmax-runs = 3\ncors-origin = ["https://file.example"]\n')
-    environ = {"OMNI_APPROVAL_MODE": "deny-all", "OMNI_CORS_ORIGIN": "https://a.example,https://b.example",
-               "OMNI_MAX_RUNS": "", "OMNI_CONFIG": "/not/read/when/--config/is/given.toml"}  # fmt: skip
+    config.write_text(
+        'approval-mode = "ask"\nmax-runs = 3\ncors-origin = ["https://file.example"]\n'
+    )
+    environ = {
+        "OMNI_APPROVAL_MODE": "deny-all",
+        "OMNI_CORS_ORIGIN": "https://a.example,https://b.example",
+        "OMNI_MAX_RUNS": "",
+        "OMNI_CONFIG": "/not/read/when/--config/is/given.toml",
+    }
 
     def parsed(*words: str) -> object:
         expanded = expand(parser, ["--config", str(config), *words], environ)  # type: ignore[arg-type]

@@ -243,9 +243,7 @@ class _ObservedRun(RunObservation):
                 asked = self._asks.pop(call_id, None)
                 if asked is not None:
                     metrics.approvals_waiting.dec()
-                    metrics.approval_wait_seconds.labels(ended).observe(
-                        time.monotonic() - asked
-                    )
+                    metrics.approval_wait_seconds.labels(ended).observe(time.monotonic() - asked)
 
         return timed
 

@@ -97,14 +97,14 @@ def expand(
     from_file: list[str] = []
     for raw_key, value in table.items():
         key = raw_key.replace("_", "-")
-        action = actions.get(key)
-        if action is None:
+        keyed = actions.get(key)
+        if keyed is None:
             hint = difflib.get_close_matches(key, list(actions), n=1)
             extra = f" (did you mean {hint[0]}?)" if hint else ""
             raise ConfigError(f"--config {where}: unknown key {raw_key!r}{extra}")
         flag = f"--{key}"
         if not _given(flag, words) and not _given(flag, from_env):
-            from_file += _flag_words(path, raw_key, flag, action, value)
+            from_file += _flag_words(path, raw_key, flag, keyed, value)
     return from_file + from_env + words
 
 

@@ -152,7 +152,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--no-http", action="store_true", help="serve gRPC only")
     parser.add_argument(
-        "--cors-origin", action="append", default=[], help="allowed CORS origin, repeatable"
+        "--cors-origin",
+        action="append",
+        default=[],
+        help="a browser origin allowed to call the HTTP port (SSE routes, Connect and "
+        "gRPC-Web), repeatable; '*' for any (default: none)",
     )
     parser.add_argument(
         "--allowed-host",

@@ -46,7 +46,12 @@ SEAM = {
     "omni_grpc.runtime.agent_service",
 }
 # Transports that must not import each other.
-SIBLINGS = ["omni_grpc.transport.grpc", "omni_grpc.transport.sse", "omni_grpc.transport.connect"]
+SIBLINGS = [
+    "omni_grpc.transport.grpc",
+    "omni_grpc.transport.sse",
+    "omni_grpc.transport.connect",
+    "omni_grpc.transport.a2a",
+]
 
 
 def module_name(path: Path, package: Path) -> str:

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Protocol
 
 from opentelemetry.trace import TracerProvider
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp
 
+from omni_grpc.engines.base import ListsTools
 from omni_grpc.engines.loader import load_engine
 from omni_grpc.observability.http import MetricsTransport, metrics_route
 from omni_grpc.observability.metrics import ServerMetrics
@@ -29,6 +31,7 @@ from omni_grpc.runtime.data_dir_lock import DataDirLock
 from omni_grpc.runtime.event_log import ReplayWindow
 from omni_grpc.runtime.hub import Hub
 from omni_grpc.runtime.limits import Limits
+from omni_grpc.transport.a2a import CHAT, A2aBinding, A2aConfig, Skill
 from omni_grpc.transport.connect import PREFIX, ConnectApp, ConnectConfig, ConnectTransport
 from omni_grpc.transport.grpc import GrpcConfig, GrpcTransport
 from omni_grpc.transport.http_checks import default_hosts
@@ -58,6 +61,9 @@ class ServerConfig:
     http: SseConfig | None = None
     # AgentService over Connect and gRPC-Web on the HTTP port too.
     connect: bool = True
+    # A2A on both ports (the card and JSON-RPC/HTTP+JSON on HTTP, the A2A
+    # service on gRPC); None: not served.
+    a2a: A2aConfig | None = field(default_factory=A2aConfig)
     # Seconds in-flight calls get to finish on shutdown.
     shutdown_grace: float = 5.0
     # Each session's replay window (reference defaults), whatever the backend.
@@ -165,6 +171,23 @@ class OmniServer:
         return next((t for t in self.transports if isinstance(t, GrpcTransport)), None)
 
 
+def _a2a_binding(
+    config: ServerConfig, hub: Hub, engine: object, engine_name: str
+) -> A2aBinding | None:
+    if config.a2a is None or (config.grpc is None and config.http is None):
+        return None
+    skills = [CHAT]
+    if isinstance(engine, ListsTools):
+        skills += [
+            Skill(f"tool:{t['name']}", str(t["name"]), str(t.get("description", "")))
+            for t in engine.tool_definitions()
+        ]
+    token = config.grpc.auth_token if config.grpc is not None else None
+    if config.http is not None:
+        token = token or config.http.auth_token
+    return A2aBinding(hub, config.a2a, engine_name=engine_name, skills=skills, token=bool(token))
+
+
 def build_backend(config: ServerConfig) -> Backend:
     """The shared state the configuration asks for (in-process by default)."""
     window = ReplayWindow(config.buffer_events, config.buffer_bytes)
@@ -219,17 +242,32 @@ def build_server(config: ServerConfig, *, backend: Backend | None = None) -> Omn
         limits=config.limits,
     )
     transports: list[Transport] = []
+    a2a = _a2a_binding(config, hub, engine, telemetry.engine_name)
+    grpc_transport: GrpcTransport | None = None
     if config.grpc is not None:
-        transports.append(GrpcTransport(hub, config.grpc, telemetry.grpc_interceptors()))
+        services = [a2a.add_to_grpc_server] if a2a is not None else []
+        grpc_transport = GrpcTransport(hub, config.grpc, telemetry.grpc_interceptors(), services)
+        transports.append(grpc_transport)
     if config.http is not None:
         # /metrics is the server's, mounted beside the HTTP app's routes.
-        metrics = [metrics_route(telemetry.metrics)] if telemetry.metrics is not None else []
+        extra: list[BaseRoute] = []
+        if telemetry.metrics is not None:
+            extra.append(metrics_route(telemetry.metrics))
+        public: list[str] = []
+        if a2a is not None:
+            extra += a2a.routes()
+            public.append(a2a.card_path)  # a client reads the card to learn it needs a token
         connect = _connect_app(hub, config, telemetry) if config.connect else None
         mounts = [(PREFIX, connect)] if connect is not None else []
-        sse = SseTransport(hub, config.http, telemetry, metrics, mounts)
+        sse = SseTransport(hub, config.http, telemetry, extra, mounts, public)
         transports.append(sse)
         if connect is not None:
             transports.append(ConnectTransport(connect, lambda: sse.url))
+        if a2a is not None:
+            a2a.locate(http=lambda: sse.url)
+    if a2a is not None and grpc_transport is not None:
+        bound = grpc_transport
+        a2a.locate(grpc_address=lambda: bound.address)
     if telemetry.metrics is not None and config.metrics_port is not None:
         token = config.grpc.auth_token if config.grpc is not None else None
         if config.http is not None:

@@ -138,6 +138,16 @@ class ReadOnlyTools(Protocol):
 
 
 @runtime_checkable
+class ListsTools(Protocol):
+    """Optional: engines that know their tools before any run (``tool_list_ready``
+    announces them in a run); the A2A card lists them as the agent's skills."""
+
+    def tool_definitions(self) -> list[JsonObject]:
+        """Tool definitions as ``protocol.tool_definition`` builds them."""
+        ...
+
+
+@runtime_checkable
 class ClosableEngine(Protocol):
     """Optional: engines holding resources (processes, channels) release them here."""
 

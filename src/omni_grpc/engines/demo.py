@@ -77,6 +77,9 @@ class DemoEngine:
     def is_read_only_tool(self, name: str) -> bool:
         return name == TOOL_NAME
 
+    def tool_definitions(self) -> list[JsonObject]:
+        return [dict(_TOOL)]
+
     async def run(self, input: list[JsonObject], options: RunOptions) -> AsyncIterator[JsonObject]:
         # Numbering, the tools announced and the token totals go on from the
         # session's trace, whichever replica ran its earlier runs.

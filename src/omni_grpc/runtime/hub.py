@@ -37,7 +37,7 @@ from omni_grpc.runtime.errors import (
     StorageUnavailable,
 )
 from omni_grpc.runtime.event_log import Subscription
-from omni_grpc.runtime.events import EventBody
+from omni_grpc.runtime.events import EventBody, HubEvent
 from omni_grpc.runtime.health import DRAINING, HealthState
 from omni_grpc.runtime.interface import ApprovalPolicy, RunRequest, SessionInfo
 from omni_grpc.runtime.limits import Limits
@@ -244,6 +244,10 @@ class Hub:
         if not await self.backend.leases.running([session_id]):
             return None
         return fold_live_tail(current_run(await self.backend.logs.get(session_id).window()))
+
+    async def replay_window(self, session_id: str) -> list[HubEvent]:
+        await self._record(session_id)
+        return await self.backend.logs.get(session_id).window()
 
     async def history(self, session_id: str) -> AsyncIterator[omni_pb2.OmniMessage]:
         """The session's recorded messages, from its trace (torn lines skipped).

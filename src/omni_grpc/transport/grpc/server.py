@@ -7,7 +7,7 @@ import contextlib
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +24,8 @@ from omni_grpc.transport.grpc.service import AgentService
 from omni_grpc_proto.omni.v1 import agent_service_pb2
 
 SERVICE_NAME = agent_service_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
+# Adds another service (the A2A one) to the server; its full name, for reflection.
+AddService = Callable[[grpc.aio.Server], str]
 
 
 @dataclass
@@ -64,8 +66,11 @@ class GrpcTransport:
         hub: Runtime,
         config: GrpcConfig,
         interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+        services: Sequence[AddService] = (),
     ) -> None:
         self.hub = hub
+        # Served beside AgentService, behind the same auth and guards.
+        self.services = list(services)
         self.config = config
         # Run before auth (telemetry sees refused calls too).
         self.interceptors = list(interceptors)
@@ -85,7 +90,8 @@ class GrpcTransport:
         )
         add_to_server(AgentService(self.hub), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        enable_reflection(server, (SERVICE_NAME, health.SERVICE_NAME))
+        others = [add(server) for add in self.services]
+        enable_reflection(server, (SERVICE_NAME, health.SERVICE_NAME, *others))
         return server
 
     @property

@@ -41,13 +41,16 @@ class SseTransport:
         telemetry: RequestTelemetry | None = None,
         extra_routes: Sequence[BaseRoute] = (),
         mounts: Sequence[tuple[str, ASGIApp]] = (),
+        public_paths: Sequence[str] = (),
     ) -> None:
-        """``extra_routes``: served beside the app's own (the server's ``/metrics``);
-        ``mounts``: ``(prefix, app)`` pairs, other ASGI apps on this port that
-        answer every path under their prefix themselves (outside this app's
-        middleware: they speak their own protocol's errors)."""
+        """``extra_routes``: served beside the app's own (the server's ``/metrics``,
+        the A2A routes); ``mounts``: ``(prefix, app)`` pairs, other ASGI apps on
+        this port that answer every path under their prefix themselves (outside
+        this app's middleware: they speak their own protocol's errors);
+        ``public_paths``: the extra routes served without the token."""
         self.config = config
         self.extra_paths = [r.path for r in extra_routes if isinstance(r, Route)]
+        public = [*public_paths, *(self.extra_paths if config.public_metrics else ())]
         app: ASGIApp = create_app(
             hub,
             token=config.auth_token,
@@ -56,7 +59,7 @@ class SseTransport:
             heartbeat=config.heartbeat,
             telemetry=telemetry,
             extra_routes=extra_routes,
-            public_paths=self.extra_paths if config.public_metrics else (),
+            public_paths=public,
             allowed_hosts=config.allowed_hosts or default_hosts(config.host),
         )
         if mounts:

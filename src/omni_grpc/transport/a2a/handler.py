@@ -1,0 +1,377 @@
+"""The A2A methods over the hub, once for every binding (the SDK's ``RequestHandler``).
+
+The SDK's JSON-RPC, HTTP+JSON and gRPC front ends decode each request and call
+these methods; they answer from the hub alone (no task store of their own), so
+a task started over A2A is the same run AgentService and SSE clients see, on
+any replica. Streams never abort their run when the client goes away (an A2A
+task outlives its connection: SubscribeToTask picks it up again); CancelTask
+does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from typing import NoReturn
+
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers.request_handler import RequestHandler
+from a2a.types import a2a_pb2 as a2a
+from a2a.utils.errors import (
+    PushNotificationNotSupportedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from google.protobuf import json_format
+
+from omni_grpc.protocol.run_input import InputProblem, check_run_input
+from omni_grpc.runtime.errors import HubError, SessionNotFound
+from omni_grpc.runtime.interface import HubEvent, RunRequest, Runtime, Subscription, is_task_end
+from omni_grpc.transport.a2a import extension, inputs
+from omni_grpc.transport.a2a.errors import a2a_error, invalid
+from omni_grpc.transport.a2a.tasks import (
+    INTERRUPTED,
+    TERMINAL,
+    TaskRef,
+    TaskView,
+    parse_task_id,
+)
+from omni_grpc.vocabulary import AbortKind
+
+CANCEL_REASON = "canceled by an A2A client"
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 100
+StreamEvent = a2a.Task | a2a.TaskStatusUpdateEvent | a2a.TaskArtifactUpdateEvent
+
+
+class HubRequestHandler(RequestHandler):
+    def __init__(self, hub: Runtime, card: a2a.AgentCard) -> None:
+        self.hub = hub
+        self.card = card
+
+    # ---- sending --------------------------------------------------------------------
+
+    async def on_message_send(
+        self, params: a2a.SendMessageRequest, context: ServerCallContext
+    ) -> a2a.Task:
+        view, sub = await self._send(params, context)
+        try:
+            if not params.configuration.return_immediately:
+                await _follow(view, sub, until=TERMINAL | INTERRUPTED)
+        finally:
+            sub.close()
+        return view.task(_history_length(params.configuration))
+
+    async def on_message_send_stream(
+        self, params: a2a.SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[StreamEvent]:
+        view, sub = await self._send(params, context)
+        async for event in _stream(view, sub):
+            yield event
+
+    async def _send(
+        self, params: a2a.SendMessageRequest, context: ServerCallContext
+    ) -> tuple[TaskView, Subscription]:
+        message = params.message
+        if not message.message_id:
+            raise invalid("message.messageId", "is required")
+        lossless = extension.URI in context.requested_extensions
+        if message.task_id:
+            return await self._answer(message, lossless)
+        metadata = json_format.MessageToDict(params.metadata)
+        metadata.update(json_format.MessageToDict(message.metadata))
+        request = RunRequest(
+            input=inputs.run_input(message),
+            session_id=message.context_id or None,
+            thinking_level=inputs.thinking_level(metadata),
+            approval_mode=inputs.approval_mode(metadata),
+        )
+        try:
+            check_run_input(request.input)
+        except InputProblem as exc:
+            raise invalid(f"message.{exc.field}", exc.reason) from None
+        try:
+            await self._check_context(request.session_id)
+            session_id, sub = await self.hub.run(request)
+        except HubError as exc:
+            raise a2a_error(exc) from None
+        first = await _next(sub)
+        if first is None:
+            sub.close()
+            raise a2a_error(HubError("the server stopped before the task started"))
+        view = TaskView(TaskRef(session_id, first.event_id), lossless=lossless)
+        view.apply(first)
+        return view, sub
+
+    async def _check_context(self, session_id: str | None) -> None:
+        if session_id is None:
+            return
+        try:
+            await self.hub.require_session(session_id)
+        except HubError as exc:
+            if isinstance(exc, SessionNotFound):
+                raise invalid(
+                    "message.contextId",
+                    f"no context {session_id!r} here (leave it out to start one)",
+                ) from None
+            raise
+
+    async def _answer(self, message: a2a.Message, lossless: bool) -> tuple[TaskView, Subscription]:
+        """A message to an existing task: the answer to its approval request."""
+        ref = _ref(message.task_id)
+        if message.context_id and message.context_id != ref.session_id:
+            raise invalid("message.contextId", f"task {message.task_id!r} is in another context")
+        view, sub = await self._open(ref, lossless)
+        try:
+            if view.ended:
+                raise UnsupportedOperationError(
+                    f"task {ref.task_id!r} has ended;"
+                    " send a message without taskId to start another"
+                )
+            if view.state != a2a.TASK_STATE_INPUT_REQUIRED:
+                raise invalid(
+                    "message.taskId", "the task takes a message only while it waits for approval"
+                )
+            answer = inputs.answer(message)
+            call_id = answer.tool_call_id
+            if call_id is None:
+                if len(view.pending) != 1:
+                    raise invalid(
+                        "message.parts", "name the toolCallId: several calls wait for approval"
+                    )
+                call_id = next(iter(view.pending))
+            await self.hub.approve(ref.session_id, call_id, answer.decision.value)
+        except HubError as exc:
+            sub.close()
+            raise a2a_error(exc) from None
+        except BaseException:
+            sub.close()
+            raise
+        return view, sub
+
+    # ---- tasks ------------------------------------------------------------------------
+
+    async def on_get_task(self, params: a2a.GetTaskRequest, context: ServerCallContext) -> a2a.Task:
+        view = await self._view(_ref(params.id), extension.URI in context.requested_extensions)
+        length = params.history_length if params.HasField("history_length") else None
+        return view.task(length)
+
+    async def _view(self, ref: TaskRef, lossless: bool) -> TaskView:
+        """The task as the session's replay window tells it (no stream held)."""
+        try:
+            window = await self.hub.replay_window(ref.session_id)
+        except HubError as exc:
+            raise a2a_error(exc) from None
+        for view in _runs(ref.session_id, window, lossless):
+            if view.ref == ref:
+                return view
+        raise _not_found(ref.task_id)
+
+    async def on_list_tasks(
+        self, params: a2a.ListTasksRequest, context: ServerCallContext
+    ) -> a2a.ListTasksResponse:
+        size = params.page_size if params.HasField("page_size") else DEFAULT_PAGE_SIZE
+        if not 1 <= size <= MAX_PAGE_SIZE:
+            raise invalid("pageSize", f"must be between 1 and {MAX_PAGE_SIZE}")
+        lossless = extension.URI in context.requested_extensions
+        start = 0
+        if params.page_token:
+            if not params.page_token.isdigit():
+                raise invalid("pageToken", "not a token ListTasks gave out")
+            start = int(params.page_token)
+        try:
+            if params.context_id:
+                sessions = [params.context_id]
+                await self.hub.require_session(params.context_id)
+            else:
+                sessions = [info.session_id for info in await self.hub.list_sessions()]
+            views: list[TaskView] = []
+            for session_id in sessions:
+                try:
+                    window = await self.hub.replay_window(session_id)
+                except SessionNotFound:
+                    if params.context_id:
+                        raise
+                    continue  # deleted since it was listed
+                views.extend(_runs(session_id, window, lossless))
+        except HubError as exc:
+            raise a2a_error(exc) from None
+        if params.status:
+            views = [v for v in views if v.state == params.status]
+        if params.HasField("status_timestamp_after"):
+            after = params.status_timestamp_after.ToJsonString()
+            views = [v for v in views if v.timestamp and v.timestamp > after]
+        # Newest first, as the SDK's own store lists them.
+        views.sort(key=lambda v: v.timestamp, reverse=True)
+        page = views[start : start + size]
+        length = params.history_length if params.HasField("history_length") else None
+        tasks = [v.task(length) for v in page]
+        if not params.include_artifacts:
+            for task in tasks:
+                del task.artifacts[:]
+        following = start + size
+        return a2a.ListTasksResponse(
+            tasks=tasks,
+            next_page_token=str(following) if following < len(views) else "",
+            page_size=size,
+            total_size=len(views),
+        )
+
+    async def on_cancel_task(
+        self, params: a2a.CancelTaskRequest, context: ServerCallContext
+    ) -> a2a.Task:
+        ref = _ref(params.id)
+        view, sub = await self._open(ref, extension.URI in context.requested_extensions)
+        try:
+            if view.ended:
+                raise TaskNotCancelableError(f"task {ref.task_id!r} has already ended")
+            try:
+                await self.hub.abort(ref.session_id, CANCEL_REASON, AbortKind.USER)
+            except HubError as exc:
+                raise a2a_error(exc) from None
+            await _follow(view, sub, until=TERMINAL)
+        finally:
+            sub.close()
+        return view.task()
+
+    async def on_subscribe_to_task(
+        self, params: a2a.SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[StreamEvent]:
+        ref = _ref(params.id)
+        view, sub = await self._open(ref, extension.URI in context.requested_extensions)
+        if view.ended:
+            sub.close()
+            raise UnsupportedOperationError(f"task {ref.task_id!r} has ended; GetTask returns it")
+        async for event in _stream(view, sub):
+            yield event
+
+    async def _open(self, ref: TaskRef, lossless: bool) -> tuple[TaskView, Subscription]:
+        """A subscription from the task's first event, its replay folded in: the
+        view is up to date and the subscription goes on live from there."""
+        try:
+            sub = await self.hub.attach(ref.session_id, ref.replay_after())
+        except HubError as exc:
+            raise a2a_error(exc) from None
+        view = TaskView(ref, lossless=lossless)
+        try:
+            first = await _next(sub)
+            if first is None or first.seq != ref.seq or not first.buffered:
+                raise _not_found(ref.task_id)
+            view.apply(first)
+            while not view.ended:
+                event = await _next(sub)
+                if event is None:
+                    break
+                if not event.buffered and _is_task_state(event):
+                    break  # the attach's snapshot: the replay is over, live from here
+                view.apply(event)
+        except BaseException:
+            sub.close()
+            raise
+        return view, sub
+
+    # ---- what this server does not offer -----------------------------------------------
+
+    async def on_create_task_push_notification_config(
+        self, params: a2a.TaskPushNotificationConfig, context: ServerCallContext
+    ) -> a2a.TaskPushNotificationConfig:
+        _no_push()
+
+    async def on_get_task_push_notification_config(
+        self, params: a2a.GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> a2a.TaskPushNotificationConfig:
+        _no_push()
+
+    async def on_list_task_push_notification_configs(
+        self, params: a2a.ListTaskPushNotificationConfigsRequest, context: ServerCallContext
+    ) -> a2a.ListTaskPushNotificationConfigsResponse:
+        _no_push()
+
+    async def on_delete_task_push_notification_config(
+        self, params: a2a.DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> None:
+        _no_push()
+
+    async def on_get_extended_agent_card(
+        self, params: a2a.GetExtendedAgentCardRequest, context: ServerCallContext
+    ) -> a2a.AgentCard:
+        raise UnsupportedOperationError("this agent has no extended card")
+
+
+def _no_push() -> NoReturn:
+    raise PushNotificationNotSupportedError()
+
+
+def _ref(task_id: str) -> TaskRef:
+    if not task_id:
+        raise invalid("id", "is required")
+    ref = parse_task_id(task_id)
+    if ref is None:
+        raise _not_found(task_id)
+    return ref
+
+
+def _not_found(task_id: str) -> TaskNotFoundError:
+    return TaskNotFoundError(
+        f"no task {task_id!r} here (a task is found while its start is in its context's"
+        " replay window; older runs are the session's history)"
+    )
+
+
+def _history_length(configuration: a2a.SendMessageConfiguration) -> int | None:
+    return configuration.history_length if configuration.HasField("history_length") else None
+
+
+def _is_task_state(event: HubEvent) -> bool:
+    server_event = event.server_event
+    return server_event is not None and server_event.WhichOneof("kind") == "task_state"
+
+
+async def _next(sub: Subscription) -> HubEvent | None:
+    try:
+        return await sub.next()
+    except HubError as exc:  # the shared log went away
+        raise a2a_error(exc) from None
+
+
+async def _follow(view: TaskView, sub: Subscription, *, until: frozenset[int]) -> None:
+    while not view.ended and view.state not in until:
+        event = await _next(sub)
+        if event is None:
+            return
+        view.apply(event)
+
+
+async def _stream(view: TaskView, sub: Subscription) -> AsyncGenerator[StreamEvent]:
+    """The task as it is, then its events until it ends (or the client leaves)."""
+    try:
+        yield view.task()
+        while not view.ended:
+            event = await _next(sub)
+            if event is None:
+                return
+            for update in view.apply(event):
+                yield update
+    finally:
+        sub.close()
+
+
+def _runs(session_id: str, window: list[HubEvent], lossless: bool) -> list[TaskView]:
+    """The runs whose first event the window still holds, each folded."""
+    views: list[TaskView] = []
+    view: TaskView | None = None
+    # The window's first event starts a run only if nothing was kept before it.
+    at_start = bool(window) and (
+        window[0].prev == 0 or (window[0].prev is None and window[0].seq == 1)
+    )
+    for event in window:
+        if view is None and at_start and event.body.is_message:
+            view = TaskView(TaskRef(session_id, event.event_id), lossless=lossless)
+            views.append(view)
+        if view is not None:
+            view.apply(event)
+            if view.ended:
+                view = None
+        if is_task_end(event):
+            at_start = True
+    return views

@@ -99,7 +99,7 @@ async def test_reflection_answers_as_v1_and_v1alpha(grpc_target: str, version: s
             list_services=""))  # fmt: skip
         names = {s.name for s in listed.list_services_response.service}
         assert names == {
-            "omni.v1.AgentService", "grpc.health.v1.Health",
+            "omni.v1.AgentService", "grpc.health.v1.Health", "lf.a2a.v1.A2AService",
             "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection",
         }  # fmt: skip
         # Every listed service resolves to its file, the reflection services too.

@@ -15,6 +15,7 @@ this process executes: their tasks, abort signals and approval futures.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -310,8 +311,18 @@ class Hub:
         if request.session_id:
             record = await self._record(request.session_id)
             self.streams.check(request.session_id)
-        else:
-            record = await self._new_record()
+            return await self._claim(record, request)
+        record = await self._new_record()
+        try:
+            return await self._claim(record, request)
+        except BaseException:
+            # A refused Run leaves nothing behind: its new session would
+            # count against --max-sessions with no run ever in it.
+            with contextlib.suppress(Exception):
+                await self.backend.index.remove(record.session_id)
+            raise
+
+    async def _claim(self, record: SessionRecord, request: RunRequest) -> tuple[str, Subscription]:
         session_id = record.session_id
         # The claim: atomic in every backend, so of two concurrent Runs exactly
         # one gets past here, whatever the awaits around it.

@@ -1,9 +1,21 @@
 """One replica's connections to Redis, its key names, and its failure mapping.
 
-Two clients: one for commands, with a short socket timeout so an unreachable
-Redis is noticed in seconds, and one for blocking stream reads, whose timeout
-sits above the ``BLOCK`` time (a read cancelled mid-reply costs a reconnect,
-so blocking readers are long-lived and block a few seconds at a time).
+The connections a replica holds are bounded by design, whatever its load:
+
+* ``commands``: writes (the publish and lease scripts, index updates), a
+  pool of ``COMMAND_CONNECTIONS``. A caller past the cap waits for a free one
+  (up to ``COMMAND_TIMEOUT``), it is never refused at once. A write is never
+  retried: its outcome is unknown once it was sent.
+* ``reads``: idempotent reads, a pool of ``READ_CONNECTIONS``, retried once on
+  a fresh connection when the one they were sent on turned out dead.
+* ``blocking``: blocking stream reads, a small pool of their own: one reader
+  per replica multiplexes every watched session's stream
+  (``stream_reader.py``), and the control channel reads its inbox.
+
+A pooled connection is checked before each use: one Redis closed (a restart)
+is replaced before a command goes out on it, so a write never fails on a
+connection known dead; one idle for ``HEALTH_CHECK_SECONDS`` is pinged first
+(a peer that vanished without closing).
 
 Keys of one session share the hash tag ``{<session_id>}``; the few global
 keys (the session index, the set of open runs, replica inboxes) do not, so
@@ -16,18 +28,29 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.maint_notifications import MaintNotificationsConfig
 
 from omni_grpc.runtime.errors import BackendUnavailable
+
+if TYPE_CHECKING:
+    from omni_grpc.runtime.redis.stream_reader import StreamReader
 
 # Milliseconds a stream reader blocks per XREAD.
 BLOCK_MS = 5_000
 COMMAND_TIMEOUT = 5.0
 CONNECT_TIMEOUT = 3.0
+# The most connections one replica opens, per pool (see the module docstring).
+COMMAND_CONNECTIONS = 24
+READ_CONNECTIONS = 12
+BLOCKING_CONNECTIONS = 4
+HEALTH_CHECK_SECONDS = 10
 
 _UNAVAILABLE = (
     redis_errors.ConnectionError,
@@ -66,20 +89,46 @@ def redacted(url: str) -> str:
     return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
 
 
+def _pool(url: str, size: int, *, socket_timeout: float, retries: int) -> Any:
+    # Typed Any: redis-py types every reply as bytes | str (it depends on
+    # decode_responses); with decode_responses=False replies are bytes.
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url,
+        max_connections=size,
+        timeout=COMMAND_TIMEOUT,
+        socket_timeout=socket_timeout,
+        socket_connect_timeout=CONNECT_TIMEOUT,
+        health_check_interval=HEALTH_CHECK_SECONDS,
+        # Maintenance notifications (a Redis Enterprise feature) turn off the
+        # pool's check that a connection was not closed by the server.
+        maint_notifications_config=MaintNotificationsConfig(enabled=False),
+        retry=Retry(NoBackoff(), retries),
+        decode_responses=False,
+    )
+    return aioredis.Redis(connection_pool=pool)
+
+
 class RedisConnection:
     def __init__(self, url: str, *, prefix: str = "omni:") -> None:
         self.url = url
         self.prefix = prefix
-        common: dict[str, Any] = {
-            "socket_connect_timeout": CONNECT_TIMEOUT,
-            "decode_responses": False,
-        }
-        # Typed Any: redis-py types every reply as bytes | str (it depends on
-        # decode_responses); with decode_responses=False replies are bytes.
-        self.commands: Any = aioredis.Redis.from_url(url, socket_timeout=COMMAND_TIMEOUT, **common)
-        self.blocking: Any = aioredis.Redis.from_url(
-            url, socket_timeout=BLOCK_MS / 1000 + COMMAND_TIMEOUT, **common
+        self.commands: Any = _pool(
+            url, COMMAND_CONNECTIONS, socket_timeout=COMMAND_TIMEOUT, retries=0
         )
+        self.reads: Any = _pool(url, READ_CONNECTIONS, socket_timeout=COMMAND_TIMEOUT, retries=1)
+        self.blocking: Any = _pool(
+            url, BLOCKING_CONNECTIONS, socket_timeout=BLOCK_MS / 1000 + COMMAND_TIMEOUT, retries=0
+        )
+        # Made on first use: the one reader of every watched stream.
+        self._streams: StreamReader | None = None
+
+    @property
+    def streams(self) -> StreamReader:
+        if self._streams is None:
+            from omni_grpc.runtime.redis.stream_reader import StreamReader
+
+            self._streams = StreamReader(self)
+        return self._streams
 
     def session_key(self, session_id: str, part: str) -> str:
         return f"{self.prefix}{{{session_id}}}:{part}"
@@ -92,7 +141,9 @@ class RedisConnection:
             await self.commands.ping()
 
     async def aclose(self) -> None:
-        with contextlib.suppress(Exception):
-            await self.commands.aclose()
-        with contextlib.suppress(Exception):
-            await self.blocking.aclose()
+        if self._streams is not None:
+            await self._streams.close()
+        for client in (self.commands, self.reads, self.blocking):
+            with contextlib.suppress(Exception):
+                await client.aclose()
+                await client.connection_pool.disconnect()

@@ -1,7 +1,8 @@
 """The event log on Redis Streams: replay and live from the same stream.
 
-Each replica reads a session's stream once (one blocking ``XREAD`` per
-session with local subscribers) and hands each event to its fan-out
+Each replica reads a session's stream once, while it has local subscribers
+of it (one blocking ``XREAD`` per replica over every such stream:
+``stream_reader.py``), and hands each event to its fan-out
 (``runtime/fanout.py``), which serves this replica's subscribers as it serves
 the memory log's. There is no pub/sub side channel: a subscriber registers
 locally first, then one script returns its replayed gap and takes the seqs of
@@ -21,7 +22,6 @@ does not name the last one delivered).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import secrets
 import time
@@ -42,7 +42,7 @@ from omni_grpc.runtime.events import EventBody, HubEvent, format_event_id, parse
 from omni_grpc.runtime.fanout import DEFAULT_STALL_TIMEOUT, Fanout, Subscriber
 from omni_grpc.runtime.health import RunFailure
 from omni_grpc.runtime.redis import scripts
-from omni_grpc.runtime.redis.connection import BLOCK_MS, RedisConnection, unavailable_on_failure
+from omni_grpc.runtime.redis.connection import RedisConnection, unavailable_on_failure
 from omni_grpc.vocabulary import AbortKind
 
 log = logging.getLogger(__name__)
@@ -136,14 +136,15 @@ class RedisEventLog:
         r = conn.commands
         self._publish_script = r.register_script(scripts.PUBLISH)
         self._subscribe_script = r.register_script(scripts.SUBSCRIBE)
-        self._replay_script = r.register_script(scripts.REPLAY)
+        self._replay_script = conn.reads.register_script(scripts.REPLAY)
         self._fanout = Fanout(
             window.max_events,
             window.max_bytes,
             stall_timeout=stall_timeout,
             in_flight=self._unseen,
         )
-        self._reader: asyncio.Task[None] | None = None
+        # Read by this replica's stream reader (while it has subscribers).
+        self._watching = False
         self._closed = False
         self.last_activity = time.monotonic()
         # Writes waiting for the flusher, in call order, and the tokens whose
@@ -180,11 +181,11 @@ class RedisEventLog:
 
     @property
     def reading(self) -> bool:
-        return self._reader is not None
+        return self._watching
 
     async def last_event_id(self) -> str | None:
         with unavailable_on_failure():
-            epoch, top = await self._conn.commands.hmget(self._meta, ["epoch", "next"])
+            epoch, top = await self._conn.reads.hmget(self._meta, ["epoch", "next"])
         if epoch is None or top is None or int(top) == 0:
             return None
         return format_event_id(epoch.decode(), int(top))
@@ -264,7 +265,7 @@ class RedisEventLog:
                 self._sent(batch)
                 for pending, event in zip(batch, events, strict=True):
                     # On its way to local subscribers (unless the reader was quicker).
-                    if self._reader is not None and event.seq > self._read_seq:
+                    if self._watching and event.seq > self._read_seq:
                         self._written.append((event.seq, pending.body.size))
                         self._written_units += pending.body.size
                     if not pending.future.done():
@@ -352,10 +353,10 @@ class RedisEventLog:
 
     async def window(self) -> list[HubEvent]:
         with unavailable_on_failure():
-            epoch = await self._conn.commands.hget(self._meta, "epoch")
+            epoch = await self._conn.reads.hget(self._meta, "epoch")
             if epoch is None:
                 return []
-            entries = await self._conn.commands.xrange(self._events, "-", "+")
+            entries = await self._conn.reads.xrange(self._events, "-", "+")
         return [decode_entry(epoch.decode(), eid, _pairs(f)) for eid, f in entries]
 
     async def subscribe(
@@ -388,10 +389,9 @@ class RedisEventLog:
             seq = first_initial + offset
             events.append(HubEvent(seq, format_event_id(epoch, seq), body, False))
         sub.start(events, top, last)
-        if self._reader is None:
-            self._reader = asyncio.create_task(
-                self._read_from(f"{top}-0"), name=f"omni-redis-read-{self.session_id}"
-            )
+        if not self._watching:
+            self._watching = True
+            await self._conn.streams.watch(self._events, f"{top}-0", self)
         return sub
 
     async def _snapshot(
@@ -406,7 +406,7 @@ class RedisEventLog:
         keys = [self._events, self._meta, self._run]
         with unavailable_on_failure():
             while True:
-                version = await self._conn.commands.hget(self._meta, "ver")
+                version = await self._conn.reads.hget(self._meta, "ver")
                 bodies_ = await initial_bodies(initial)
                 result = await self._subscribe_script(
                     keys=keys,
@@ -426,35 +426,28 @@ class RedisEventLog:
         newest = int(last) if last else None
         return epoch.decode(), int(resync), int(first), int(top), entries, bodies_, newest
 
-    async def _read_from(self, position: str) -> None:
-        """The one reader of this stream in this replica."""
+    # ---- what the stream reader calls (``stream_reader.Watch``) ----------------------
+
+    def wanted(self) -> bool:
+        return bool(self._fanout.subscribers) and not self._closed
+
+    async def entries(self, entries: list[Any]) -> None:
         epoch = self._epoch or ""
-        try:
-            while self._fanout.subscribers and not self._closed:
-                with unavailable_on_failure():
-                    response = await self._conn.blocking.xread(
-                        {self._events: position}, block=BLOCK_MS, count=1000
-                    )
-                if not response:
-                    await self._keep_alive()
-                    continue
-                for _key, entries in response:
-                    for entry_id, fields in entries:
-                        position = entry_id.decode()
-                        event = decode_entry(epoch, entry_id, _pairs(fields))
-                        await self._fan_out(event)
-        except BackendUnavailable as exc:
-            log.warning("session %s: event stream lost: %s", self.session_id, exc)
-            self._fanout.fail(exc)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("session %s: event reader failed", self.session_id)
-            self._fanout.fail(BackendUnavailable("the event reader failed"))
-        finally:
-            self._reader = None
-            self._written.clear()
-            self._written_units = 0
+        for entry_id, fields in entries:
+            await self._fan_out(decode_entry(epoch, entry_id, _pairs(fields)))
+
+    def released(self) -> None:
+        self._watching = False
+        self._written.clear()
+        self._written_units = 0
+
+    def lost(self, error: BackendUnavailable) -> None:
+        log.warning("session %s: event stream lost: %s", self.session_id, error)
+        self.released()
+        self._fanout.fail(error)
+
+    def keep_alive(self) -> tuple[list[str], int]:
+        return [self._events, self._meta], int(self._ttl_ms)
 
     async def _fan_out(self, event: HubEvent) -> None:
         self._read_seq = event.seq
@@ -477,22 +470,11 @@ class RedisEventLog:
             )
             sub.cut_off(resync)
 
-    async def _keep_alive(self) -> None:
-        """Watched logs do not expire, even while idle."""
-        with unavailable_on_failure(), contextlib.suppress(Exception):
-            pipe = self._conn.commands.pipeline(transaction=False)
-            pipe.pexpire(self._events, int(self._ttl_ms))
-            pipe.pexpire(self._meta, int(self._ttl_ms))
-            await pipe.execute()
-
     async def close(self) -> None:
         self._closed = True
         self._fanout.end()
-        reader = self._reader
-        if reader is not None:
-            reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await reader
+        if self._watching:
+            self._conn.streams.unwatch(self._events, self)
 
 
 class RedisEventLogs(LogRegistry[RedisEventLog]):

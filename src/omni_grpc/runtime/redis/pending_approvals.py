@@ -28,7 +28,7 @@ class RedisPendingApprovals:
 
     async def list(self, session_id: str) -> list[EventBody]:
         with unavailable_on_failure():
-            raw = await self._conn.commands.hgetall(self._key(session_id))
+            raw = await self._conn.reads.hgetall(self._key(session_id))
         asks = sorted(value.split(b"|", 1) for value in raw.values())
         return [EventBody(None, parse_server_event(data), data) for _, data in asks]
 

@@ -75,7 +75,7 @@ class RedisRunLease:
 
     async def owner(self, session_id: str) -> str | None:
         with unavailable_on_failure():
-            value = await self._conn.commands.get(self._conn.session_key(session_id, "lease"))
+            value = await self._conn.reads.get(self._conn.session_key(session_id, "lease"))
         if value is None:
             return None
         owner: str = value.decode().rsplit("|", 1)[0]
@@ -85,7 +85,7 @@ class RedisRunLease:
         if not session_ids:
             return set()
         with unavailable_on_failure():
-            pipe = self._conn.commands.pipeline(transaction=False)
+            pipe = self._conn.reads.pipeline(transaction=False)
             for sid in session_ids:
                 pipe.exists(self._conn.session_key(sid, "run"))
             found = await pipe.execute()
@@ -93,10 +93,10 @@ class RedisRunLease:
 
     async def orphans(self) -> list[str]:
         with unavailable_on_failure():
-            members = sorted(m.decode() for m in await self._conn.commands.smembers(self._runs))
+            members = sorted(m.decode() for m in await self._conn.reads.smembers(self._runs))
             if not members:
                 return []
-            pipe = self._conn.commands.pipeline(transaction=False)
+            pipe = self._conn.reads.pipeline(transaction=False)
             for sid in members:
                 pipe.exists(self._conn.session_key(sid, "run"))
                 pipe.exists(self._conn.session_key(sid, "lease"))

@@ -62,13 +62,13 @@ class RedisSessionIndex:
 
     async def get(self, session_id: str) -> SessionRecord | None:
         with unavailable_on_failure():
-            raw = await self._conn.commands.hgetall(self._key(session_id))
+            raw = await self._conn.reads.hgetall(self._key(session_id))
         return _decode(session_id, raw) if raw else None
 
     async def list(self) -> list[SessionRecord]:
         with unavailable_on_failure():
-            ids = sorted(m.decode() for m in await self._conn.commands.smembers(self._all))
-            pipe = self._conn.commands.pipeline(transaction=False)
+            ids = sorted(m.decode() for m in await self._conn.reads.smembers(self._all))
+            pipe = self._conn.reads.pipeline(transaction=False)
             for sid in ids:
                 pipe.hgetall(self._key(sid))
             found = await pipe.execute() if ids else []

@@ -16,6 +16,7 @@ import grpc
 import pytest
 import redis.asyncio as aioredis
 from conftest import ServeProcess
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from redis_server import RedisServer
 
 from omni_grpc import protocol
@@ -129,3 +130,44 @@ async def test_a_run_refused_by_the_store_leaves_no_session_behind(
     assert [r.session_id for r in await backend.index.list()] == [session_id]
     await hub.shutdown()
     await backend.aclose()
+
+
+async def until_serving(channel: grpc.aio.Channel, status: int) -> None:
+    health = health_pb2_grpc.HealthStub(channel)
+
+    async def poll() -> None:
+        while (await health.Check(health_pb2.HealthCheckRequest())).status != status:
+            await asyncio.sleep(0.05)
+
+    await asyncio.wait_for(poll(), WAIT)
+
+
+async def test_after_a_redis_restart_every_pooled_connection_is_replaced(
+    serve_process: Callable[..., ServeProcess], redis: RedisServer, tmp_path: Path
+) -> None:
+    """Connections pooled before Redis restarted are dead: a replica finds
+    that out before it sends a command on one, so no run after the restart
+    fails with "Connection closed by server"."""
+    server = serve_process(
+        "--redis-url", redis.url, "--data-dir", str(tmp_path / "data"),
+        "--no-http", "--pacing", "0.01", "--max-runs", "1000",
+    )  # fmt: skip
+    burst = 90
+    async with grpc.aio.insecure_channel(server.grpc_address) as channel:
+        stub = agent_service_pb2_grpc.AgentServiceStub(channel)
+        # Fills the pools: every connection is used, then idle in its pool.
+        before = await asyncio.wait_for(
+            asyncio.gather(*(one_run(stub) for _ in range(burst))), WAIT
+        )
+        assert [status for status, _ in before] == ["OK"] * burst
+        redis.kill()
+        await until_serving(channel, health_pb2.HealthCheckResponse.NOT_SERVING)
+        redis.start()  # same port, same AOF
+        await until_serving(channel, health_pb2.HealthCheckResponse.SERVING)
+        for _round in range(2):
+            after = await asyncio.wait_for(
+                asyncio.gather(*(one_run(stub) for _ in range(burst))), WAIT
+            )
+            statuses = [status for status, _ in after]
+            assert statuses == ["OK"] * burst, sorted(set(statuses))
+            assert [kinds for _, kinds in after if kinds != before[0][1]] == []

@@ -4,7 +4,7 @@ The connections a replica holds are bounded by design, whatever its load:
 
 * ``commands``: writes (the publish and lease scripts, index updates), a
   pool of ``COMMAND_CONNECTIONS``. A caller past the cap waits for a free one
-  (up to ``COMMAND_TIMEOUT``), it is never refused at once. A write is never
+  (up to ``POOL_WAIT``), it is never refused at once. A write is never
   retried: its outcome is unknown once it was sent.
 * ``reads``: idempotent reads, a pool of ``READ_CONNECTIONS``, retried once on
   a fresh connection when the one they were sent on turned out dead.
@@ -51,6 +51,9 @@ COMMAND_CONNECTIONS = 24
 READ_CONNECTIONS = 12
 BLOCKING_CONNECTIONS = 4
 HEALTH_CHECK_SECONDS = 10
+# How long a caller waits for a free connection of a full pool: a queue, not
+# a refusal (each busy connection is freed within its socket timeout).
+POOL_WAIT = 20.0
 
 _UNAVAILABLE = (
     redis_errors.ConnectionError,
@@ -95,7 +98,7 @@ def _pool(url: str, size: int, *, socket_timeout: float, retries: int) -> Any:
     pool = aioredis.BlockingConnectionPool.from_url(
         url,
         max_connections=size,
-        timeout=COMMAND_TIMEOUT,
+        timeout=POOL_WAIT,
         socket_timeout=socket_timeout,
         socket_connect_timeout=CONNECT_TIMEOUT,
         health_check_interval=HEALTH_CHECK_SECONDS,

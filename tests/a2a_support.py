@@ -14,6 +14,7 @@ from a2a.client import Client, ClientCallContext, ClientConfig, create_client
 from a2a.types import a2a_pb2 as a2a
 from google.protobuf import json_format
 
+from omni_grpc.runtime.backend import Backend
 from omni_grpc.server import OmniServer, ServerConfig, build_server
 from omni_grpc.transport.a2a import extension
 from omni_grpc.transport.grpc import GrpcConfig
@@ -23,7 +24,10 @@ BINDINGS = ["JSONRPC", "GRPC", "HTTP+JSON"]
 LOSSLESS = ClientCallContext(service_parameters={"A2A-Extensions": extension.URI})
 
 
-async def start_server(data_dir: Path, **overrides: Any) -> OmniServer:
+async def start_server(
+    data_dir: Path, *, backend: Backend | None = None, **overrides: Any
+) -> OmniServer:
+    """A server with gRPC and HTTP on free ports (``backend``: a replica's)."""
     token = overrides.pop("auth_token", None)
     config = ServerConfig(
         data_dir=data_dir,
@@ -32,7 +36,7 @@ async def start_server(data_dir: Path, **overrides: Any) -> OmniServer:
         shutdown_grace=1.0,
         **overrides,
     )
-    server = build_server(config)
+    server = build_server(config, backend=backend)
     await server.start()
     return server
 
@@ -50,7 +54,7 @@ async def sdk_client(
     channels: list[grpc.aio.Channel] = []
 
     def channel(url: str) -> grpc.aio.Channel:
-        interceptors = [_BearerToken(token)] if token else []
+        interceptors = [_UnaryToken(token), _StreamToken(token)] if token else []
         made = grpc.aio.insecure_channel(url, interceptors=interceptors)
         channels.append(made)
         return made
@@ -70,7 +74,7 @@ async def sdk_client(
                 await made.close()
 
 
-class _BearerToken(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
+class _Token:
     def __init__(self, token: str) -> None:
         self.token = token
 
@@ -80,7 +84,14 @@ class _BearerToken(grpc.aio.UnaryUnaryClientInterceptor, grpc.aio.UnaryStreamCli
         metadata = [*(details.metadata or ()), ("authorization", f"Bearer {self.token}")]
         return await continuation(details._replace(metadata=metadata), request)
 
-    intercept_unary_unary = intercept_unary_stream = _add
+
+# grpc.aio files an interceptor under its first matching kind only: one class per kind.
+class _UnaryToken(_Token, grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+    intercept_unary_unary = _Token._add
+
+
+class _StreamToken(_Token, grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[misc]
+    intercept_unary_stream = _Token._add
 
 
 def user_message(text: str, **fields: Any) -> a2a.SendMessageRequest:

@@ -296,3 +296,47 @@ async def test_the_lossless_extension_carries_the_trace_byte_for_byte(
     # And each equals the codec's serialization of the recorded message.
     history = [serialize_message(m) async for m in await server.hub.history(session_id)]
     assert whole == history[1:]
+
+
+async def test_an_a2a_0_3_client_is_served_on_the_same_endpoint(a2a_server: Start) -> None:
+    """Clients of the SDKs before 1.0 (``message/send``, ``kind`` fields) still work."""
+    server = await a2a_server()
+    url = http_url(server) + "/a2a/jsonrpc"
+    message = {
+        "messageId": "m",
+        "role": "user",
+        "kind": "message",
+        "parts": [{"kind": "text", "text": "hi"}],
+    }
+    async with httpx.AsyncClient() as http:
+        sent = (
+            await http.post(
+                url,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "message/send",
+                    "params": {"message": message},
+                },
+            )
+        ).json()
+        task = sent["result"]
+        got = (
+            await http.post(
+                url,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "tasks/get",
+                    "params": {"id": task["id"]},
+                },
+            )
+        ).json()
+    assert task["kind"] == "task" and task["status"]["state"] == "completed"
+    assert got["result"]["status"]["state"] == "completed"
+    texts = [
+        "".join(p["text"] for p in a["parts"])
+        for a in got["result"]["artifacts"]
+        if a["name"] == "text"
+    ]
+    assert texts == await recorded_texts(server, task["contextId"])

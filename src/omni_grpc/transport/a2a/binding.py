@@ -89,12 +89,14 @@ class A2aBinding:
         # which would shadow other paths of this port; this server has no tenants.
         rest = [
             r
-            for r in create_rest_routes(self.handler, path_prefix=REST_PATH)
+            for r in create_rest_routes(
+                self.handler, enable_v0_3_compat=True, path_prefix=REST_PATH
+            )
             if not isinstance(r, Mount)
         ]
         return [
             Route(CARD_PATH, card, methods=["GET"]),
-            *create_jsonrpc_routes(self.handler, JSONRPC_PATH),
+            *create_jsonrpc_routes(self.handler, JSONRPC_PATH, enable_v0_3_compat=True),
             *rest,
         ]
 

@@ -36,7 +36,9 @@ _ERRORS: dict[ErrorCode, type[A2AError]] = {
 
 def a2a_error(error: HubError) -> A2AError:
     status = STATUSES[error.code]
-    return _ERRORS[error.code](str(error), {"code": status.http_code, "httpStatus": status.http})
+    return _ERRORS[error.code](
+        str(error), {"code": status.http_code, "httpStatus": str(status.http)}
+    )
 
 
 def invalid(field: str, description: str) -> InvalidParamsError:

@@ -25,7 +25,7 @@ from a2a.utils.errors import (
 from google.protobuf import json_format
 
 from omni_grpc.protocol.run_input import InputProblem, check_run_input
-from omni_grpc.runtime.errors import HubError, SessionNotFound
+from omni_grpc.runtime.errors import HubError, InvalidRequest, SessionNotFound
 from omni_grpc.runtime.interface import HubEvent, RunRequest, Runtime, Subscription, is_task_end
 from omni_grpc.transport.a2a import extension, inputs
 from omni_grpc.transport.a2a.errors import a2a_error, invalid
@@ -41,6 +41,7 @@ from omni_grpc.vocabulary import AbortKind
 CANCEL_REASON = "canceled by an A2A client"
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
+_FIELDS = {"session_id": "message.contextId"}
 StreamEvent = a2a.Task | a2a.TaskStatusUpdateEvent | a2a.TaskArtifactUpdateEvent
 
 
@@ -93,6 +94,10 @@ class HubRequestHandler(RequestHandler):
         try:
             await self._check_context(request.session_id)
             session_id, sub = await self.hub.run(request)
+        except InvalidRequest as exc:
+            # The hub names its own fields; an A2A client knows them by A2A's names.
+            field = _FIELDS.get(exc.field, exc.field)
+            raise invalid(field, exc.description) from None
         except HubError as exc:
             raise a2a_error(exc) from None
         first = await _next(sub)
@@ -141,6 +146,12 @@ class HubRequestHandler(RequestHandler):
                     )
                 call_id = next(iter(view.pending))
             await self.hub.approve(ref.session_id, call_id, answer.decision.value)
+            # Up to the decision, so what the caller gets next is the task going on.
+            while call_id in view.pending and not view.ended:
+                event = await _next(sub)
+                if event is None:
+                    break
+                view.apply(event)
         except HubError as exc:
             sub.close()
             raise a2a_error(exc) from None

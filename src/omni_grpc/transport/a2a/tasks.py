@@ -301,7 +301,12 @@ class TaskView:
             artifact = self.artifacts[artifact_id] = a2a.Artifact(
                 artifact_id=artifact_id, name=name
             )
-        artifact.parts.extend(parts)
+        for part in parts:
+            tail = artifact.parts[-1] if artifact.parts else None
+            if tail is not None and tail.HasField("text") and part.HasField("text"):
+                tail.text += part.text  # the task holds the text whole; the stream its chunks
+            else:
+                artifact.parts.append(part)
         update = a2a.TaskArtifactUpdateEvent(
             task_id=self.task_id,
             context_id=self.context_id,

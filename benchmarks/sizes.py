@@ -15,6 +15,11 @@ reference builders write them:
   calls and outputs, usage;
 * ``schema-heavy``: a session whose tool list carries large JSON Schemas.
 
+Each ``.binpb`` is written as ``omni-grpc convert`` writes it (large records
+stored compressed, ``zlib_record``); each style's line also gives the size
+with every record plain (``--no-compress``) and, for comparison, the JSONL
+gzipped whole (level 6), which no reader can stream record by record.
+
 Usage: python benchmarks/sizes.py [--schema-lines 5] [--tools 900] [--turns 40] [--seed 1]
 Traces are generated deterministically from --seed; sizes are exact, times
 are the best of 3.
@@ -23,6 +28,7 @@ are the best of 3.
 from __future__ import annotations
 
 import argparse
+import gzip
 import io
 import random
 from typing import Any
@@ -33,6 +39,7 @@ from _common import best_seconds, corpus_lines  # benchmarks/_common.py, beside 
 from omni_grpc.convert import parse_message, serialize_message
 from omni_grpc.convert._jsontext import dump_value
 from omni_grpc.trace import read_binpb, write_binpb
+from omni_grpc.trace.convert import binpb_to_jsonl, jsonl_to_binpb
 
 WORDS = ["path", "file", "name", "query", "limit", "offset", "mode", "recursive"]
 WORDS += ["pattern", "encoding", "user", "repo", "branch"]
@@ -234,13 +241,42 @@ def _times(lines: list[bytes]) -> str:
     return f"JSON -> proto {parse / floor:.1f}x the floor, proto -> JSON {write / floor:.1f}x"
 
 
-def sizes(lines: list[bytes]) -> tuple[int, int]:
+def _convert_times(lines: list[bytes]) -> str:
+    """``omni-grpc convert``'s whole-trace functions, compressed against plain
+    records, best of 5 each."""
+    text = b"".join(line + b"\n" for line in lines)
+    ratios = []
+    for _ in range(2):
+        packed, plain = io.BytesIO(), io.BytesIO()
+        jsonl_to_binpb(io.BytesIO(text), packed)
+        jsonl_to_binpb(io.BytesIO(text), plain, compress=False)
+
+        def there(compress: bool) -> float:
+            return best_seconds(
+                lambda: jsonl_to_binpb(io.BytesIO(text), io.BytesIO(), compress=compress), 5
+            )
+
+        def back(data: bytes) -> float:
+            return best_seconds(lambda: binpb_to_jsonl(io.BytesIO(data), io.BytesIO()), 5)
+
+        ratios.append(
+            (there(True) / there(False), back(packed.getvalue()) / back(plain.getvalue()))
+        )
+    to, fro = min(r[0] for r in ratios), min(r[1] for r in ratios)
+    return f"convert, compressed records against plain: to .binpb {to:.2f}x, back {fro:.2f}x"
+
+
+def sizes(lines: list[bytes], *, compress: bool = True) -> tuple[int, int]:
     sink = io.BytesIO()
-    write_binpb((parse_message(line) for line in lines), sink)
+    write_binpb((parse_message(line) for line in lines), sink, compress=compress)
     binpb = sink.getvalue()
     back = [serialize_message(r.message) for r in read_binpb(io.BytesIO(binpb))]
     assert back == lines, "the .binpb must give the JSONL back byte for byte"
     return sum(len(line) + 1 for line in lines), len(binpb)
+
+
+def _gzipped(lines: list[bytes]) -> int:
+    return len(gzip.compress(b"".join(line + b"\n" for line in lines), 6))
 
 
 def main() -> None:
@@ -253,24 +289,35 @@ def main() -> None:
 
     corpus = corpus_lines()
     jsonl, binpb = sizes(corpus)
+    _, plain = sizes(corpus, compress=False)
     print(f"conformance corpus: {len(corpus)} lines")
-    print(f"  JSONL {jsonl:,} bytes, .binpb {binpb:,} bytes: {binpb / jsonl:.2f} of the JSONL")
+    print(
+        f"  JSONL {jsonl:,} bytes, .binpb {binpb:,} bytes: {binpb / jsonl:.2f} of the JSONL "
+        f"(plain records {plain / jsonl:.2f})"
+    )
     print(f"provider styles, {args.turns} turns each:")
     for style in STYLES:
         lines = style_lines(style, args.turns, args.seed)
         jsonl, binpb = sizes(lines)
+        _, plain = sizes(lines, compress=False)
         print(
             f"  {style:17} {len(lines):4} lines, JSONL {jsonl:>10,} B, .binpb {binpb:>10,} B: "
-            f"{binpb / jsonl:.3f} of the JSONL"
+            f"{binpb / jsonl:.3f} of the JSONL (plain records {plain / jsonl:.3f}, "
+            f"JSONL gzipped whole {_gzipped(lines) / jsonl:.3f})"
         )
         print(f"  {'':17} {_times(lines)}")
+        print(f"  {'':17} {_convert_times(lines)}")
 
     heavy = schema_heavy_lines(args.schema_lines, args.tools, args.seed)
     lines = [*corpus[:20], *heavy, *corpus[20:40]]
     jsonl, binpb = sizes(lines)
+    _, plain = sizes(lines, compress=False)
     mean = sum(map(len, heavy)) / len(heavy)
     print(f"schema-heavy trace: {len(lines)} lines, {len(heavy)} tool lists of {mean / 1e6:.1f} MB")
-    print(f"  JSONL {jsonl:,} bytes, .binpb {binpb:,} bytes: {binpb / jsonl:.2f} of the JSONL")
+    print(
+        f"  JSONL {jsonl:,} bytes, .binpb {binpb:,} bytes: {binpb / jsonl:.2f} of the JSONL "
+        f"(plain records {plain / jsonl:.2f})"
+    )
 
     messages = [parse_message(line) for line in heavy]
     floor = best_seconds(lambda: [orjson.dumps(orjson.loads(line)) for line in heavy], 3)

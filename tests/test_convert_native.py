@@ -439,6 +439,29 @@ def test_binpb_to_jsonl_agrees_on_mutated_frames() -> None:
         convert_both(binpb_outcome(data, rng.choice([40, 64 * 1024 * 1024])))
 
 
+def test_compressed_records_agree() -> None:
+    """Large records stored compressed (zlib_record), from JSONL and back,
+    and mutated: the same frames, lines and errors on both paths."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    from sizes import STYLES, style_lines
+
+    lines = [line for style in STYLES for line in style_lines(style, 2, 3)]
+    text = b"\n".join(lines) + b"\n"
+    convert_both(jsonl_outcome(text, False, 64 * 1024 * 1024))
+    sink = io.BytesIO()
+    trace_convert.jsonl_to_binpb(io.BytesIO(text), sink)
+    data = sink.getvalue()
+    convert_both(binpb_outcome(data))
+    rng = random.Random(11)
+    for _ in range(200):
+        cut = bytearray(data)
+        for _ in range(rng.randrange(1, 4)):
+            cut[rng.randrange(len(cut))] = rng.randrange(256)
+        convert_both(binpb_outcome(bytes(cut), rng.choice([400, 64 * 1024 * 1024])))
+
+
 def test_repeated_singular_fields_agree() -> None:
     """Wire bytes that set a field twice (protobuf merges them: the last
     scalar wins, messages merge), inside the payload and in the envelope."""

@@ -3,7 +3,8 @@
 JSON lines (the whole conformance corpus plus crafted lines with multi-key
 fidelity, awkward numbers, unknown payload kinds, unknown keys and keys out of
 order, values nested 1,000 levels deep) go through the Python codec into a
-delimited .binpb. The Go, Java and Node programs parse every record, with
+delimited .binpb (large records stored compressed, as `omni-grpc convert`
+writes them). The Go, Java and Node programs parse every record, with
 their runtime's default decoding options, into their typed OmniMessage and serialize it
 again; Python then writes JSON from what came back, which must be the input,
 byte for byte. The same programs must also read the typed fields (kind, text,
@@ -61,10 +62,22 @@ def binpb(lines: list[str]) -> bytes:
     return sink.getvalue()
 
 
-def test_the_crafted_lines_reach_the_hard_cases(lines: list[str]) -> None:
+def test_the_crafted_lines_reach_the_hard_cases(lines: list[str], binpb: bytes) -> None:
     arms = [parse_message(line).WhichOneof("payload") for line in lines]
     assert arms.count("unknown") >= 2
     assert len(lines) > 250
+    # Records stored compressed (zlib_record) and plain both reach the readers.
+    from google.protobuf.internal.decoder import _DecodeVarint
+
+    from omni_grpc_proto.omni.v1.omni_pb2 import OmniMessage
+
+    stored, pos = [], 0
+    while pos < len(binpb):
+        length, pos = _DecodeVarint(binpb, pos)
+        stored.append(bool(OmniMessage.FromString(binpb[pos : pos + length]).zlib_record))
+        pos += length
+    assert len(stored) == len(lines)
+    assert 10 <= sum(stored) < len(lines), sum(stored)
 
 
 def test_round_trip_through_each_language_is_byte_identical(

@@ -7,6 +7,8 @@ package delimited
 
 import (
 	"bufio"
+	"bytes"
+	"compress/zlib"
 	"errors"
 	"fmt"
 	"io"
@@ -30,7 +32,9 @@ func NewReader(r io.Reader) *Reader {
 }
 
 // Next decodes the next record into m. It returns io.EOF at a clean end of
-// stream and a descriptive error for a truncated or oversized record.
+// stream and a descriptive error for a truncated or oversized record. A
+// record stored compressed (an OmniMessage holding only zlib_record, the
+// zlib stream of the record's bytes) is inflated and decoded as the record.
 func (d *Reader) Next(m proto.Message) error {
 	size, err := d.readVarint()
 	if err != nil {
@@ -47,7 +51,35 @@ func (d *Reader) Next(m proto.Message) error {
 	if err := proto.Unmarshal(buf, m); err != nil {
 		return fmt.Errorf("record %d: %w", d.record, err)
 	}
+	// snippet:start go-record
+	if c, ok := m.(interface{ GetZlibRecord() []byte }); ok && len(c.GetZlibRecord()) > 0 {
+		record, err := inflate(c.GetZlibRecord())
+		if err != nil {
+			return fmt.Errorf("record %d: zlib_record: %w", d.record, err)
+		}
+		if err := proto.Unmarshal(record, m); err != nil {
+			return fmt.Errorf("record %d: the inflated record: %w", d.record, err)
+		}
+	}
+	// snippet:end go-record
 	return nil
+}
+
+// inflate reads one zlib stream, refusing one that inflates past MaxRecord.
+func inflate(packed []byte) ([]byte, error) {
+	zr, err := zlib.NewReader(bytes.NewReader(packed))
+	if err != nil {
+		return nil, err
+	}
+	defer zr.Close()
+	record, err := io.ReadAll(io.LimitReader(zr, MaxRecord+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(record) > MaxRecord {
+		return nil, fmt.Errorf("inflates past %d bytes", MaxRecord)
+	}
+	return record, nil
 }
 
 func (d *Reader) readVarint() (uint64, error) {

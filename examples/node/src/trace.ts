@@ -1,6 +1,8 @@
 import { createReadStream } from "node:fs";
+import { inflateSync } from "node:zlib";
 import type { Readable, Writable } from "node:stream";
 import type { JsonObject } from "@bufbuild/protobuf";
+import { fromBinary } from "@bufbuild/protobuf";
 import { sizeDelimitedDecodeStream, sizeDelimitedEncode } from "@bufbuild/protobuf/wire";
 import { OmniMessageSchema, type OmniMessage } from "./gen/omni/v1/omni_pb.js";
 
@@ -9,11 +11,22 @@ import { OmniMessageSchema, type OmniMessage } from "./gen/omni/v1/omni_pb.js";
 export async function printTrace(path: string): Promise<void> {
   // snippet:start node-trace
   let n = 0;
-  for await (const m of sizeDelimitedDecodeStream(OmniMessageSchema, createReadStream(path))) {
+  for await (const r of sizeDelimitedDecodeStream(OmniMessageSchema, createReadStream(path))) {
+    const m = inflated(r);
     process.stdout.write(`#${++n} ${m.timestamp} ${describe(m)}\n`);
   }
   // snippet:end node-trace
 }
+
+// A large record may be stored compressed: an OmniMessage holding only
+// zlibRecord, the zlib stream of the record's bytes. This gives the record.
+// snippet:start node-record
+export function inflated(m: OmniMessage): OmniMessage {
+  if (m.zlibRecord.length === 0) return m;
+  const record = inflateSync(m.zlibRecord, { maxOutputLength: 64 << 20 });
+  return fromBinary(OmniMessageSchema, record);
+}
+// snippet:end node-record
 
 function describe(m: OmniMessage): string {
   const p = m.payload;
@@ -49,7 +62,7 @@ function describe(m: OmniMessage): string {
 export async function echo(input: Readable, output: Writable): Promise<void> {
   const chunks: Uint8Array[] = [];
   for await (const m of sizeDelimitedDecodeStream(OmniMessageSchema, input)) {
-    chunks.push(sizeDelimitedEncode(OmniMessageSchema, m));
+    chunks.push(sizeDelimitedEncode(OmniMessageSchema, inflated(m)));
   }
   await new Promise<void>((resolve, reject) =>
     output.write(Buffer.concat(chunks), (err) => (err ? reject(err) : resolve())),

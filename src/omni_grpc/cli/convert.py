@@ -56,6 +56,13 @@ def register(subparsers: Any) -> None:
         "instead of stopping at the first",
     )
     parser.add_argument(
+        "--no-compress",
+        dest="compress",
+        action="store_false",
+        help="write every .binpb record plain, for readers that cannot inflate a "
+        "zlib_record (by default a large record is stored compressed when that is smaller)",
+    )
+    parser.add_argument(
         "--progress",
         choices=("auto", "always", "never"),
         default="auto",
@@ -70,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
         out_fmt = _format(args.output, args.to_fmt, "--to")
         if args.tolerant and in_fmt != "jsonl":
             raise UsageError("--tolerant applies to JSONL input only")
+        if not args.compress and out_fmt != "binpb":
+            raise UsageError("--no-compress applies to .binpb output only")
         if args.input != "-" and args.output != "-" and _same_file(args.input, args.output):
             raise UsageError("INPUT and OUTPUT are the same file")
         source = _open_input(args.input)
@@ -106,12 +115,19 @@ def _convert(
     try:
         with _output(args.output) as sink, _progress(args, source) as tick:
             if in_fmt == "jsonl" and out_fmt == "binpb":
-                jsonl_to_binpb(source, sink, tolerant=args.tolerant, on_skip=on_skip, progress=tick)
+                jsonl_to_binpb(
+                    source,
+                    sink,
+                    tolerant=args.tolerant,
+                    on_skip=on_skip,
+                    progress=tick,
+                    compress=args.compress,
+                )
             elif in_fmt == "binpb" and out_fmt == "jsonl":
                 binpb_to_jsonl(source, sink, progress=tick)
             else:  # the same format: each record is read and written again
                 records = read_records(source, in_fmt, tolerant=args.tolerant, on_skip=on_skip)
-                write_records(messages(records, tick), sink, out_fmt)
+                write_records(messages(records, tick), sink, out_fmt, compress=args.compress)
     except ConversionError as exc:
         # Only the same-format JSONL path can fail writing a record it read
         # (a .binpb frame is written back as it came, and the converters

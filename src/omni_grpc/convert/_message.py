@@ -282,6 +282,11 @@ def _to_jsonable(msg: OmniMessage, wire: bytes | None) -> Any:
         native = NATIVE.decode(msg.SerializeToString() if wire is None else wire)
         if native is not None:
             return native
+    if msg.zlib_record:  # the native codec declines it: not a field it knows
+        raise ConversionError(
+            "a compressed .binpb record (zlib_record) is not a message: "
+            "inflate it first (omni_grpc.trace.read_binpb does)"
+        )
     if not has_hints(msg):
         arm = msg.WhichOneof("payload")
         if arm is not None and arm != "unknown":

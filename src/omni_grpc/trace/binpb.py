@@ -1,9 +1,19 @@
 """``.binpb`` traces: a stream of varint-length-prefixed ``OmniMessage`` records,
 the framing of Java's ``writeDelimitedTo``/``parseDelimitedFrom`` and Go's
-``protodelim``. Read and written one record at a time (constant memory)."""
+``protodelim``. Read and written one record at a time (constant memory).
+
+A record of at least ``COMPRESS_FROM`` bytes is written compressed when that
+makes it smaller: an ``OmniMessage`` whose only field is ``zlib_record``, the
+zlib stream of the record's own bytes. Base64 blobs (OpenAI reasoning's
+``encrypted_content``, images) and JSON Schema text are stored as the
+strings other languages read, so the wire format alone saves only the JSON
+keys around them; zlib, in every language's standard library, does the
+rest. Readers inflate such a record and parse the result as the record.
+"""
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO
 
@@ -17,6 +27,10 @@ from omni_grpc_proto.omni.v1.omni_pb2 import OmniMessage
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
 _MAX_VARINT_BYTES = 10
 _CHUNK_BYTES = 1024 * 1024
+# Below this a record's zlib stream rarely pays for its header and checksum.
+COMPRESS_FROM = 256
+# zlib's default: level 9 saves under 1% more on traces, at twice the time.
+_ZLIB_LEVEL = 6
 
 ReadFn = Callable[[int], bytes]
 
@@ -48,17 +62,52 @@ def encode_varint(value: int) -> bytes:
     return bytes(out)
 
 
-def encode_frame(msg: OmniMessage) -> bytes:
+def stored_record(body: bytes) -> bytes:
+    """A record's bytes as a ``.binpb`` stores them: ``body`` itself, or a
+    ``zlib_record`` holding its zlib stream when that is smaller."""
+    if len(body) < COMPRESS_FROM:
+        return body
+    wrapped = OmniMessage(zlib_record=zlib.compress(body, _ZLIB_LEVEL)).SerializeToString()
+    return wrapped if len(wrapped) < len(body) else body
+
+
+def encode_frame(msg: OmniMessage, *, compress: bool = True) -> bytes:
     body = msg.SerializeToString(deterministic=True)
+    if compress:
+        body = stored_record(body)
     return encode_varint(len(body)) + body
 
 
-def write_binpb(messages: Iterable[OmniMessage], sink: BinaryIO) -> int:
-    """Writes each message as one delimited record; returns the count."""
+def compress_frames(block: bytes) -> bytes:
+    """Finished frames (the native batch converter's) with each large record
+    stored as :func:`stored_record` stores it; ``block`` itself when none
+    changes."""
+    parts: list[bytes] = []
+    done = pos = 0
+    while pos < len(block):
+        length, start = _parse_length(block, pos, 0, pos)
+        end = start + length
+        if length >= COMPRESS_FROM:
+            body = block[start:end]
+            stored = stored_record(body)
+            if stored is not body:
+                parts += (block[done:pos], encode_varint(len(stored)), stored)
+                done = end
+        pos = end
+    if not parts:
+        return block
+    parts.append(block[done:])
+    return b"".join(parts)
+
+
+def write_binpb(messages: Iterable[OmniMessage], sink: BinaryIO, *, compress: bool = True) -> int:
+    """Writes each message as one delimited record; returns the count.
+    ``compress=False`` writes every record plain, for readers that cannot
+    inflate ``zlib_record``."""
     count = 0
     write = sink.write
     for msg in messages:
-        write(encode_frame(msg))
+        write(encode_frame(msg, compress=compress))
         count += 1
     return count
 
@@ -79,10 +128,51 @@ def _read_frames(stream: BinaryIO, max_frame_bytes: int) -> Iterator[TraceRecord
 
 
 def decode_frame(body: bytes, frames: FrameReader) -> OmniMessage:
+    """The record a frame holds, inflated when it is stored compressed."""
     try:
-        return OmniMessage.FromString(body)
+        msg = OmniMessage.FromString(body)
     except DecodeError as exc:
         raise FrameError(frames.record, frames.offset, f"not a valid OmniMessage ({exc})") from exc
+    if not msg.zlib_record:
+        return msg
+    if len(msg.ListFields()) != 1:
+        raise FrameError(
+            frames.record, frames.offset, "a compressed record (zlib_record) holds other fields too"
+        )
+    inner = _inflate(msg.zlib_record, frames)
+    try:
+        msg = OmniMessage.FromString(inner)
+    except DecodeError as exc:
+        raise FrameError(
+            frames.record, frames.offset, f"the inflated record is not a valid OmniMessage ({exc})"
+        ) from exc
+    if msg.zlib_record:
+        raise FrameError(frames.record, frames.offset, "a compressed record inside another one")
+    return msg
+
+
+def _inflate(packed: bytes, frames: FrameReader) -> bytes:
+    """One whole zlib stream, inflated to at most the frame limit (so a small
+    frame cannot inflate to gigabytes)."""
+    limit = frames.max_frame_bytes
+    inflater = zlib.decompressobj()
+    try:
+        inner = inflater.decompress(packed, limit + 1)
+    except zlib.error as exc:
+        raise FrameError(
+            frames.record, frames.offset, f"zlib_record is not valid zlib data ({exc})"
+        ) from None
+    if len(inner) > limit:
+        raise FrameError(
+            frames.record,
+            frames.offset,
+            f"zlib_record inflates past the {limit}-byte frame limit",
+        )
+    if not inflater.eof or inflater.unused_data:
+        raise FrameError(
+            frames.record, frames.offset, "zlib_record is not one complete zlib stream"
+        )
+    return inner
 
 
 class FrameReader:

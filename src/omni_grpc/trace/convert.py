@@ -20,6 +20,7 @@ from omni_grpc.trace.binpb import (
     _CHUNK_BYTES,
     DEFAULT_MAX_FRAME_BYTES,
     FrameReader,
+    compress_frames,
     decode_frame,
     encode_frame,
     unwritable,
@@ -46,8 +47,11 @@ def jsonl_to_binpb(
     on_skip: SkipCallback | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     progress: Progress | None = None,
+    compress: bool = True,
 ) -> int:
-    """Writes the JSONL trace's records as ``.binpb`` frames; returns the count."""
+    """Writes the JSONL trace's records as ``.binpb`` frames; returns the count.
+    Large records are stored compressed unless ``compress`` is False (see
+    :mod:`.binpb`)."""
     lines = LineParser(tolerant=tolerant, on_skip=on_skip, max_line_bytes=max_line_bytes)
     write = sink.write
     count = 0
@@ -56,7 +60,7 @@ def jsonl_to_binpb(
         nonlocal count
         message = lines.parse(raw)
         if message is not None:
-            write(encode_frame(message))
+            write(encode_frame(message, compress=compress))
             count += 1
 
     with open_source(source) as stream:
@@ -72,7 +76,7 @@ def jsonl_to_binpb(
                     frames, stop, records = NATIVE.jsonl_to_binpb(data, pos, max_line_bytes)
                     if records:
                         lines.accepted()
-                        write(frames)
+                        write(compress_frames(frames) if compress else frames)
                         count += records
                     if stop > pos:
                         number += data.count(b"\n", pos, stop)

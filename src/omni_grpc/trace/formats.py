@@ -39,7 +39,10 @@ def read_records(
     return read_binpb(source)
 
 
-def write_records(messages: Iterable[OmniMessage], sink: BinaryIO, fmt: TraceFormat) -> int:
+def write_records(
+    messages: Iterable[OmniMessage], sink: BinaryIO, fmt: TraceFormat, *, compress: bool = True
+) -> int:
+    """``compress`` is ``write_binpb``'s (JSONL has nothing to compress)."""
     if fmt == "jsonl":
         return write_jsonl(messages, sink)
-    return write_binpb(messages, sink)
+    return write_binpb(messages, sink, compress=compress)

@@ -25,7 +25,7 @@ final class EditCommand {
     InputStream buffered = new BufferedInputStream(in);
     OutputStream sink = new BufferedOutputStream(out);
     OmniMessage m;
-    while ((m = OmniMessage.parseDelimitedFrom(buffered)) != null) {
+    while ((m = TraceCommand.readRecord(buffered)) != null) {
       OmniMessage.Builder edited = m.toBuilder();
       for (String op : ops) {
         apply(op, edited);

@@ -13,6 +13,7 @@ import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Locale;
+import java.util.zip.InflaterInputStream;
 
 /** Reads varint-delimited .binpb traces (the format `omni-grpc convert` writes). */
 final class TraceCommand {
@@ -24,12 +25,36 @@ final class TraceCommand {
     // snippet:start java-trace
     try (InputStream in = new BufferedInputStream(Files.newInputStream(path))) {
       OmniMessage m;
-      for (int n = 1; (m = OmniMessage.parseDelimitedFrom(in)) != null; n++) {
+      for (int n = 1; (m = readRecord(in)) != null; n++) {
         out.println("#" + n + " " + m.getTimestamp() + " " + describe(m));
       }
     }
     // snippet:end java-trace
   }
+
+  /** A record's size limit, as omni-grpc reads them: inflating stops past it. */
+  private static final int MAX_RECORD = 64 << 20;
+
+  /**
+   * The next record of a .binpb stream, or null at its end. A large record may be stored
+   * compressed (zlib_record alone: the zlib stream of the record's bytes); it is inflated and
+   * parsed as the record.
+   */
+  // snippet:start java-record
+  static OmniMessage readRecord(InputStream in) throws IOException {
+    OmniMessage m = OmniMessage.parseDelimitedFrom(in);
+    if (m == null || m.getZlibRecord().isEmpty()) {
+      return m;
+    }
+    try (InputStream zlib = new InflaterInputStream(m.getZlibRecord().newInput())) {
+      byte[] record = zlib.readNBytes(MAX_RECORD + 1);
+      if (record.length > MAX_RECORD) {
+        throw new IOException("zlib_record inflates past " + MAX_RECORD + " bytes");
+      }
+      return OmniMessage.parseFrom(record);
+    }
+  }
+  // snippet:end java-record
 
   private static String describe(OmniMessage m) throws IOException {
     StringBuilder line = new StringBuilder(m.getPayloadCase().name().toLowerCase(Locale.ROOT));
@@ -61,7 +86,7 @@ final class TraceCommand {
     InputStream buffered = new BufferedInputStream(in);
     OutputStream sink = new BufferedOutputStream(out);
     OmniMessage m;
-    while ((m = OmniMessage.parseDelimitedFrom(buffered)) != null) {
+    while ((m = readRecord(buffered)) != null) {
       m.writeDelimitedTo(sink);
     }
     sink.flush();

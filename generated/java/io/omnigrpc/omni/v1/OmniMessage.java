@@ -24,6 +24,7 @@ private static final long serialVersionUID = 0L;
     origin_ = com.google.protobuf.LazyStringArrayList.EMPTY;
     keyOrders_ = java.util.Collections.emptyList();
     rawValues_ = java.util.Collections.emptyList();
+    zlibRecord_ = com.google.protobuf.ByteString.EMPTY;
   }
 
   @java.lang.Override
@@ -1198,6 +1199,26 @@ private static final long serialVersionUID = 0L;
     return rawValues_.get(index);
   }
 
+  public static final int ZLIB_RECORD_FIELD_NUMBER = 104;
+  private com.google.protobuf.ByteString zlibRecord_ = com.google.protobuf.ByteString.EMPTY;
+  /**
+   * <pre>
+   * A .binpb record stored compressed: the zlib stream (RFC 1950) of the
+   * record's own OmniMessage bytes. It is set alone, every other field
+   * empty, and only in trace files, never on the gRPC API: the writer uses
+   * it for a record it makes smaller (large base64 blobs and JSON Schemas),
+   * and a reader inflates it and parses the result as the record (which
+   * never holds zlib_record again). See docs/traces.md.
+   * </pre>
+   *
+   * <code>bytes zlib_record = 104 [json_name = "zlibRecord"];</code>
+   * @return The zlibRecord.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString getZlibRecord() {
+    return zlibRecord_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -1298,6 +1319,9 @@ private static final long serialVersionUID = 0L;
     }
     for (int i = 0; i < rawValues_.size(); i++) {
       output.writeMessage(103, rawValues_.get(i));
+    }
+    if (!zlibRecord_.isEmpty()) {
+      output.writeBytes(104, zlibRecord_);
     }
     getUnknownFields().writeTo(output);
   }
@@ -1427,6 +1451,10 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeMessageSize(103, rawValues_.get(i));
     }
+    if (!zlibRecord_.isEmpty()) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBytesSize(104, zlibRecord_);
+    }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
     return size;
@@ -1450,6 +1478,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getKeyOrdersList())) return false;
     if (!getRawValuesList()
         .equals(other.getRawValuesList())) return false;
+    if (!getZlibRecord()
+        .equals(other.getZlibRecord())) return false;
     if (!getPayloadCase().equals(other.getPayloadCase())) return false;
     switch (payloadCase_) {
       case 4:
@@ -1580,6 +1610,8 @@ private static final long serialVersionUID = 0L;
       hash = (37 * hash) + RAW_VALUES_FIELD_NUMBER;
       hash = (53 * hash) + getRawValuesList().hashCode();
     }
+    hash = (37 * hash) + ZLIB_RECORD_FIELD_NUMBER;
+    hash = (53 * hash) + getZlibRecord().hashCode();
     switch (payloadCase_) {
       case 4:
         hash = (37 * hash) + SESSION_META_FIELD_NUMBER;
@@ -1909,6 +1941,7 @@ private static final long serialVersionUID = 0L;
         rawValuesBuilder_.clear();
       }
       bitField0_ = (bitField0_ & ~0x10000000);
+      zlibRecord_ = com.google.protobuf.ByteString.EMPTY;
       payloadCase_ = 0;
       payload_ = null;
       return this;
@@ -1974,6 +2007,9 @@ private static final long serialVersionUID = 0L;
       int from_bitField0_ = bitField0_;
       if (((from_bitField0_ & 0x00000001) != 0)) {
         result.timestamp_ = timestamp_;
+      }
+      if (((from_bitField0_ & 0x20000000) != 0)) {
+        result.zlibRecord_ = zlibRecord_;
       }
     }
 
@@ -2192,6 +2228,9 @@ private static final long serialVersionUID = 0L;
             rawValuesBuilder_.addAllMessages(other.rawValues_);
           }
         }
+      }
+      if (other.getZlibRecord() != com.google.protobuf.ByteString.EMPTY) {
+        setZlibRecord(other.getZlibRecord());
       }
       switch (other.getPayloadCase()) {
         case SESSION_META: {
@@ -2536,6 +2575,11 @@ private static final long serialVersionUID = 0L;
               }
               break;
             } // case 826
+            case 834: {
+              zlibRecord_ = input.readBytes();
+              bitField0_ |= 0x20000000;
+              break;
+            } // case 834
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -7193,6 +7237,65 @@ private static final long serialVersionUID = 0L;
         rawValues_ = null;
       }
       return rawValuesBuilder_;
+    }
+
+    private com.google.protobuf.ByteString zlibRecord_ = com.google.protobuf.ByteString.EMPTY;
+    /**
+     * <pre>
+     * A .binpb record stored compressed: the zlib stream (RFC 1950) of the
+     * record's own OmniMessage bytes. It is set alone, every other field
+     * empty, and only in trace files, never on the gRPC API: the writer uses
+     * it for a record it makes smaller (large base64 blobs and JSON Schemas),
+     * and a reader inflates it and parses the result as the record (which
+     * never holds zlib_record again). See docs/traces.md.
+     * </pre>
+     *
+     * <code>bytes zlib_record = 104 [json_name = "zlibRecord"];</code>
+     * @return The zlibRecord.
+     */
+    @java.lang.Override
+    public com.google.protobuf.ByteString getZlibRecord() {
+      return zlibRecord_;
+    }
+    /**
+     * <pre>
+     * A .binpb record stored compressed: the zlib stream (RFC 1950) of the
+     * record's own OmniMessage bytes. It is set alone, every other field
+     * empty, and only in trace files, never on the gRPC API: the writer uses
+     * it for a record it makes smaller (large base64 blobs and JSON Schemas),
+     * and a reader inflates it and parses the result as the record (which
+     * never holds zlib_record again). See docs/traces.md.
+     * </pre>
+     *
+     * <code>bytes zlib_record = 104 [json_name = "zlibRecord"];</code>
+     * @param value The zlibRecord to set.
+     * @return This builder for chaining.
+     */
+    public Builder setZlibRecord(com.google.protobuf.ByteString value) {
+      if (value == null) { throw new NullPointerException(); }
+      zlibRecord_ = value;
+      bitField0_ |= 0x20000000;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * A .binpb record stored compressed: the zlib stream (RFC 1950) of the
+     * record's own OmniMessage bytes. It is set alone, every other field
+     * empty, and only in trace files, never on the gRPC API: the writer uses
+     * it for a record it makes smaller (large base64 blobs and JSON Schemas),
+     * and a reader inflates it and parses the result as the record (which
+     * never holds zlib_record again). See docs/traces.md.
+     * </pre>
+     *
+     * <code>bytes zlib_record = 104 [json_name = "zlibRecord"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearZlibRecord() {
+      bitField0_ = (bitField0_ & ~0x20000000);
+      zlibRecord_ = getDefaultInstance().getZlibRecord();
+      onChanged();
+      return this;
     }
     @java.lang.Override
     public final Builder setUnknownFields(

@@ -595,5 +595,20 @@ public interface OmniMessageOrBuilder extends
   io.omnigrpc.omni.v1.RawValueOrBuilder getRawValuesOrBuilder(
       int index);
 
+  /**
+   * <pre>
+   * A .binpb record stored compressed: the zlib stream (RFC 1950) of the
+   * record's own OmniMessage bytes. It is set alone, every other field
+   * empty, and only in trace files, never on the gRPC API: the writer uses
+   * it for a record it makes smaller (large base64 blobs and JSON Schemas),
+   * and a reader inflates it and parses the result as the record (which
+   * never holds zlib_record again). See docs/traces.md.
+   * </pre>
+   *
+   * <code>bytes zlib_record = 104 [json_name = "zlibRecord"];</code>
+   * @return The zlibRecord.
+   */
+  com.google.protobuf.ByteString getZlibRecord();
+
   public io.omnigrpc.omni.v1.OmniMessage.PayloadCase getPayloadCase();
 }

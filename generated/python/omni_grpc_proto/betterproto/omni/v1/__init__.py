@@ -1100,6 +1100,16 @@ class OmniMessage(betterproto2.Message):
     current value, so a stale hint never wins; it must be one JSON value.
     """
 
+    zlib_record: "bytes" = betterproto2.field(104, betterproto2.TYPE_BYTES)
+    """
+    A .binpb record stored compressed: the zlib stream (RFC 1950) of the
+    record's own OmniMessage bytes. It is set alone, every other field
+    empty, and only in trace files, never on the gRPC API: the writer uses
+    it for a record it makes smaller (large base64 blobs and JSON Schemas),
+    and a reader inflates it and parses the result as the record (which
+    never holds zlib_record again). See docs/traces.md.
+    """
+
 
 default_message_pool.register_message("omni.v1", "OmniMessage", OmniMessage)
 

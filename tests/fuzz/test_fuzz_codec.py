@@ -38,6 +38,11 @@ def seeds(into: Path) -> None:
             continue
     write_binpb(messages[:40], sink)
     (into / "trace.binpb").write_bytes(sink.getvalue())
+    # Large records, which a .binpb stores compressed (zlib_record).
+    large = [m for m in messages if m.ByteSize() >= 256][:8]
+    packed = io.BytesIO()
+    write_binpb(large, packed)
+    (into / "compressed.binpb").write_bytes(packed.getvalue()[:16384])
     for n, line in enumerate(lines[:60]):
         (into / f"line-{n}").write_bytes(line)
     # Issue 28's classes: odd envelope types, number spellings JavaScript

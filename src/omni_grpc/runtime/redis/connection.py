@@ -27,8 +27,8 @@ Only commands Valkey also has are used: strings, hashes, sets, streams
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
@@ -38,9 +38,6 @@ from redis.backoff import NoBackoff
 from redis.maint_notifications import MaintNotificationsConfig
 
 from omni_grpc.runtime.errors import BackendUnavailable
-
-if TYPE_CHECKING:
-    from omni_grpc.runtime.redis.stream_reader import StreamReader
 
 # Milliseconds a stream reader blocks per XREAD.
 BLOCK_MS = 5_000
@@ -122,16 +119,12 @@ class RedisConnection:
         self.blocking: Any = _pool(
             url, BLOCKING_CONNECTIONS, socket_timeout=BLOCK_MS / 1000 + COMMAND_TIMEOUT, retries=0
         )
-        # Made on first use: the one reader of every watched stream.
-        self._streams: StreamReader | None = None
+        # What else lives on this connection and ends with it (the stream
+        # reader, ``stream_reader.streams_of``), closed first.
+        self._closers: list[Callable[[], Awaitable[None]]] = []
 
-    @property
-    def streams(self) -> StreamReader:
-        if self._streams is None:
-            from omni_grpc.runtime.redis.stream_reader import StreamReader
-
-            self._streams = StreamReader(self)
-        return self._streams
+    def on_close(self, closer: Callable[[], Awaitable[None]]) -> None:
+        self._closers.append(closer)
 
     def session_key(self, session_id: str, part: str) -> str:
         return f"{self.prefix}{{{session_id}}}:{part}"
@@ -144,8 +137,8 @@ class RedisConnection:
             await self.commands.ping()
 
     async def aclose(self) -> None:
-        if self._streams is not None:
-            await self._streams.close()
+        for closer in self._closers:
+            await closer()
         for client in (self.commands, self.reads, self.blocking):
             with contextlib.suppress(Exception):
                 await client.aclose()

@@ -43,6 +43,7 @@ from omni_grpc.runtime.fanout import DEFAULT_STALL_TIMEOUT, Fanout, Subscriber
 from omni_grpc.runtime.health import RunFailure
 from omni_grpc.runtime.redis import scripts
 from omni_grpc.runtime.redis.connection import RedisConnection, unavailable_on_failure
+from omni_grpc.runtime.redis.stream_reader import streams_of
 from omni_grpc.vocabulary import AbortKind
 
 log = logging.getLogger(__name__)
@@ -391,7 +392,7 @@ class RedisEventLog:
         sub.start(events, top, last)
         if not self._watching:
             self._watching = True
-            await self._conn.streams.watch(self._events, f"{top}-0", self)
+            await streams_of(self._conn).watch(self._events, f"{top}-0", self)
         return sub
 
     async def _snapshot(
@@ -474,7 +475,7 @@ class RedisEventLog:
         self._closed = True
         self._fanout.end()
         if self._watching:
-            self._conn.streams.unwatch(self._events, self)
+            streams_of(self._conn).unwatch(self._events, self)
 
 
 class RedisEventLogs(LogRegistry[RedisEventLog]):

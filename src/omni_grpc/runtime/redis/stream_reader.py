@@ -20,6 +20,7 @@ import contextlib
 import logging
 import secrets
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -184,3 +185,17 @@ class StreamReader:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+
+# One reader per connection, made on first use and closed with it; kept here
+# so that the connection needs to know nothing of its readers.
+_readers: weakref.WeakKeyDictionary[RedisConnection, StreamReader] = weakref.WeakKeyDictionary()
+
+
+def streams_of(conn: RedisConnection) -> StreamReader:
+    """The one reader of every stream this replica watches on ``conn``."""
+    reader = _readers.get(conn)
+    if reader is None:
+        reader = _readers[conn] = StreamReader(conn)
+        conn.on_close(reader.close)
+    return reader

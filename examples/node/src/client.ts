@@ -1,6 +1,9 @@
 // How a Node service uses the omni-grpc stubs (protobuf-es v2 + Connect):
 //
-//   node dist/client.js run [--addr HOST:PORT] [--approve] [--abort-after N] [--drop-after N] PROMPT
+//   node dist/client.js run [--addr HOST:PORT] [--protocol P] [--approve] [--abort-after N]
+//                           [--drop-after N] [--print-json] PROMPT
+//     --protocol grpc (HTTP/2, the gRPC port; the default), connect (proto),
+//     connect-json or grpc-web (HTTP/1.1, the HTTP port)
 //   node dist/client.js trace FILE.binpb   # print a trace written by `omni-grpc convert`
 //   node dist/client.js echo               # delimited OmniMessages: stdin -> parse -> stdout
 //
@@ -8,7 +11,12 @@
 // it (session, tool calls, approvals, reconnects, abort) on stderr.
 import { parseArgs } from "node:util";
 import { createClient } from "@connectrpc/connect";
-import { createGrpcTransport } from "@connectrpc/connect-node";
+import type { Transport } from "@connectrpc/connect";
+import {
+  createConnectTransport,
+  createGrpcTransport,
+  createGrpcWebTransport,
+} from "@connectrpc/connect-node";
 import { AgentService } from "./gen/omni/v1/agent_service_pb.js";
 import { runPrompt } from "./run.js";
 import { echo, printTrace } from "./trace.js";
@@ -40,6 +48,8 @@ async function main(argv: string[]): Promise<void> {
       approve: { type: "boolean", default: false },
       "abort-after": { type: "string", default: "0" },
       "drop-after": { type: "string", default: "0" },
+      protocol: { type: "string", default: "grpc" },
+      "print-json": { type: "boolean", default: false },
     },
   });
   if (positionals.length !== 1) {
@@ -47,14 +57,34 @@ async function main(argv: string[]): Promise<void> {
   }
   // snippet:start node-client
   // Connect's gRPC transport speaks HTTP/2 (h2c on loopback).
-  const transport = createGrpcTransport({ baseUrl: `http://${values.addr}` });
+  const transport = transportFor(values.protocol ?? "grpc", `http://${values.addr}`);
   await runPrompt(createClient(AgentService, transport), positionals[0], {
   // snippet:end node-client
     approve: values.approve ?? false,
+    printJson: values["print-json"] ?? false,
     abortAfter: Number(values["abort-after"]),
     dropAfter: Number(values["drop-after"]),
   });
 }
+
+// snippet:start node-transports
+// The same client over any of the server's protocols: gRPC on the gRPC port,
+// Connect or gRPC-Web on the HTTP port (HTTP/1.1, as from a browser or a proxy
+// that strips HTTP/2 trailers).
+function transportFor(protocol: string, baseUrl: string): Transport {
+  switch (protocol) {
+    case "grpc":
+      return createGrpcTransport({ baseUrl });
+    case "connect":
+      return createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: true });
+    case "connect-json":
+      return createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: false });
+    case "grpc-web":
+      return createGrpcWebTransport({ baseUrl, httpVersion: "1.1" });
+  }
+  throw new Error(`--protocol must be grpc, connect, connect-json or grpc-web, not ${protocol}`);
+}
+// snippet:end node-transports
 
 main(process.argv.slice(2)).catch((err: unknown) => {
   console.error("client.js:", err instanceof Error ? err.message : err);

@@ -12,6 +12,7 @@ export interface RunOptions {
   approve: boolean;
   abortAfter: number; // call Abort after this many responses (0: never)
   dropAfter: number; // drop the call after this many responses, then Attach
+  printJson?: boolean; // print each message's exact JSON (include_json) instead of its text
 }
 
 const dropped = new Error("connection dropped on purpose");
@@ -36,7 +37,8 @@ export async function runPrompt(
     sessionId = r.sessionId;
     if (r.eventId) lastEventId = r.eventId;
     if (r.kind.case === "message") {
-      streamedText = print(r.kind.value, streamedText);
+      if (options.printJson) process.stdout.write(`${r.json}\n`);
+      else streamedText = print(r.kind.value, streamedText);
       return false;
     }
     const event = r.kind.value?.kind;
@@ -96,7 +98,7 @@ export async function runPrompt(
   let attached = false;
   // detachOnCancel keeps the task alive when this call breaks, so it can be re-attached.
   let stream: AsyncIterable<RunResponse | AttachResponse> = client.run(
-    { prompt, approvalMode: mode, detachOnCancel: true },
+    { prompt, approvalMode: mode, detachOnCancel: true, includeJson: options.printJson },
     { signal: call.signal },
   );
   for (;;) {
@@ -111,7 +113,10 @@ export async function runPrompt(
     console.error(`[reconnect] attach after ${lastEventId}`);
     options.dropAfter = 0;
     call = new AbortController();
-    stream = client.attach({ sessionId, afterEventId: lastEventId }, { signal: call.signal });
+    stream = client.attach(
+      { sessionId, afterEventId: lastEventId, includeJson: options.printJson },
+      { signal: call.signal },
+    );
     attached = true;
   }
   // snippet:end node-run

@@ -10,11 +10,13 @@ run is still going.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
 import socket
 import ssl
+import struct
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -179,6 +181,28 @@ async def test_the_guides_nginx_config_serves_grpc_and_unbuffered_sse(
             assert sessions[session_id].state == pb.SESSION_STATE_RUNNING
             rest = [line async for line in lines]
         assert "event: done" in rest
+        # Connect and gRPC-Web on the gRPC path, over HTTP/1.1: nginx sends
+        # them to the HTTP port, and a stream's first message arrives while the
+        # run still runs.
+        http = httpx.AsyncClient(base_url=f"https://{target}", verify=context)
+        body = json.dumps({"prompt": "over http/1.1"}).encode()
+        envelope = struct.pack(">BI", 0, len(body)) + body
+        for content_type in ("application/connect+json", "application/grpc-web+json"):
+            async with http.stream(
+                "POST", "/omni.v1.AgentService/Run", content=envelope,
+                headers={"content-type": content_type},
+            ) as r:  # fmt: skip
+                assert r.status_code == 200 and r.http_version == "HTTP/1.1"
+                assert r.headers["content-type"] == content_type
+                session_id = r.headers["omni-session-id"]
+                chunks = r.aiter_bytes()
+                first = await asyncio.wait_for(anext(chunks), WAIT)
+                assert first[0] == 0 and b'"sessionId"' in first
+                sessions = {s.session_id: s for s in await client.list_sessions()}
+                assert sessions[session_id].state == pb.SESSION_STATE_RUNNING
+                rest = b"".join([chunk async for chunk in chunks])
+            assert b"SESSION_STATE_IDLE" in rest
+        await http.aclose()
 
 
 def test_the_guide_shows_the_checked_config_unchanged() -> None:

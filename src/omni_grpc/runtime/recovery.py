@@ -16,8 +16,15 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from pathlib import Path
 
-from omni_grpc.convert import message_from_dict, message_to_dict
+from omni_grpc.convert import (
+    ConversionError,
+    message_from_dict,
+    message_to_dict,
+    parse_message,
+    serialize_message,
+)
 from omni_grpc.engines.base import AbortSignal
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.approvals import ApprovalBroker
@@ -33,7 +40,7 @@ from omni_grpc.runtime.run_lease import Lease
 from omni_grpc.runtime.trace_store import utc_now
 from omni_grpc.trace.resume import INTERRUPTED_REASON, recover_shard
 from omni_grpc.vocabulary import AbortKind, SessionState
-from omni_grpc_proto.omni.v1 import agent_service_pb2
+from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
 
 log = logging.getLogger(__name__)
 
@@ -122,21 +129,23 @@ class Recovery:
         idle = bodies.task_state_body(SessionState.IDLE, failure=failure)
         await event_log.publish(idle, fence=lease.token, end_run=True)
 
-    def finish_soon(self, run: Run, closing: list[EventBody]) -> None:
+    def finish_soon(self, run: Run, closing: list[EventBody], *, catch_up: bool = False) -> None:
         """Told no one yet: keep trying until the backend is back (or another
-        replica, finding the lease expired, closes the run itself)."""
-        task = asyncio.create_task(self._finish_later(run, closing))
+        replica, finding the lease expired, closes the run itself).
+        ``catch_up``: the log first gets what only the trace holds."""
+        task = asyncio.create_task(self._finish_later(run, closing, catch_up))
         self.pending_closes.add(task)
         task.add_done_callback(self.pending_closes.discard)
 
-    async def _finish_later(self, run: Run, closing: list[EventBody]) -> None:
+    async def _finish_later(self, run: Run, closing: list[EventBody], catch_up: bool) -> None:
         delay = 0.5
         while run.lease.still_valid():
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
             try:
                 await self.recorder.count(run)  # counts lost while the backend was down
-                await self.publish_end(run.session_id, run.log, run.lease, closing)
+                end = await self.catch_up(run, closing) if catch_up else closing
+                await self.publish_end(run.session_id, run.log, run.lease, end)
                 return
             except Fenced:
                 return
@@ -218,45 +227,163 @@ class Recovery:
                 log.exception("looking for orphaned runs failed")
 
     async def close_orphan(self, session_id: str) -> None:
-        """Closes a run whose owner died: as an abort would, from the log."""
+        """Closes a run whose owner died: as an abort would, from the log and
+        the trace together (see ``trace_tail``)."""
         lease = await self.backend.leases.take_over(session_id, self.replica_id)
         if lease is None:
             return  # another replica got there first
-        log.warning("session %s: its owner was lost; closing the run", session_id)
         record = await self.backend.index.get(session_id)
         event_log = self.backend.logs.get(session_id)
-        guard = RunGuard()
-        for event in current_run(await event_log.window()):
-            message = event.message  # decoded on each access for a kept event
-            if message is not None:
-                guard.observe(message_to_dict(message))
-        lost = AbortKind.REPLICA_LOST
-        closing = [
-            message_from_dict(item)
-            for item in guard.closing_messages(aborted=True, reason=lost.default_reason, error=None)
-        ]
+        window = await event_log.window()
+        tail: list[omni_pb2.OmniMessage] = []
+        run: Run | None = None
         if record is not None:
             self.traces.forget(record)  # the dead owner extended the file
             recorded = await asyncio.to_thread(self.traces.view(record).messages)
             # What the dead owner wrote may not all have been counted.
             record = replace(record, message_count=len(recorded))
             run = Run(record, lease, event_log, AbortSignal(), ApprovalBroker(session_id))
-            # An owner that lost only the backend recorded the close itself.
-            closed = bool(recorded) and recorded[-1].get("payload", {}).get("type") == "abort"
-            if not closed:
-                for msg in closing:
-                    with contextlib.suppress(TraceRejected):
-                        self.recorder.append(run, msg)
+            tail = await asyncio.to_thread(trace_tail, self.traces.paths(record)[-1], window)
+        if not tail and run_ended(window):
+            # The claim never became a run (its answer was lost, or the owner
+            # died before anything of it was written): nothing to close.
+            log.warning("session %s: releasing a run that never started", session_id)
+            await self.backend.leases.release(lease)
+            return
+        log.warning("session %s: its owner was lost; closing the run", session_id)
+        guard = RunGuard()
+        for event in current_run(window):
+            message = event.message  # decoded on each access for a kept event
+            if message is not None:
+                guard.observe(message_to_dict(message))
+        tail = with_stops(guard, tail)
+        lost = AbortKind.REPLICA_LOST
+        closing = [
+            message_from_dict(item)
+            for item in guard.closing_messages(
+                aborted=True, reason=lost.default_reason, error=None, answer_calls=True
+            )
+        ]
+        if run is not None:
+            for msg in closing:
+                with contextlib.suppress(TraceRejected):
+                    self.recorder.append(run, msg)
             await self.recorder.count(run)
-        await self.publish_end(
-            session_id,
-            event_log,
-            lease,
-            [
-                bodies.message_body(m, lost if m.WhichOneof("payload") == "abort" else None)
-                for m in closing
-            ],
-        )
+        await self.publish_end(session_id, event_log, lease, tail_bodies(tail + closing, lost))
+
+    async def catch_up(self, run: Run, closing: list[EventBody]) -> list[EventBody]:
+        """The end of a run whose log writes failed (the backend went away):
+        what its trace holds past the log's last record, the close it recorded
+        included, so the log ends as the trace does. ``closing`` when the two
+        cannot be lined up (the log lost its window)."""
+        window = await run.log.window()
+        path = self.traces.paths(run.record)[-1]
+        tail = await asyncio.to_thread(trace_tail, path, window)
+        if not tail:
+            return closing
+        # The close is the trace's last records; its bodies carry the fragment
+        # stops the trace does not keep, so they go out as they are.
+        own = [b.data for b in closing if b.message is not None and _recordable_msg(b.message)]
+        engine_part = tail[: len(tail) - len(own)]
+        if [serialize_message(m) for m in tail[len(engine_part) :]] != own:
+            engine_part, closing = tail, []  # not the close we wrote: the trace's as it is
+        guard = RunGuard()
+        for event in current_run(window):
+            if (message := event.message) is not None:
+                guard.observe(message_to_dict(message))
+        return tail_bodies(with_stops(guard, engine_part), AbortKind.SERVER_FAILURE) + closing
+
+
+def tail_bodies(messages: list[omni_pb2.OmniMessage], kind: AbortKind) -> list[EventBody]:
+    return [
+        bodies.message_body(m, kind if m.WhichOneof("payload") == "abort" else None)
+        for m in messages
+    ]
+
+
+def _recordable(event: HubEvent) -> bool:
+    message = event.message
+    return message is not None and _recordable_msg(message)
+
+
+def _recordable_msg(message: omni_pb2.OmniMessage) -> bool:
+    if message.origin:
+        return False
+    return not (message.WhichOneof("payload") or "").startswith("partial_")
+
+
+def with_stops(guard: RunGuard, tail: list[omni_pb2.OmniMessage]) -> list[omni_pb2.OmniMessage]:
+    """``tail`` as the run's clients must read it after what the log holds: a
+    complete message in the trace whose fragment the log left open gets that
+    fragment's ``stop`` before it (the trace keeps no partials). Feeds
+    ``guard`` all of it, so it closes only what is still open after."""
+    out: list[omni_pb2.OmniMessage] = []
+    for msg in tail:
+        kind = msg.WhichOneof("payload") or ""
+        call_id = getattr(getattr(msg, kind), "tool_call_id", "") if kind else ""
+        for fragment in guard.open.fragments:
+            if (
+                fragment.origin == ()
+                and fragment.kind.value == kind
+                and (fragment.tool_call_id == call_id or not call_id)
+            ):
+                stop = fragment.finish(_stop_word(msg))[0]
+                guard.observe(stop)
+                out.append(message_from_dict(stop))
+                break
+        guard.observe(message_to_dict(msg))
+        out.append(msg)
+    return out
+
+
+def _stop_word(msg: omni_pb2.OmniMessage) -> str:
+    """The complete message's stop_reason as the reference spells it."""
+    value = message_to_dict(msg).get("payload", {}).get("stop_reason")
+    return str(value) if isinstance(value, str) else "completed"
+
+
+def trace_tail(path: Path, window: list[HubEvent]) -> list[omni_pb2.OmniMessage]:
+    """The trace's records after the last one the log holds.
+
+    The trace is written first (a record is in it before anyone can see it),
+    so when a run stops between the two writes (its replica died, the backend
+    went away) the trace may hold records the log never got. Those are what
+    the closer publishes before the close, so every record is seen by the
+    run's clients, in the trace's order. A record's trace line and its log
+    entry are the same bytes (encoded once), so the log's last record is
+    found in the trace by its bytes. ``[]`` when the log holds no record or
+    the trace does not hold the log's last one (nothing to line up)."""
+    last = next((e.data for e in reversed(window) if _recordable(e)), None)
+    if last is None:
+        return []
+    try:
+        lines = path.read_bytes().split(b"\n")
+    except OSError:
+        return []
+    for index in range(len(lines) - 1, -1, -1):
+        if lines[index] != last:
+            continue
+        out: list[omni_pb2.OmniMessage] = []
+        for line in lines[index + 1 :]:
+            if not line.strip():
+                continue
+            try:
+                out.append(parse_message(line))
+            except ConversionError:
+                break  # a torn last line: never written whole, never seen
+        return out
+    return []
+
+
+def run_ended(events: list[HubEvent]) -> bool:
+    """The log's last event is a ``task_state idle``: its last run was closed."""
+    for event in reversed(events):
+        ev = event.server_event
+        if ev is not None and ev.WhichOneof("kind") == "task_state":
+            return bool(ev.task_state.state == agent_service_pb2.SESSION_STATE_IDLE)
+        if ev is None:
+            return False
+    return True  # an empty log: nothing was ever started
 
 
 def current_run(events: list[HubEvent]) -> list[HubEvent]:

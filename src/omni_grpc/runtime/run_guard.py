@@ -13,8 +13,10 @@ client's aggregator still holds open, images included.
 from __future__ import annotations
 
 from omni_grpc.engines.base import JsonObject
+from omni_grpc.protocol.builders import denied_tool_output, unanswered_tool_output
 from omni_grpc.protocol.open_run import OpenRun
-from omni_grpc.vocabulary import StopReason
+from omni_grpc.trace.resume import placeholder_output
+from omni_grpc.vocabulary import Decision, StopReason
 
 
 class RunGuard(OpenRun):
@@ -24,8 +26,26 @@ class RunGuard(OpenRun):
         return self.open.snapshots()
 
     def closing_messages(
-        self, *, aborted: bool, reason: str, error: str | None
+        self, *, aborted: bool, reason: str, error: str | None, answer_calls: bool = False
     ) -> list[JsonObject]:
-        """What closes the run: fragment stops and completes, request_end, abort."""
+        """What closes the run: fragment stops and completes, request_end, abort.
+
+        ``answer_calls``: the run's producer is gone (its replica was lost), so
+        each completed call still without an output gets one before the abort,
+        as the reference's closing records have it (``trace/resume.py``): the
+        unanswered output for a call that waited on its approval, the denied
+        one for a call refused, the process-exit placeholder for a call that
+        was running."""
         stop_reason = StopReason.ABORTED if aborted else StopReason.FAILED
-        return self.closing(stop_reason, abort_reason=reason, error=error)
+        out = self.closing(stop_reason, error=error)
+        if answer_calls:
+            for call_id, decision in self.calls.items():
+                call = {"tool_call_id": call_id}
+                if decision in (Decision.DENY, Decision.FORBIDDEN):
+                    out.append(denied_tool_output(call, decision))
+                elif decision is None:
+                    out.append(unanswered_tool_output(call, StopReason.ABORTED, reason))
+                else:
+                    out.append(placeholder_output(call_id))
+            self.calls.clear()
+        return out + self.closing(stop_reason, abort_reason=reason)

@@ -140,11 +140,14 @@ class RunTasks:
             run.log.forgive(run.lease.token)
         try:
             await self.recorder.count(run)
+            if failed is not None:
+                # The log ends as the trace does: what only the trace got, then its close.
+                closing = await self.recovery.catch_up(run, closing)
             await self.recovery.publish_end(run.session_id, run.log, run.lease, closing, failure)
         except Fenced:
             pass
         except BackendUnavailable:
-            self.recovery.finish_soon(run, closing)
+            self.recovery.finish_soon(run, closing, catch_up=failed is not None)
 
     async def _close_failed(self, run: Run, reason: str) -> list[EventBody]:
         """The messages that end a run the server stopped (fragments and the
@@ -181,7 +184,10 @@ class RunTasks:
     async def _close_in_trace(self, run: Run, reason: str, error: str) -> list[EventBody]:
         """Records the run's close in the trace (best effort) and returns it."""
         out = []
-        for item in run.guard.closing_messages(aborted=False, reason=reason, error=error):
+        closing = run.guard.closing_messages(
+            aborted=False, reason=reason, error=error, answer_calls=True
+        )
+        for item in closing:
             msg = message_from_dict(item)
             with contextlib.suppress(Fenced, TraceRejected, BackendUnavailable):
                 await self.recorder.record(run, msg)

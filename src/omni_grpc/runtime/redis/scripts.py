@@ -50,7 +50,9 @@ PUBLISH = (
     _ENSURE_META
     + """
 local token = ARGV[1]
-if token ~= '' and redis.call('GET', KEYS[3]) ~= token then
+-- A run's events are taken while its run is open under this token: not
+-- after another replica took it over, nor after the run was closed.
+if token ~= '' and (redis.call('GET', KEYS[3]) ~= token or redis.call('GET', KEYS[5]) ~= token) then
   return redis.error_reply('FENCED')
 end
 local epoch = ensure_meta(KEYS[1], KEYS[2], ARGV[4])

@@ -259,3 +259,11 @@ def test_fast_path_takes_openai_reasoning_lines() -> None:
     ]
     assert serialize_message(fast) == line.encode()
     assert parse_message(line.encode()) == fast
+
+
+@PROFILE
+@given(st.text(st.characters(exclude_categories=())))
+def test_has_surrogate_finds_exactly_the_surrogate_code_points(text: str) -> None:
+    from omni_grpc.convert._jsontext import has_surrogate
+
+    assert has_surrogate(text) == any(0xD800 <= ord(c) <= 0xDFFF for c in text)

@@ -25,7 +25,7 @@ from omni_grpc.cli.exits import (
     say,
 )
 from omni_grpc.cli.pipes import stdout_gone
-from omni_grpc.cli.render import Output, Renderer, follow, tool_call_id
+from omni_grpc.cli.render import Output, Renderer, fell_behind, follow, incomplete, tool_call_id
 from omni_grpc.client import AgentClient, StreamEvent
 from omni_grpc.runtime.events import parse_event_id
 
@@ -41,7 +41,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "approvals are asked about; otherwise the command that answers them is shown. "
         "Ctrl-C detaches and leaves the task running.",
         epilog=exit_codes(
-            failed="the task followed was aborted or failed",
+            failed="the task followed was aborted or failed, or this reader fell "
+            "behind the live stream and the server dropped events it had not read",
             interrupted="the task keeps running",
             usage="bad usage (arguments, an --after that is no event id or a future one)",
         ),
@@ -130,14 +131,24 @@ async def attach(args: argparse.Namespace, client: AgentClient, err: Console) ->
             "yellow",
         )
 
-    def on_event(event: StreamEvent) -> None:
-        if event.kind == "@resync_required":
+    # Events received so far: a resync_required first is the answer to an
+    # --after the server no longer buffers; one later means this reader fell
+    # behind the live stream and missed events (a gap: exit 1).
+    received = 0
+    lagged = False
+
+    def on_gap(event: StreamEvent) -> None:
+        nonlocal lagged
+        if received == 1 and args.after is not None:
             say(
                 err,
                 f"events after {args.after} are no longer buffered; "
                 f"`omni-grpc history {args.session}` has the whole record",
                 "yellow",
             )
+            return
+        lagged = True
+        say(err, fell_behind(PROG, event))
 
     ask = sys.stdin.isatty() and err.is_terminal and not args.json
     renderer = Renderer(Output(highlight=False))
@@ -148,7 +159,7 @@ async def attach(args: argparse.Namespace, client: AgentClient, err: Console) ->
         the replay is over: one answered since is followed by its decision
         in the replay and must be neither asked nor hinted at, and one still
         pending is offered once."""
-        nonlocal last
+        nonlocal last, received
         replaying = args.after is not None
         held: dict[str, StreamEvent] = {}
         answered: set[str] = set()
@@ -156,7 +167,7 @@ async def attach(args: argparse.Namespace, client: AgentClient, err: Console) ->
         offered: set[str] = set()
         async for event in client.attach(args.session, args.after):
             last = event.event_id or last
-            on_event(event)
+            received += 1
             if event.kind == "approval_decision" and event.message is not None:
                 call_id = event.message.approval_decision.tool_call_id
                 answered.add(call_id)
@@ -177,11 +188,14 @@ async def attach(args: argparse.Namespace, client: AgentClient, err: Console) ->
 
     try:
         await follow(client, events(), renderer, err, as_json=args.json, ask=ask,
-                     ends_at=ends_at, on_approval=on_approval)  # fmt: skip
+                     ends_at=ends_at, on_approval=on_approval, on_gap=on_gap)  # fmt: skip
     except BrokenPipeError:
         return stdout_gone()
     if last:
         err.print(Text(f"session {args.session}, last event {last}", style="dim"), soft_wrap=True)
+    if lagged:
+        say(err, incomplete(PROG, args.session))
+        return EXIT_RUN_FAILED
     return EXIT_RUN_FAILED if renderer.failed else EXIT_OK
 
 

@@ -46,6 +46,9 @@ class Renderer:
         # True while a streamed fragment has printed part of a line.
         self._mid_line = False
         self.failed = False
+        # The resync_required events seen: the server dropped events this
+        # reader had not read yet (it fell behind), so the output has a gap.
+        self.gaps: list[str] = []
 
     def show(self, event: StreamEvent) -> None:
         if event.message is not None:
@@ -140,6 +143,22 @@ class Renderer:
         self._line(Text(f"aborted: {p.get('reason') or 'no reason given'}", style="bold red"))
 
 
+# A resync_required in a stream that was being read live: the server let this
+# reader go for falling behind (a slow stdout) and dropped what it had not read.
+GAP = "this reader fell behind and the server dropped events it had not read yet"
+
+
+def fell_behind(prog: str, event: StreamEvent) -> str:
+    return f"{prog}: {GAP} (resync_required at {event.event_id or '?'})"
+
+
+def incomplete(prog: str, session_id: str | None) -> str:
+    return (
+        f"{prog}: the output is incomplete: {GAP}; "
+        f"`omni-grpc history {session_id} --json` has every recorded message"
+    )
+
+
 _YES, _NO = ("y", "yes"), ("n", "no")
 
 
@@ -218,12 +237,16 @@ async def follow(
     ask: bool,
     ends_at: Callable[[StreamEvent], bool] | None = lambda event: event.is_task_end,
     on_approval: Callable[[StreamEvent], None] | None = None,
+    on_gap: Callable[[StreamEvent], None] | None = None,
 ) -> None:
     """Renders ``events`` (JSONL with ``as_json``) up to the first event
     ``ends_at`` accepts (by default the ``task_state idle`` closing the task).
 
     A pending approval is put to the user when ``ask`` is set, else handed to
-    ``on_approval`` (which may print how to answer it).
+    ``on_approval`` (which may print how to answer it). A ``resync_required``
+    (the server let this reader go for falling behind, e.g. a slow stdout,
+    and dropped what it had not read) is kept in ``renderer.gaps`` and handed
+    to ``on_gap``: the command must not end as if nothing was missed.
     """
     try:
         async for event in events:
@@ -235,6 +258,11 @@ async def follow(
                         renderer.failed = True
             else:
                 renderer.show(event)
+            if event.kind == "@resync_required":
+                renderer.end_line()
+                renderer.gaps.append(event.event_id)
+                if on_gap is not None:
+                    on_gap(event)
             if event.kind == "@approval_request":
                 renderer.end_line()
                 if ask:

@@ -25,14 +25,16 @@ from omni_grpc.cli.exits import (
     say,
 )
 from omni_grpc.cli.pipes import stdout_gone
-from omni_grpc.cli.render import Output, Renderer, follow
-from omni_grpc.client import AgentClient, AgentError
+from omni_grpc.cli.render import Output, Renderer, fell_behind, follow, incomplete
+from omni_grpc.client import AgentClient, AgentError, StreamEvent
 from omni_grpc.vocabulary import ApprovalMode, Decision, ThinkingLevel
 
 PROG = "omni-grpc run"
 EXIT_CODES = exit_codes(
     failed="the run was aborted or failed (the stream ended with abort, or the "
-    "server ended it with an error, e.g. its trace could not be written)",
+    "server ended it with an error, e.g. its trace could not be written), or "
+    "the output has a gap: this reader fell behind (a slow stdout) and the server "
+    "dropped events it had not read (resync_required)",
     interrupted="the run is aborted",
     usage="bad usage (arguments, --approve ask without a terminal)",
 )
@@ -86,12 +88,17 @@ async def run_stream(args: argparse.Namespace, client: AgentClient, err: Console
         print(text, flush=True)
         return EXIT_OK
     renderer = Renderer(Output(highlight=False))
+
+    def on_gap(event: StreamEvent) -> None:
+        say(err, fell_behind(PROG, event))
+
     try:
         # Read to the end of the call, not to the task end: a run the server
         # had to stop closes with task_state idle too, and only the status
         # after it says so.
         await follow(client, aiter(stream), renderer, err, as_json=args.json,
-                     ask=args.approve == ApprovalMode.ASK, ends_at=None)  # fmt: skip
+                     ask=args.approve == ApprovalMode.ASK, ends_at=None,
+                     on_gap=on_gap)  # fmt: skip
     except BrokenPipeError:
         # Nobody reads the output any more: end the call, which aborts the run.
         stream.cancel()
@@ -104,6 +111,10 @@ async def run_stream(args: argparse.Namespace, client: AgentClient, err: Console
         return EXIT_RUN_FAILED
     if stream.session_id:
         say(err, f"session {stream.session_id}", "dim")
+    if renderer.gaps:
+        # Said again at the end, where a script's log shows it last.
+        say(err, incomplete(PROG, stream.session_id))
+        return EXIT_RUN_FAILED
     return EXIT_RUN_FAILED if renderer.failed else EXIT_OK
 
 

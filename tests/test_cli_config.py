@@ -100,3 +100,83 @@ def test_a_bad_file_is_a_usage_error_naming_the_key(tmp_path: Path, text: str, s
 def test_a_missing_file_is_named() -> None:
     with pytest.raises(ConfigError, match=r"nowhere\.toml"):
         expand(_serve_parser(), ["--config", "/nowhere.toml"])  # type: ignore[arg-type]
+
+
+# Flags whose value "1" would not parse.
+VALID = {"--allow-client-modes": "ask", "--session-ttl-traces": "keep",
+         "--auth-token-file": __file__, "--tls-cert": __file__, "--tls-key": __file__,
+         "--tls-client-ca": __file__}  # fmt: skip
+
+
+def test_every_serve_flag_has_an_environment_variable(tmp_path: Path) -> None:
+    parser = _serve_parser()
+    for action in parser._actions:  # type: ignore[attr-defined]
+        flags = [o for o in action.option_strings if o.startswith("--")]
+        if not flags or flags[0] in ("--help", "--config"):
+            continue
+        name = "OMNI_" + flags[0][2:].replace("-", "_").upper()
+        value = "true" if action.nargs == 0 else str(next(iter(action.choices or ["1"])))
+        value = VALID.get(flags[0], value)
+        expanded = expand(parser, [], {name: value})  # type: ignore[arg-type]
+        assert expanded[:1] == [flags[0]], name
+        # Parsed, the variable's value is the flag's.
+        args = build_parser("omni_grpc.cli.serve").parse_args(["serve", *expanded])
+        assert getattr(args, action.dest) not in (None, False), name
+
+
+def test_the_command_line_beats_the_environment_which_beats_the_file(tmp_path: Path) -> None:
+    parser = _serve_parser()
+    config = tmp_path / "c.toml"
+    config.write_text(
+        'approval-mode = "ask"\nmax-runs = 3\ncors-origin = ["https://file.example"]\n'
+    )
+    environ = {
+        "OMNI_APPROVAL_MODE": "deny-all",
+        "OMNI_CORS_ORIGIN": "https://a.example,https://b.example",
+        "OMNI_MAX_RUNS": "",
+        "OMNI_CONFIG": "/not/read/when/--config/is/given.toml",
+    }
+
+    def parsed(*words: str) -> object:
+        expanded = expand(parser, ["--config", str(config), *words], environ)  # type: ignore[arg-type]
+        return build_parser("omni_grpc.cli.serve").parse_args(["serve", *expanded])
+
+    args = parsed()
+    assert args.approval_mode == "deny-all"  # type: ignore[attr-defined]
+    assert args.max_runs == 3  # type: ignore[attr-defined]  # an empty variable is unset
+    # A repeatable flag takes its values from the highest source that sets it.
+    assert args.cors_origin == ["https://a.example", "https://b.example"]  # type: ignore[attr-defined]
+    args = parsed("--approval-mode", "read-only", "--cors-origin", "https://c.example")
+    assert args.approval_mode == "read-only"  # type: ignore[attr-defined]
+    assert args.cors_origin == ["https://c.example"]  # type: ignore[attr-defined]
+
+
+def test_a_served_process_reads_the_environment_and_omni_config(
+    serve_process: ServeProcess, tmp_path: Path
+) -> None:
+    config = tmp_path / "omni.toml"
+    config.write_text('approval-mode = "ask"\nno-http = true\n')
+    served = serve_process(env={"OMNI_CONFIG": str(config), "OMNI_APPROVAL_MODE": "read-only",
+                                "OMNI_AUTH_TOKEN": "env-token"})  # fmt: skip
+    text = "".join(served.banner)
+    assert "approval mode read-only" in text and "HTTP" not in text
+    assert "auth bearer token" in text
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        ("OMNI_NO_HTTP", "maybe", "$OMNI_NO_HTTP: expected true or false, not 'maybe'"),
+        ("OMNI_GRPC_PORT", "many", "argument --grpc-port"),
+        ("OMNI_CONFIG", "/nowhere.toml", "/nowhere.toml ($OMNI_CONFIG)"),
+    ],
+)
+def test_a_bad_variable_is_a_usage_error_naming_it(variable: str, value: str, said: str) -> None:
+    import os
+
+    done = subprocess.run(
+        [sys.executable, "-m", "omni_grpc", "serve"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, variable: value},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr, done.stderr

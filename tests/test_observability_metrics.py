@@ -95,6 +95,20 @@ def client(server: OmniServer, token: str | None = None) -> AgentClient:
     return AgentClient(server.grpc.address, token=token)
 
 
+async def test_an_approval_wait_that_expires_is_counted_as_timeout(start: Start) -> None:
+    from omni_grpc.runtime.limits import Limits
+
+    server = await start(approval_mode=ApprovalMode.ASK, limits=Limits(approval_wait=0.2))
+    before = await scrape(server)
+    async with client(server) as agent:
+        kinds = [event.kind async for event in agent.run("nobody answers")]
+    assert "@approval_request" in kinds and "approval_decision" not in kinds
+    after = await scrape(server)
+    assert moved(before, after, "omni_approval_wait_seconds_count", decision="timeout") == 1
+    assert moved(before, after, "omni_approval_wait_seconds_count", decision="deny") == 0
+    assert value(after, "omni_approvals_waiting") == 0.0
+
+
 async def test_a_run_with_an_approval_and_an_abort_move_the_counters(start: Start) -> None:
     server = await start(approval_mode=ApprovalMode.ASK)
     before = await scrape(server)
@@ -125,8 +139,9 @@ async def test_a_run_with_an_approval_and_an_abort_move_the_counters(start: Star
     assert moved(before, after, "omni_aborts_total", kind="user") == 1
     assert value(after, "omni_runs_in_progress") == 0.0
     assert moved(before, after, "omni_approval_wait_seconds_count", decision="allow") == 1
-    # The abort resolves the open ask as deny.
-    assert moved(before, after, "omni_approval_wait_seconds_count", decision="deny") == 1
+    # Nobody denied the call the abort ended: its wait is counted as aborted.
+    assert moved(before, after, "omni_approval_wait_seconds_count", decision="aborted") == 1
+    assert moved(before, after, "omni_approval_wait_seconds_count", decision="deny") == 0
     # One subscriber (each Run call) saw every event of its task.
     assert moved(before, after, "omni_events_delivered_total") == received
     assert moved(before, after, "grpc_server_msg_sent_total", **RUN) == received
@@ -399,6 +414,8 @@ async def test_build_info_and_series_that_exist_before_their_first_event(start: 
     assert labels["native_codec"] in ("yes", "no")
     for kind in AbortKind:
         assert ("omni_aborts_total", frozenset({("kind", str(kind))})) in samples, kind
-    for decision in Decision:
+    # The decisions, and the ends of a wait nobody answered (the reference's
+    # stop reasons of the call's output).
+    for decision in [*Decision, "aborted", "timeout"]:
         key = ("omni_approval_wait_seconds_count", frozenset({("decision", str(decision))}))
         assert samples.get(key) == 0, decision

@@ -41,8 +41,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--config",
         metavar="FILE",
-        help="read flags from this TOML file: each key a flag without its dashes "
-        "(grpc-port = 50051); flags on the command line win",
+        help="read flags from this TOML file (default $OMNI_CONFIG): each key a flag "
+        "without its dashes (grpc-port = 50051). Every flag also reads OMNI_<FLAG> "
+        "(OMNI_GRPC_PORT=50051); the command line wins, then the environment, then the file",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default %(default)s)")
     parser.add_argument("--grpc-port", type=checks.port, default=50051, help="0 picks a free port")
@@ -151,7 +152,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--no-http", action="store_true", help="serve gRPC only")
     parser.add_argument(
-        "--cors-origin", action="append", default=[], help="allowed CORS origin, repeatable"
+        "--cors-origin",
+        action="append",
+        default=[],
+        help="a browser origin allowed to call the HTTP port (SSE routes, Connect and "
+        "gRPC-Web), repeatable; '*' for any (default: none)",
     )
     parser.add_argument(
         "--allowed-host",

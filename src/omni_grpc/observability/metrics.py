@@ -48,6 +48,9 @@ RUN_STATUSES: frozenset[str] = frozenset(RunOutcome)
 # request_end stop reasons (the protocol's StopReason names).
 REQUEST_OUTCOMES: frozenset[str] = frozenset(StopReason)
 DECISIONS: frozenset[str] = frozenset(Decision)
+# How an approval wait ends with no decision: the stop reasons of the call's
+# output (the run was aborted meanwhile, or the wait ran out).
+UNANSWERED: frozenset[str] = frozenset({StopReason.ABORTED, StopReason.TIMEOUT})
 ABORT_KINDS: frozenset[str] = frozenset(AbortKind)
 OTHER = "other"
 
@@ -158,7 +161,8 @@ class ServerMetrics:
         )
         self.approval_wait_seconds = Histogram(
             "omni_approval_wait_seconds",
-            "Seconds a tool call waited for its approval decision, by decision.",
+            "Seconds a tool call waited for its approval decision, by decision "
+            "(allow, deny, forbidden), or aborted / timeout when none came.",
             ("decision",),
             buckets=WAIT_BUCKETS,
             registry=r,
@@ -228,7 +232,7 @@ class ServerMetrics:
             self.replays.labels(result)
         for kind in sorted(ABORT_KINDS):
             self.aborts.labels(kind)
-        for decision in sorted(DECISIONS):
+        for decision in sorted(DECISIONS | UNANSWERED):
             self.approval_wait_seconds.labels(decision)
 
         self._logs: weakref.WeakSet[LogStats] = weakref.WeakSet()

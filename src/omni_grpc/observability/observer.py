@@ -10,6 +10,7 @@ engines stay unaware of it.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,7 +18,13 @@ from typing import Any
 
 from opentelemetry import trace
 
-from omni_grpc.engines.base import AbortSignal, ApproveFn, Decision, JsonObject
+from omni_grpc.engines.base import (
+    AbortSignal,
+    ApprovalUnanswered,
+    ApproveFn,
+    Decision,
+    JsonObject,
+)
 from omni_grpc.observability import logs, tracing
 from omni_grpc.observability.event_log import ObservedEventLog
 from omni_grpc.observability.metrics import (
@@ -26,6 +33,7 @@ from omni_grpc.observability.metrics import (
     OTHER,
     REQUEST_OUTCOMES,
     RUN_STATUSES,
+    UNANSWERED,
     ServerMetrics,
     bounded,
 )
@@ -217,18 +225,25 @@ class _ObservedRun(RunObservation):
         metrics = self.m
 
         async def timed(tool_call: JsonObject) -> Decision:
-            decision: Decision = Decision.DENY
+            # What became of the ask: a decision, or how it ended without one
+            # (an abort or an expired wait is nobody's deny).
+            ended = OTHER
             try:
                 decision = await approve(tool_call)
+                ended = bounded(decision, DECISIONS)
                 return decision
+            except ApprovalUnanswered as exc:
+                ended = bounded(exc.stop_reason, UNANSWERED)
+                raise
+            except asyncio.CancelledError:
+                ended = StopReason.ABORTED  # the run's task was cancelled mid-wait
+                raise
             finally:
                 call_id = str(tool_call.get("payload", {}).get("tool_call_id", ""))
                 asked = self._asks.pop(call_id, None)
                 if asked is not None:
                     metrics.approvals_waiting.dec()
-                    metrics.approval_wait_seconds.labels(bounded(decision, DECISIONS)).observe(
-                        time.monotonic() - asked
-                    )
+                    metrics.approval_wait_seconds.labels(ended).observe(time.monotonic() - asked)
 
         return timed
 

@@ -165,21 +165,34 @@ class Hub:
 
     # ---- sessions ---------------------------------------------------------------
 
-    async def _new_record(self, mode: str | None = None) -> SessionRecord:
+    async def _new_record(
+        self, mode: str | None = None, *, with_trace: bool = False
+    ) -> SessionRecord:
+        """A new session in the index, then its files (``TraceStore.create``):
+        a creation refused at the index (``--max-sessions``) leaves nothing."""
         while True:
             session_id = new_session_id()
             now = utc_now()
-            try:
-                workspace = self.traces.workspace(session_id)
-            except OSError as exc:
-                failure = self.recorder.storage_failed(exc)
-                exhausted = failure.code == "resource_exhausted"
-                raise StorageUnavailable(failure.message, exhausted=exhausted) from exc
+            workspace = self.traces.workspaces_dir / session_id
             meta = self.recorder.meta_for(session_id, workspace)
             shard = self.traces.new_shard(session_id)
             record = SessionRecord(session_id, now, now, 0, (shard,), meta, approval_mode=mode)
             if await self.backend.index.add(record, limit=self.limits.max_sessions):
-                return record
+                break
+        try:
+            await asyncio.to_thread(self.traces.create, record, with_trace=with_trace)
+        except OSError as exc:
+            await self._forget_new(record)
+            failure = self.recorder.storage_failed(exc)
+            exhausted = failure.code == "resource_exhausted"
+            raise StorageUnavailable(failure.message, exhausted=exhausted) from exc
+        return record
+
+    async def _forget_new(self, record: SessionRecord) -> None:
+        """Takes back a session no run used: out of the index, its files gone."""
+        with contextlib.suppress(Exception):
+            await self.backend.index.remove(record.session_id)
+        await asyncio.to_thread(self.traces.discard, record)
 
     async def create_session(self, approval_mode: ApprovalMode | None = None) -> SessionInfo:
         """A new idle session (the reference's ``POST /api/sessions``), with its
@@ -190,7 +203,8 @@ class Hub:
         if approval_mode is not None:
             self._check_mode(approval_mode)
         mode = approval_mode.value if approval_mode is not None else None
-        [info] = await self._infos([await self._new_record(mode)])
+        # With its (empty) trace: a restart finds the session again.
+        [info] = await self._infos([await self._new_record(mode, with_trace=True)])
         return info
 
     async def set_approval_mode(self, session_id: str, mode: ApprovalMode) -> SessionInfo:
@@ -317,9 +331,9 @@ class Hub:
             return await self._claim(record, request)
         except BaseException:
             # A refused Run leaves nothing behind: its new session would
-            # count against --max-sessions with no run ever in it.
-            with contextlib.suppress(Exception):
-                await self.backend.index.remove(record.session_id)
+            # count against --max-sessions with no run ever in it, and its
+            # workspace would stay on disk.
+            await self._forget_new(record)
             raise
 
     async def _claim(self, record: SessionRecord, request: RunRequest) -> tuple[str, Subscription]:

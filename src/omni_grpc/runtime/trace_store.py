@@ -11,6 +11,7 @@ derive things from.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
@@ -100,6 +101,28 @@ class TraceStore:
         path = self.workspaces_dir / session_id
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def create(self, record: SessionRecord, *, with_trace: bool) -> None:
+        """A new session's files, made once the index took it (a refused
+        session leaves nothing on disk): its workspace and, ``with_trace``,
+        its first shard, empty, so a restart indexes the session again even
+        though no run recorded anything yet (the memory backend keeps no
+        index of its own). Raises OSError when the disk refuses."""
+        self.workspace(record.session_id)
+        if with_trace:
+            shard = self.paths(record)[0]
+            shard.parent.mkdir(parents=True, exist_ok=True)
+            shard.touch(exist_ok=True)
+
+    def discard(self, record: SessionRecord) -> None:
+        """Undoes :meth:`create` for a session no run ever used: only what is
+        still empty goes."""
+        with contextlib.suppress(OSError):
+            (self.workspaces_dir / record.session_id).rmdir()
+        for shard in self.paths(record):
+            with contextlib.suppress(OSError):
+                if shard.stat().st_size == 0:
+                    shard.unlink()
 
     def view(self, record: SessionRecord) -> ShardedTrace:
         return ShardedTrace(self.paths(record))

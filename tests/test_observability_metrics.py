@@ -8,6 +8,7 @@ series moved between two scrapes, so they hold whatever ran before.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -379,16 +380,23 @@ async def test_a_cancelled_run_call_counts_as_client_gone_and_canceled(start: St
     assert moved(before, after, "grpc_server_handled_total", **RUN, grpc_code="OK") == 0
 
 
-async def test_engine_requests_and_retries_of_the_openai_engine(start: Start) -> None:
+async def test_engine_requests_and_retries_of_the_openai_engine(
+    start: Start, caplog: pytest.LogCaptureFixture
+) -> None:
     with FakeOpenAI() as fake:
         fake.script(error_reply(503, "busy"), text_reply("ok"))
         options = {"base_url": fake.base_url, "model": "m", "retry_base_ms": "1"}
         server = await start(engine="openai", engine_options=options)
         before = await scrape(server)
-        async with client(server) as agent:
-            async for _ in agent.run("hi"):
-                pass
+        with caplog.at_level(logging.WARNING, logger="omni_grpc.observability.observer"):
+            async with client(server) as agent:
+                async for _ in agent.run("hi"):
+                    pass
         after = await scrape(server)
+    # The retry is in the log as the CLI shows it, with the engine's attempt limit.
+    [retry] = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
+    assert retry.startswith("engine openai: request failed (")
+    assert retry.endswith("; retrying in 0.001 s, attempt 2/5"), retry
     openai = {"engine": "openai"}
     assert moved(before, after, "omni_engine_request_retries_total", **openai,
                  reason="failed") == 1  # fmt: skip

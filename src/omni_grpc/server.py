@@ -20,7 +20,7 @@ from opentelemetry.trace import TracerProvider
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp
 
-from omni_grpc.engines.base import ListsTools
+from omni_grpc.engines.base import ListsTools, RetriesRequests
 from omni_grpc.engines.loader import load_engine
 from omni_grpc.observability.http import MetricsTransport, metrics_route
 from omni_grpc.observability.metrics import ServerMetrics
@@ -227,6 +227,7 @@ def build_server(config: ServerConfig, *, backend: Backend | None = None) -> Omn
         ServerMetrics() if config.metrics else None,
         config.tracer_provider,
         engine_name=str(getattr(engine, "name", None) or type(engine).__name__),
+        max_attempts=engine.max_attempts if isinstance(engine, RetriesRequests) else None,
     )
     # Absolute, so recorded paths (session_meta.workspace) do not depend on the
     # directory the server happened to start in.

@@ -148,6 +148,15 @@ class ListsTools(Protocol):
 
 
 @runtime_checkable
+class RetriesRequests(Protocol):
+    """Optional: engines that retry a failed model request say how many
+    attempts they make in all, so the server's log can say "attempt 2/5"."""
+
+    @property
+    def max_attempts(self) -> int: ...
+
+
+@runtime_checkable
 class ClosableEngine(Protocol):
     """Optional: engines holding resources (processes, channels) release them here."""
 

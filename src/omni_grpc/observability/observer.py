@@ -11,6 +11,7 @@ engines stay unaware of it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -54,6 +55,8 @@ _DECISIONS = {
 
 __all__ = ["ABORT_KINDS", "HubObserver", "HubTelemetry", "RunObservation"]
 
+log = logging.getLogger(__name__)
+
 
 class _MeteredTraceWriter(TraceWriter):
     def __init__(self, path: Path, metrics: ServerMetrics) -> None:
@@ -76,11 +79,16 @@ class HubTelemetry(HubObserver):
     context, for every run."""
 
     def __init__(
-        self, metrics: ServerMetrics | None, tracer: trace.Tracer | None, engine_name: str
+        self,
+        metrics: ServerMetrics | None,
+        tracer: trace.Tracer | None,
+        engine_name: str,
+        max_attempts: int | None = None,
     ) -> None:
         self.metrics = metrics
         self.tracer = tracer
         self.engine_name = engine_name
+        self.max_attempts = max_attempts
 
     def event_log(self, log: EventLog) -> EventLog:
         if self.metrics is None:
@@ -176,6 +184,15 @@ class _ObservedRun(RunObservation):
                 )
             if end.HasField("retry_in_ms"):
                 self.m.engine_retries.labels(self.t.engine_name, outcome).inc()
+        if end.HasField("retry_in_ms"):
+            # As `run` shows it: the wait and the attempt that comes next.
+            upcoming = (end.attempt if end.HasField("attempt") else 0) + 1
+            of = f"/{self.t.max_attempts}" if self.t.max_attempts else ""
+            log.warning(
+                "engine %s: request %s (%s); retrying in %g s, attempt %d%s",
+                self.t.engine_name, outcome, end.error_message or "no message",
+                end.retry_in_ms / 1000, upcoming, of,
+            )  # fmt: skip
         self._request_started = None
         self._end_request_span(outcome, attempt=end.attempt if end.HasField("attempt") else None)
 

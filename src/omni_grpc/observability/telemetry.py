@@ -24,6 +24,7 @@ class Telemetry:
         metrics: ServerMetrics | None,
         tracer_provider: trace.TracerProvider | None = None,
         engine_name: str = "engine",
+        max_attempts: int | None = None,
     ) -> None:
         self.metrics = metrics
         self.tracer_provider = tracing.sdk_provider(tracer_provider)
@@ -33,6 +34,8 @@ class Telemetry:
             else None
         )
         self.engine_name = engine_name
+        # The engine's attempts per model request, when it says (RetriesRequests).
+        self.max_attempts = max_attempts
 
     @property
     def active(self) -> bool:
@@ -40,7 +43,7 @@ class Telemetry:
 
     def hub_observer(self) -> HubObserver:
         # Even with metrics and tracing off, runs give their ids to the log records.
-        return HubTelemetry(self.metrics, self.tracer, self.engine_name)
+        return HubTelemetry(self.metrics, self.tracer, self.engine_name, self.max_attempts)
 
     def grpc_interceptors(self) -> list[grpc.aio.ServerInterceptor]:
         return [TelemetryInterceptor(self.metrics, self.tracer)] if self.active else []

@@ -51,6 +51,11 @@ class OpenAIEngine:
         self.config = config
         self._client = client
 
+    @property
+    def max_attempts(self) -> int:
+        """Attempts per model request, the first included (``RetriesRequests``)."""
+        return self.config.max_attempts
+
     def session_meta(self, session_id: str, workspace: Path) -> JsonObject:
         return b.session_meta_payload(
             session_id,

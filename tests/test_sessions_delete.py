@@ -238,3 +238,41 @@ async def test_a_kept_trace_still_reads_back(served: Start) -> None:
         await s.stub.DeleteSession(pb.DeleteSessionRequest(session_id=session_id))
         [kept] = s.traces("deleted")
         assert [r.message for r in read_jsonl(kept)] == history
+
+
+async def test_a_delete_on_one_redis_replica_ends_streams_on_the_others(
+    served: Start, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Two replicas on one Redis: an Attach open on B ends with NOT_FOUND
+    "was deleted" when A deletes the session (it used to stay open, idle, for
+    ever), and so does a reference SSE stream on B."""
+    from redis_server import RedisServer
+
+    from omni_grpc.runtime.redis import redis_backend
+
+    redis: RedisServer = request.getfixturevalue("redis_server")
+    prefix = f"cross-{tmp_path.name}:"
+
+    def backend() -> Backend:
+        return redis_backend(redis.url, prefix=prefix, owner_loss_timeout=1.0)
+
+    async with served(backend()) as a, served(backend()) as b:
+        session_id = await finished_session(a)
+        attach = b.stub.Attach(pb.AttachRequest(session_id=session_id))
+        first = await attach.read()  # subscribed on B
+        assert first.event.task_state.state == pb.SESSION_STATE_IDLE
+        async with b.http.stream("GET", f"/api/sessions/{session_id}/stream") as sse:
+            assert sse.status_code == 200
+            lines = sse.aiter_lines()
+            while not (await anext(lines)).startswith("data:"):
+                pass  # subscribed
+            await a.stub.DeleteSession(pb.DeleteSessionRequest(session_id=session_id))
+            with pytest.raises(grpc.aio.AioRpcError) as ended:
+                async with asyncio.timeout(30):
+                    while await attach.read() is not grpc.aio.EOF:
+                        pass
+            assert ended.value.code() == grpc.StatusCode.NOT_FOUND
+            assert f"session {session_id!r} was deleted" in (ended.value.details() or "")
+            async with asyncio.timeout(30):
+                rest = [line async for line in lines]  # the SSE stream ends too
+        assert not any(line.startswith("data:") and "task_state" not in line for line in rest)

@@ -180,6 +180,10 @@ class EventLogs(Protocol):
 
     def release(self, session_id: str) -> None: ...
 
+    def watched(self) -> list[str]:
+        """The sessions with a subscriber in this process."""
+        ...
+
     async def drop(self, session_id: str) -> None:
         """The session was deleted: its subscriptions in this process end (their
         ``next`` returns None), its buffer is freed, and what a shared backend
@@ -256,6 +260,10 @@ class LogRegistry(Generic[_Log]):
             del self._logs[sid]
             self._handed.pop(sid, None)
         return len(idle)
+
+    def watched(self) -> list[str]:
+        """The sessions with a subscriber in this process."""
+        return [sid for sid, log in self._logs.items() if log.subscriber_count]
 
     async def drop(self, session_id: str) -> None:
         log = self._logs.pop(session_id, None)

@@ -157,6 +157,8 @@ class Hub:
             self._background.append(asyncio.create_task(self.retention.expire_loop()))
         if self.backend.sweep_interval is not None:
             self._background.append(asyncio.create_task(self.recovery.sweep_loop()))
+            interval = self.backend.sweep_interval
+            self._background.append(asyncio.create_task(self.retention.end_deleted_loop(interval)))
             self._background.append(asyncio.create_task(self.recovery.watch_backend()))
 
     async def restore(self) -> None:

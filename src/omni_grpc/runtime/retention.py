@@ -83,6 +83,29 @@ class Retention:
         while await self._backend.leases.running([session_id]):
             await asyncio.sleep(0.05)  # another replica closes it within its abort grace
 
+    async def end_deleted_loop(self, interval: float) -> None:
+        """Ends this replica's streams on sessions another replica deleted,
+        every ``interval`` seconds: the deleting replica ends only its own,
+        and this replica's reader would otherwise wait on the deleted stream
+        for ever. Their transports then tell the clients the session was
+        deleted (gRPC ``NOT_FOUND``), as on the deleting replica."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.end_deleted()
+            except Exception:  # the store down, or a failing drop: the next pass retries
+                log.debug("ending the streams of deleted sessions failed", exc_info=True)
+
+    async def end_deleted(self) -> list[str]:
+        """One pass of :meth:`end_deleted_loop`; the sessions whose streams it ended."""
+        ended = []
+        for session_id in self._backend.logs.watched():
+            if await self._backend.index.get(session_id) is None:
+                log.info("session %s: deleted by another replica; ending its streams", session_id)
+                await self._backend.logs.drop(session_id)
+                ended.append(session_id)
+        return ended
+
     async def expire_loop(self) -> None:
         """Deletes sessions idle for longer than ``limits.session_ttl``."""
         ttl = self._limits.session_ttl

@@ -95,6 +95,14 @@ CASES = [
             rf"with the index: {NUMBER} us CPU per record\n  without: {NUMBER} us",
         ],
     ),
+    (
+        "connect_stream.py",  # one real server, every protocol of the HTTP port beside gRPC
+        ["--repeat", "2", "--rounds", "1"],
+        [
+            rf"{name}\s+\d+\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}x"
+            for name in ("grpc", r"connect\+proto", r"connect\+json", "grpc-web", "grpc-web-text")
+        ],
+    ),
     # Needs redis-server and half a minute of owner-loss waits: its imports only.
     ("scale_out.py", ["--help"], [r"--rounds ROUNDS"]),
 ]

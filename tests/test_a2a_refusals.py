@@ -224,3 +224,22 @@ async def test_the_token_guards_every_binding_but_the_card(a2a_server: Start) ->
         async with sdk_client(server, binding, token="s3cret") as client:
             events = [e async for e in client.send_message(user_message("hi"))]
         assert events[-1].status_update.status.state == a2a.TASK_STATE_COMPLETED
+
+
+def test_serve_flags_name_the_agent_its_public_urls_or_turn_a2a_off(
+    serve_process: Callable[..., Any], tmp_path: Path
+) -> None:
+    proxied = serve_process(
+        "--a2a-name", "files-agent", "--a2a-description", "Lists files.",
+        "--a2a-url", "https://agents.internal/files/", "--a2a-grpc-url", "agents.internal:443",
+    )  # fmt: skip
+    card = httpx.get(f"http://{proxied.http_address}/.well-known/agent-card.json").json()
+    assert (card["name"], card["description"]) == ("files-agent", "Lists files.")
+    assert {i["protocolBinding"]: i["url"] for i in card["supportedInterfaces"]} == {
+        "JSONRPC": "https://agents.internal/files/a2a/jsonrpc",
+        "HTTP+JSON": "https://agents.internal/files/a2a/rest",
+        "GRPC": "agents.internal:443",
+    }
+    off = serve_process("--no-a2a", "--data-dir", str(tmp_path / "other"))
+    assert httpx.get(f"http://{off.http_address}/.well-known/agent-card.json").status_code == 404
+    assert httpx.post(f"http://{off.http_address}/a2a/jsonrpc", json={}).status_code == 404

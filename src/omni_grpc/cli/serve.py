@@ -22,6 +22,7 @@ from omni_grpc.runtime.data_dir_lock import DataDirInUse
 from omni_grpc.runtime.errors import BackendUnavailable
 from omni_grpc.runtime.limits import Limits
 from omni_grpc.server import OmniServer, ServerConfig, TransportStartError, build_server
+from omni_grpc.transport.a2a import A2aConfig
 from omni_grpc.transport.grpc import GrpcConfig, GrpcTransport
 from omni_grpc.transport.sse.transport import SseConfig, SseTransport
 
@@ -243,6 +244,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="serve /metrics without the auth token (for a scraper on a trusted network)",
     )
     parser.add_argument("--no-metrics", action="store_true", help="collect no Prometheus metrics")
+    parser.add_argument(
+        "--no-a2a",
+        action="store_true",
+        help="serve no A2A (its card and JSON-RPC/HTTP+JSON routes, its gRPC service)",
+    )
+    parser.add_argument("--a2a-name", default="omni-grpc", help="the agent's name on its A2A card")
+    parser.add_argument(
+        "--a2a-description",
+        help="the agent's description on its A2A card (default: names the engine)",
+    )
+    parser.add_argument(
+        "--a2a-url",
+        metavar="URL",
+        help="the HTTP port's public base URL for the A2A card (behind a proxy;"
+        " default the bound address)",
+    )
+    parser.add_argument(
+        "--a2a-grpc-url",
+        metavar="HOST:PORT",
+        help="the gRPC port's public address for the A2A card (default the bound address)",
+    )
     parser.set_defaults(handler=run_serve)
 
 
@@ -319,6 +341,14 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
         metrics_host=args.host,
         metrics_allowed_hosts=tuple(args.allowed_host),
         public_metrics=args.public_metrics,
+        a2a=None
+        if args.no_a2a
+        else A2aConfig(
+            name=args.a2a_name,
+            description=args.a2a_description or None,
+            url=args.a2a_url or None,
+            grpc_url=args.a2a_grpc_url or None,
+        ),
         redis_url=args.redis_url or None,
         owner_loss_timeout=args.owner_loss_timeout,
         limits=Limits(

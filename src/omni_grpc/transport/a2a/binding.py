@@ -23,7 +23,14 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Mount, Route
 
 from omni_grpc.runtime.interface import Runtime
-from omni_grpc.transport.a2a.card import JSONRPC_PATH, REST_PATH, CardFacts, Skill, agent_card
+from omni_grpc.transport.a2a.card import (
+    A2A_PREFIX,
+    JSONRPC_SUFFIX,
+    REST_SUFFIX,
+    CardFacts,
+    Skill,
+    agent_card,
+)
 from omni_grpc.transport.a2a.handler import HubRequestHandler
 
 CARD_PATH = AGENT_CARD_WELL_KNOWN_PATH
@@ -87,17 +94,11 @@ class A2aBinding:
 
         # The SDK also mounts every REST route under "/{tenant}" at the root,
         # which would shadow other paths of this port; this server has no tenants.
-        rest = [
-            r
-            for r in create_rest_routes(
-                self.handler, enable_v0_3_compat=True, path_prefix=REST_PATH
-            )
-            if not isinstance(r, Mount)
-        ]
+        rest = create_rest_routes(self.handler, enable_v0_3_compat=True, path_prefix=REST_SUFFIX)
+        jsonrpc = create_jsonrpc_routes(self.handler, JSONRPC_SUFFIX, enable_v0_3_compat=True)
         return [
             Route(CARD_PATH, card, methods=["GET"]),
-            *create_jsonrpc_routes(self.handler, JSONRPC_PATH, enable_v0_3_compat=True),
-            *rest,
+            Mount(A2A_PREFIX, routes=[*jsonrpc, *(r for r in rest if not isinstance(r, Mount))]),
         ]
 
     def add_to_grpc_server(self, server: grpc.aio.Server) -> str:

@@ -16,8 +16,12 @@ from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
 import omni_grpc
 from omni_grpc.transport.a2a import extension
 
-JSONRPC_PATH = "/a2a/jsonrpc"
-REST_PATH = "/a2a/rest"
+# Everything but the card is under one prefix (one line in the startup banner).
+A2A_PREFIX = "/a2a"
+JSONRPC_SUFFIX = "/jsonrpc"
+REST_SUFFIX = "/rest"
+JSONRPC_PATH = A2A_PREFIX + JSONRPC_SUFFIX
+REST_PATH = A2A_PREFIX + REST_SUFFIX
 BEARER = "bearer"
 
 

@@ -130,6 +130,13 @@ async def test_get_task_and_list_tasks_tell_what_the_stream_told(
         other = await collect(client.send_message(user_message("three")))
         everything = await client.list_tasks(a2a.ListTasksRequest())
         paged = await client.list_tasks(a2a.ListTasksRequest(page_size=2))
+        rest = await client.list_tasks(
+            a2a.ListTasksRequest(page_size=2, page_token=paged.next_page_token)
+        )
+        later = a2a.ListTasksRequest()
+        later.status_timestamp_after.CopyFrom(got.status.timestamp)
+        after_first = await client.list_tasks(later)
+        working = await client.list_tasks(a2a.ListTasksRequest(status=a2a.TASK_STATE_WORKING))
     assert got.status.state == a2a.TASK_STATE_COMPLETED
     assert got.context_id == context
     texts = [a for a in got.artifacts if a.name == "text"]
@@ -143,6 +150,10 @@ async def test_get_task_and_list_tasks_tell_what_the_stream_told(
         other[0].task.id,
     }
     assert len(paged.tasks) == 2 and paged.next_page_token
+    assert [t.id for t in [*paged.tasks, *rest.tasks]] == [t.id for t in everything.tasks]
+    assert not rest.next_page_token
+    assert {t.id for t in after_first.tasks} == {second[0].task.id, other[0].task.id}
+    assert list(working.tasks) == []
     assert all(t.status.state == a2a.TASK_STATE_COMPLETED for t in everything.tasks)
 
 

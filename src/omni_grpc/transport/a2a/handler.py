@@ -11,6 +11,7 @@ does.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
+from datetime import UTC, datetime
 from typing import NoReturn
 
 from a2a.server.context import ServerCallContext
@@ -210,10 +211,10 @@ class HubRequestHandler(RequestHandler):
         if params.status:
             views = [v for v in views if v.state == params.status]
         if params.HasField("status_timestamp_after"):
-            after = params.status_timestamp_after.ToJsonString()
-            views = [v for v in views if v.timestamp and v.timestamp > after]
+            after = params.status_timestamp_after.ToDatetime(tzinfo=UTC)
+            views = [v for v in views if _instant(v.timestamp) > after]
         # Newest first, as the SDK's own store lists them.
-        views.sort(key=lambda v: v.timestamp, reverse=True)
+        views.sort(key=lambda v: _instant(v.timestamp), reverse=True)
         page = views[start : start + size]
         length = params.history_length if params.HasField("history_length") else None
         tasks = [v.task(length) for v in page]
@@ -311,6 +312,18 @@ class HubRequestHandler(RequestHandler):
 
 def _no_push() -> NoReturn:
     raise PushNotificationNotSupportedError()
+
+
+_EPOCH = datetime.fromtimestamp(0, UTC)
+
+
+def _instant(text: str) -> datetime:
+    """A message timestamp as a time (the oldest possible for none or a bad one)."""
+    try:
+        instant = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return _EPOCH
+    return instant if instant.tzinfo is not None else instant.replace(tzinfo=UTC)
 
 
 def _ref(task_id: str) -> TaskRef:

@@ -3,7 +3,6 @@ byte for byte; and on Redis replicas a task is followed from any of them."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
@@ -67,7 +66,6 @@ async def test_a_task_started_over_a2a_attaches_the_same_on_agent_service(
             epoch, _, seq = first.rpartition("-")
             async with AgentClient(server.grpc.address) as agent:
                 attached = agent.attach(session_id, f"{epoch}-{int(seq) - 1}", include_json=True)
-                answered = asyncio.ensure_future(client.get_task(a2a.GetTaskRequest(id=task_id)))
                 resumed = [
                     e
                     async for e in client.send_message(approval(task_id, "allow"), context=LOSSLESS)
@@ -78,7 +76,6 @@ async def test_a_task_started_over_a2a_attaches_the_same_on_agent_service(
                     state = event.server_event.task_state if event.server_event else None
                     if state is not None and state.state == pb.SESSION_STATE_IDLE:
                         break  # the task's end (the replay starts at its first event)
-                await answered
         assert state_of(resumed[-1]) == a2a.TASK_STATE_COMPLETED
         over_a2a = lossless_messages(resumed)  # the snapshot holds all before the answer
         grpc_messages = [(e.event_id, e.json) for e in over_grpc if e.message is not None]

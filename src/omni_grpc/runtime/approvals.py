@@ -62,6 +62,9 @@ def parse_modes(text: str) -> tuple[ApprovalMode, ...]:
 AskPublisher = Callable[[str, JsonObject], Awaitable[None]]
 # Forgets a decided ask in the shared pending store.
 AskForgetter = Callable[[str], Awaitable[None]]
+# The wait ran out: takes the ask for it (None), or returns the decision an
+# Approve took it with first (``PendingApprovals.expire``).
+AskExpirer = Callable[[str], Awaitable[Decision | None]]
 # The mode in force now (a session's, which can change while its task runs).
 ModeSource = Callable[[], Awaitable[ApprovalMode]]
 
@@ -102,6 +105,7 @@ class ApprovalBroker:
         publish_ask: AskPublisher,
         forget_ask: AskForgetter,
         is_read_only: Callable[[str], bool] = lambda _name: False,
+        expire_ask: AskExpirer | None = None,
     ) -> ApproveFn:
         async def approve(tool_call: JsonObject) -> Decision:
             if abort.is_set():
@@ -118,7 +122,9 @@ class ApprovalBroker:
             if now is ApprovalMode.READ_ONLY:
                 return Decision.ALLOW if is_read_only(name) else Decision.DENY
             tool_call_id = str(payload.get("tool_call_id", ""))
-            return await self._ask(tool_call, tool_call_id, publish_ask, forget_ask, abort)
+            return await self._ask(
+                tool_call, tool_call_id, publish_ask, forget_ask, abort, expire_ask
+            )
 
         return approve
 
@@ -129,6 +135,7 @@ class ApprovalBroker:
         publish_ask: AskPublisher,
         forget_ask: AskForgetter,
         abort: AbortSignal,
+        expire_ask: AskExpirer | None = None,
     ) -> Decision:
         future: asyncio.Future[Decision | None] = asyncio.get_running_loop().create_future()
         self._waiting[tool_call_id] = future
@@ -141,6 +148,9 @@ class ApprovalBroker:
                     asyncio.shield(future), None if math.isinf(self.wait) else self.wait
                 )
             except TimeoutError:
+                late = await _decided_late(future, tool_call_id, expire_ask)
+                if late is not None:
+                    return late
                 log.warning(
                     "session %s: no decision on tool call %s within %gs; not run",
                     self.session_id,
@@ -156,6 +166,18 @@ class ApprovalBroker:
         finally:
             self._waiting.pop(tool_call_id, None)
             await forget_ask(tool_call_id)
+
+
+async def _decided_late(
+    future: asyncio.Future[Decision | None], tool_call_id: str, expire_ask: AskExpirer | None
+) -> Decision | None:
+    """At the deadline an Approve may have won already: its decision is the
+    one recorded (its caller was told OK), not the wait's."""
+    if future.done() and (decided := future.result()) is not None:
+        return decided
+    if expire_ask is None:
+        return None
+    return await expire_ask(tool_call_id)
 
 
 def _aborted(abort: AbortSignal) -> ApprovalUnanswered:

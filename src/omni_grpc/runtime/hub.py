@@ -394,13 +394,16 @@ class Hub:
         await self._record(session_id)
         run = self._runs.get(session_id)
         if run is not None:  # here: no lease lookup, no round trip through the channel
-            if not await self.backend.approvals.take(session_id, tool_call_id):
+            if not await self.backend.approvals.take(session_id, tool_call_id, chosen.value):
                 raise ApprovalNotPending(session_id, tool_call_id)
-            run.approvals.resolve(tool_call_id, chosen)
+            if not run.approvals.resolve(tool_call_id, chosen):
+                raise ApprovalNotPending(session_id, tool_call_id)  # the ask ended (an abort)
             return
         lease_owner = await self.backend.leases.owner(session_id)
         # Taking the ask is what makes this Approve the one that counts.
-        if lease_owner is None or not await self.backend.approvals.take(session_id, tool_call_id):
+        if lease_owner is None or not await self.backend.approvals.take(
+            session_id, tool_call_id, chosen.value
+        ):
             raise ApprovalNotPending(session_id, tool_call_id)
         await self.backend.control.send(
             lease_owner,

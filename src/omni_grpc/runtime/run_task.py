@@ -36,7 +36,7 @@ from omni_grpc.runtime.recorder import Recorder, TraceRejected
 from omni_grpc.runtime.recovery import BACKEND_LOST_REASON, UNRECORDED_REASON, Recovery
 from omni_grpc.runtime.run import Run
 from omni_grpc.runtime.session_index import session_mode
-from omni_grpc.vocabulary import AbortKind, SessionState
+from omni_grpc.vocabulary import AbortKind, Decision, SessionState
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 log = logging.getLogger(__name__)
@@ -285,6 +285,13 @@ class RunTasks:
             with contextlib.suppress(BackendUnavailable):
                 await self.backend.approvals.take(session_id, tool_call_id)
 
+        async def expire_ask(tool_call_id: str) -> Decision | None:
+            try:
+                decided = await self.backend.approvals.expire(session_id, tool_call_id)
+            except BackendUnavailable:
+                return None  # the store cannot say: the wait's outcome stands
+            return None if decided is None else Decision(decided)
+
         read_only: Callable[[str], bool] = (
             self.engine.is_read_only_tool
             if isinstance(self.engine, ReadOnlyTools)
@@ -293,7 +300,9 @@ class RunTasks:
         options = RunOptions(
             session_id=session_id,
             approve=run.observed.approver(
-                run.approvals.make_approver(mode_now, abort, publish_ask, forget_ask, read_only)
+                run.approvals.make_approver(
+                    mode_now, abort, publish_ask, forget_ask, read_only, expire_ask
+                )
             ),
             abort=abort,
             thinking_level=request.thinking_level,

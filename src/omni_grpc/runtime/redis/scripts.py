@@ -231,3 +231,26 @@ redis.call('HSET', KEYS[1], unpack(ARGV, 3))
 redis.call('SADD', KEYS[2], ARGV[1])
 return 1
 """
+
+# KEYS: asks hash, decided hash. ARGV: tool_call_id, decision ('' for the owner
+# forgetting a decided ask, which drops a recorded decision too).
+# 1 when the ask was pending (and the decision is recorded), else 0.
+APPROVAL_TAKE = """
+local taken = redis.call('HDEL', KEYS[1], ARGV[1])
+if ARGV[2] == '' then
+  redis.call('HDEL', KEYS[2], ARGV[1])
+elseif taken == 1 then
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], 3600000)
+end
+return taken
+"""
+
+# KEYS: asks hash, decided hash. ARGV: tool_call_id. The wait ran out: nil when
+# the ask was still pending (now removed), else the decision recorded with it.
+APPROVAL_EXPIRE = """
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 1 then return false end
+local decision = redis.call('HGET', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+return decision
+"""

@@ -141,16 +141,30 @@ def test_the_npm_run_helper_throws_for_a_run_the_server_stopped(
     assert result["kinds"][-2:] == ["requestEnd", "abort"], result
 
 
-def test_the_npm_readme_steps_run_as_written(server: str, tmp_path: Path) -> None:
-    """The README's program and install steps, in a new folder: run and attach
-    end by themselves (break, AbortSignal) and the process exits."""
+def test_the_npm_readme_steps_run_as_written(
+    serve_process: Callable[..., Any], tmp_path: Path
+) -> None:
+    """The README's programs and install steps, in a new folder: Connect and
+    gRPC-Web on the HTTP port run to the task's end; run and attach end by
+    themselves (break, AbortSignal) and the process exits."""
     if shutil.which("node") is None or shutil.which("npm") is None:
         missing_toolchain("Node.js and npm")
+    served = serve_process("--data-dir", str(tmp_path / "data"))
+    assert served.http_address is not None
     dist = pack("npm", tmp_path / "dist")
     readme = ROOT / "packaging" / "npm" / "README.md"
     app = outside_the_repo(tmp_path / "fresh")
-    done = run_steps(readme, app, {"OMNI_NPM": str(dist), "OMNI_ADDR": server}, timeout=600)
+    env = {
+        "OMNI_NPM": str(dist),
+        "OMNI_ADDR": served.grpc_address,
+        "OMNI_HTTP": served.http_address,
+    }
+    done = run_steps(readme, app, env, timeout=600)
     lines = done.stdout.splitlines()
+    over_http = [line for line in lines if line.startswith(("connect", "grpc-web"))]
+    assert [line.split(":")[0] for line in over_http] == ["connect", "connect-json", "grpc-web"]
+    counts = {line.split(" ")[1] for line in over_http}
+    assert all(line.endswith("ended: true") for line in over_http) and len(counts) == 1
     assert lines[-1] == "done"
     assert lines[-3].startswith("attached: ") and lines[-2].startswith("attached again: ")
     assert lines[-4].endswith(" event")  # run's last response: the closing task_state

@@ -15,6 +15,7 @@ from omni_grpc import __version__
 _COMMANDS = (
     "omni_grpc.cli.serve",
     "omni_grpc.cli.run",
+    "omni_grpc.cli.chat",
     "omni_grpc.cli.attach",
     "omni_grpc.cli.sessions",
     "omni_grpc.cli.history",

@@ -243,3 +243,21 @@ def test_serve_flags_name_the_agent_its_public_urls_or_turn_a2a_off(
     off = serve_process("--no-a2a", "--data-dir", str(tmp_path / "other"))
     assert httpx.get(f"http://{off.http_address}/.well-known/agent-card.json").status_code == 404
     assert httpx.post(f"http://{off.http_address}/a2a/jsonrpc", json={}).status_code == 404
+
+
+async def test_a_message_to_a_busy_context_is_refused_and_recorded_nowhere(
+    a2a_server: Start,
+) -> None:
+    server = await a2a_server(approval_mode=ApprovalMode.ASK)
+    waiting = await rpc(server, send({"parts": [{"text": "hi"}]}))
+    task = waiting["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    before = await server.hub.session_info(task["contextId"])
+    busy = await rpc(server, send({"parts": [{"text": "more"}], "contextId": task["contextId"]}))
+    assert busy["error"]["code"] == INVALID_PARAMS
+    assert busy["error"]["data"][0]["metadata"]["code"] == "task_in_progress"
+    after = await server.hub.session_info(task["contextId"])
+    assert (after.message_count, after.last_event_id) == (
+        before.message_count,
+        before.last_event_id,
+    )

@@ -15,9 +15,9 @@ reference builders write them:
   calls and outputs, usage;
 * ``schema-heavy``: a session whose tool list carries large JSON Schemas.
 
-Each ``.binpb`` is written as ``omni-grpc convert`` writes it (large records
-stored compressed, ``zlib_record``); each style's line also gives the size
-with every record plain (``--no-compress``) and, for comparison, the JSONL
+Each ``.binpb`` is written as ``omni-grpc convert --compress`` writes it
+(large records stored compressed, ``zlib_record``); each style's line also
+gives the size with every record plain (the default) and, for comparison, the JSONL
 gzipped whole (level 6), which no reader can stream record by record.
 
 Usage: python benchmarks/sizes.py [--schema-lines 5] [--tools 900] [--turns 40] [--seed 1]

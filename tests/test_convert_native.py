@@ -451,7 +451,7 @@ def test_compressed_records_agree() -> None:
     text = b"\n".join(lines) + b"\n"
     convert_both(jsonl_outcome(text, False, 64 * 1024 * 1024))
     sink = io.BytesIO()
-    trace_convert.jsonl_to_binpb(io.BytesIO(text), sink)
+    trace_convert.jsonl_to_binpb(io.BytesIO(text), sink, compress=True)
     data = sink.getvalue()
     convert_both(binpb_outcome(data))
     rng = random.Random(11)

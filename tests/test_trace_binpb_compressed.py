@@ -51,15 +51,16 @@ def back(data: bytes, **kw: int) -> list[bytes]:
 def test_every_provider_style_is_under_0_8_of_its_jsonl(style: str) -> None:
     """Issue 28's goal, on the benchmark's own traces (fewer turns)."""
     lines = style_lines(style, 8, 1)
-    data = to_binpb(lines)
+    data = to_binpb(lines, compress=True)
     assert back(data) == lines
     jsonl = sum(len(line) + 1 for line in lines)
     assert len(data) < 0.8 * jsonl, (style, len(data) / jsonl)
 
 
 def test_large_records_are_stored_compressed_small_ones_plain() -> None:
+    """When asked: compression is opt-in (a stub-only reader cannot inflate)."""
     lines = style_lines("openai", 3, 1)
-    data = to_binpb(lines)
+    data = to_binpb(lines, compress=True)
     bodies = frames(data)
     assert len(bodies) == len(lines)
     wrapped = 0
@@ -77,9 +78,11 @@ def test_large_records_are_stored_compressed_small_ones_plain() -> None:
     assert wrapped >= 3  # each turn's reasoning line at least
 
 
-def test_compress_false_writes_every_record_plain() -> None:
+@pytest.mark.parametrize("kw", [{}, {"compress": False}], ids=["default", "compress=False"])
+def test_by_default_every_record_is_written_plain(kw: dict[str, bool]) -> None:
+    """A reader built from the generated stubs alone reads every record."""
     lines = style_lines("openai-reasoning", 3, 1)
-    data = to_binpb(lines, compress=False)
+    data = to_binpb(lines, **kw)
     plain = [parse_message(line).SerializeToString(deterministic=True) for line in lines]
     assert frames(data) == plain
     assert back(data) == lines
@@ -104,11 +107,12 @@ def test_any_text_round_trips_compressed_or_not(text: str, turns: int) -> None:
     the same message, from both readers."""
     msg = OmniMessage(timestamp="t")
     msg.text.text = text * (turns % 4 + 1)
-    data = encode_frame(msg)
-    assert [r.message for r in read_binpb(io.BytesIO(data))] == [msg]
-    out = io.BytesIO()
-    binpb_to_jsonl(io.BytesIO(data), out)
-    assert out.getvalue() == serialize_message(msg) + b"\n"
+    for compress in (True, False):
+        data = encode_frame(msg, compress=compress)
+        assert [r.message for r in read_binpb(io.BytesIO(data))] == [msg]
+        out = io.BytesIO()
+        binpb_to_jsonl(io.BytesIO(data), out)
+        assert out.getvalue() == serialize_message(msg) + b"\n"
 
 
 def frame(record: OmniMessage) -> bytes:
@@ -166,7 +170,7 @@ def test_a_record_cannot_inflate_past_the_frame_limit() -> None:
     refused without inflating it whole."""
     msg = OmniMessage(timestamp="t")
     msg.text.text = "a" * 100_000
-    data = encode_frame(msg)
+    data = encode_frame(msg, compress=True)
     assert len(data) < 1_000
     with pytest.raises(FrameError, match="inflates past the 50000-byte frame limit"):
         list(read_binpb(io.BytesIO(data), max_frame_bytes=50_000))
@@ -192,7 +196,7 @@ def test_cli_convert_writes_compressed_and_plain(tmp_path: Path) -> None:
     lines = style_lines("schema-heavy", 2, 1)
     source = tmp_path / "in.jsonl"
     source.write_bytes(b"\n".join(lines) + b"\n")
-    for flags, compressed in (([], True), (["--no-compress"], False)):
+    for flags, compressed in (([], False), (["--compress"], True), (["--no-compress"], False)):
         out = tmp_path / "out.binpb"
         done = subprocess.run(
             [CLI, "convert", str(source), str(out), *flags], capture_output=True, check=False

@@ -41,7 +41,7 @@ def seeds(into: Path) -> None:
     # Large records, which a .binpb stores compressed (zlib_record).
     large = [m for m in messages if m.ByteSize() >= 256][:8]
     packed = io.BytesIO()
-    write_binpb(large, packed)
+    write_binpb(large, packed, compress=True)
     (into / "compressed.binpb").write_bytes(packed.getvalue()[:16384])
     for n, line in enumerate(lines[:60]):
         (into / f"line-{n}").write_bytes(line)

@@ -58,7 +58,7 @@ def lines() -> list[str]:
 @pytest.fixture(scope="module")
 def binpb(lines: list[str]) -> bytes:
     sink = io.BytesIO()
-    write_binpb((parse_message(line) for line in lines), sink)
+    write_binpb((parse_message(line) for line in lines), sink, compress=True)
     return sink.getvalue()
 
 

@@ -56,11 +56,11 @@ def register(subparsers: Any) -> None:
         "instead of stopping at the first",
     )
     parser.add_argument(
-        "--no-compress",
-        dest="compress",
-        action="store_false",
-        help="write every .binpb record plain, for readers that cannot inflate a "
-        "zlib_record (by default a large record is stored compressed when that is smaller)",
+        "--compress",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="store each large .binpb record compressed (zlib_record) when that is smaller; "
+        "only readers that inflate zlib_record can read such a file (default: every record plain)",
     )
     parser.add_argument(
         "--progress",
@@ -77,8 +77,8 @@ def run(args: argparse.Namespace) -> int:
         out_fmt = _format(args.output, args.to_fmt, "--to")
         if args.tolerant and in_fmt != "jsonl":
             raise UsageError("--tolerant applies to JSONL input only")
-        if not args.compress and out_fmt != "binpb":
-            raise UsageError("--no-compress applies to .binpb output only")
+        if args.compress and out_fmt != "binpb":
+            raise UsageError("--compress applies to .binpb output only")
         if args.input != "-" and args.output != "-" and _same_file(args.input, args.output):
             raise UsageError("INPUT and OUTPUT are the same file")
         source = _open_input(args.input)

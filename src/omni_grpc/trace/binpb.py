@@ -2,13 +2,16 @@
 the framing of Java's ``writeDelimitedTo``/``parseDelimitedFrom`` and Go's
 ``protodelim``. Read and written one record at a time (constant memory).
 
-A record of at least ``COMPRESS_FROM`` bytes is written compressed when that
-makes it smaller: an ``OmniMessage`` whose only field is ``zlib_record``, the
+Asked to (``compress=True``, ``convert --compress``), the writer stores a
+record of at least ``COMPRESS_FROM`` bytes compressed when that makes it
+smaller: an ``OmniMessage`` whose only field is ``zlib_record``, the
 zlib stream of the record's own bytes. Base64 blobs (OpenAI reasoning's
 ``encrypted_content``, images) and JSON Schema text are stored as the
 strings other languages read, so the wire format alone saves only the JSON
 keys around them; zlib, in every language's standard library, does the
 rest. Readers inflate such a record and parse the result as the record.
+Plain is the default: a reader built from the generated stubs alone sees a
+compressed record as a message with no payload, and must not have to know.
 """
 
 from __future__ import annotations
@@ -71,7 +74,7 @@ def stored_record(body: bytes) -> bytes:
     return wrapped if len(wrapped) < len(body) else body
 
 
-def encode_frame(msg: OmniMessage, *, compress: bool = True) -> bytes:
+def encode_frame(msg: OmniMessage, *, compress: bool = False) -> bytes:
     body = msg.SerializeToString(deterministic=True)
     if compress:
         body = stored_record(body)
@@ -100,10 +103,10 @@ def compress_frames(block: bytes) -> bytes:
     return b"".join(parts)
 
 
-def write_binpb(messages: Iterable[OmniMessage], sink: BinaryIO, *, compress: bool = True) -> int:
+def write_binpb(messages: Iterable[OmniMessage], sink: BinaryIO, *, compress: bool = False) -> int:
     """Writes each message as one delimited record; returns the count.
-    ``compress=False`` writes every record plain, for readers that cannot
-    inflate ``zlib_record``."""
+    ``compress=True`` stores large records as ``zlib_record``, for readers
+    that inflate it."""
     count = 0
     write = sink.write
     for msg in messages:

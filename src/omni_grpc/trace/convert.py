@@ -47,10 +47,10 @@ def jsonl_to_binpb(
     on_skip: SkipCallback | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     progress: Progress | None = None,
-    compress: bool = True,
+    compress: bool = False,
 ) -> int:
     """Writes the JSONL trace's records as ``.binpb`` frames; returns the count.
-    Large records are stored compressed unless ``compress`` is False (see
+    Large records are stored compressed when ``compress`` is True (see
     :mod:`.binpb`)."""
     lines = LineParser(tolerant=tolerant, on_skip=on_skip, max_line_bytes=max_line_bytes)
     write = sink.write

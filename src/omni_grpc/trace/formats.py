@@ -40,7 +40,7 @@ def read_records(
 
 
 def write_records(
-    messages: Iterable[OmniMessage], sink: BinaryIO, fmt: TraceFormat, *, compress: bool = True
+    messages: Iterable[OmniMessage], sink: BinaryIO, fmt: TraceFormat, *, compress: bool = False
 ) -> int:
     """``compress`` is ``write_binpb``'s (JSONL has nothing to compress)."""
     if fmt == "jsonl":

@@ -91,6 +91,7 @@ CORS_EXPOSE_HEADERS = [
 ]
 
 _Req = TypeVar("_Req", bound=Message)
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -284,17 +285,9 @@ class ConnectApp:
         }
         handler = handlers[method.name]
         try:
-            with _until(deadline):
-                response = await handler(request)
-        except TimeoutError:
-            await _refuse(wire, DEADLINE_PASSED, send)
-            return
-        except HubError as exc:
-            await _refuse(wire, CallError.of(exc), send)
-            return
-        except Exception:
-            log.exception("%s failed", method.name)
-            await _refuse(wire, CallError(code_pb2.INTERNAL, INTERNAL_MESSAGE), send)
+            response = await _first_answer(handler(request), deadline, method.name)
+        except CallFailed as exc:
+            await _refuse(wire, exc.error, send)
             return
         body = wire.message(_encoded(response, wire.codec))
         await _start(send, wire, ())
@@ -310,17 +303,9 @@ class ConnectApp:
         send: Send,
     ) -> None:
         try:
-            with _until(deadline):
-                opened = await self._open(method, request, wire)
-        except TimeoutError:
-            await _refuse(wire, DEADLINE_PASSED, send)
-            return
-        except HubError as exc:
-            await _refuse(wire, CallError.of(exc), send)
-            return
-        except Exception:
-            log.exception("%s failed", method.name)
-            await _refuse(wire, CallError(code_pb2.INTERNAL, INTERNAL_MESSAGE), send)
+            opened = await _first_answer(self._open(method, request, wire), deadline, method.name)
+        except CallFailed as exc:
+            await _refuse(wire, exc.error, send)
             return
         frames, session_id, close = opened
         extra = [(SESSION_HEADER.encode(), session_id.encode())] if session_id else []
@@ -352,6 +337,21 @@ class ConnectApp:
             call = await self.calls.attach(request)
         with_json = bool(request.include_json)
         return _events(call, wire.codec, with_json), call.session_id, call.close
+
+
+async def _first_answer(work: Awaitable[_T], deadline: float | None, name: str) -> _T:
+    """What the runtime answers before anything is sent; its refusal, a
+    deadline that passes or a server bug raise ``CallFailed``."""
+    try:
+        with _until(deadline):
+            return await work
+    except TimeoutError:
+        raise CallFailed(DEADLINE_PASSED) from None
+    except HubError as exc:
+        raise CallFailed(CallError.of(exc)) from None
+    except Exception:
+        log.exception("%s failed", name)
+        raise CallFailed(CallError(code_pb2.INTERNAL, INTERNAL_MESSAGE)) from None
 
 
 async def _events(

@@ -1,0 +1,204 @@
+"""The Redis backend under load, beside the memory backend (issue #29).
+
+Per replica, ``--sessions`` sessions are held open at once (each a worker
+that runs one paced task after another, a new session each time), and
+``--rate`` new runs per second arrive on top, spread over the replicas, for
+``--seconds``. Every run is read to its end and checked: status OK, its
+closing ``task_state idle``, strictly increasing event ids, no
+``resync_required``, and every event the demo engine says (the same kinds
+as a run read alone). redis-server's ``connected_clients`` and
+``blocked_clients`` are sampled throughout; their peaks are the replicas'
+Redis connections. The memory backend runs the same load on one replica.
+
+Every server is a real subprocess (``omni-grpc serve``, ``redis-server`` with
+AOF and ``appendfsync always``). Exits 1 when any run failed or lost events.
+
+    .venv/bin/python benchmarks/redis_load.py [--replicas 1,3] [--sessions 200]
+        [--rate 50] [--seconds 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import itertools
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import redis.asyncio as aioredis
+from scale_out import Proc, start_redis, start_serve  # benchmarks/scale_out.py, beside this file
+
+from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
+from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc
+
+
+@dataclass
+class Tally:
+    runs: int = 0
+    failed: collections.Counter[str] = field(default_factory=collections.Counter)
+    lost: int = 0
+    events: int = 0
+    peak_clients: int = 0
+    peak_blocked: int = 0
+
+
+def kind_of(response: pb.RunResponse) -> str:
+    if response.WhichOneof("kind") == "message":
+        return str(response.message.WhichOneof("payload"))
+    return str(response.event.WhichOneof("kind"))
+
+
+async def one_run(stub: agent_service_pb2_grpc.AgentServiceStub) -> tuple[str, list[str], bool]:
+    """(status, kinds seen, ids strictly increasing)."""
+    kinds: list[str] = []
+    last = -1
+    ordered = True
+    try:
+        async for response in stub.Run(pb.RunRequest(prompt="load")):
+            seq = int(response.event_id.rsplit("-", 1)[1])
+            ordered = ordered and seq > last
+            last = seq
+            kinds.append(kind_of(response))
+            ev = response.event
+            if (
+                response.WhichOneof("kind") == "event"
+                and ev.WhichOneof("kind") == "task_state"
+                and ev.task_state.state == pb.SESSION_STATE_IDLE
+            ):
+                return "OK", kinds, ordered
+    except grpc.aio.AioRpcError as exc:
+        return exc.code().name, kinds, ordered
+    return "ENDED_EARLY", kinds, ordered
+
+
+async def load(
+    addresses: list[str], sessions: int, rate: float, seconds: float, redis_url: str | None
+) -> Tally:
+    tally = Tally()
+    channels = [grpc.aio.insecure_channel(a) for a in addresses]
+    stubs = [agent_service_pb2_grpc.AgentServiceStub(c) for c in channels]
+    _, expected, _ = await one_run(stubs[0])
+    end = time.monotonic() + seconds
+
+    def account(result: tuple[str, list[str], bool]) -> None:
+        status, kinds, ordered = result
+        tally.runs += 1
+        tally.events += len(kinds)
+        if status != "OK":
+            tally.failed[status] += 1
+        elif kinds != expected or not ordered or "resync_required" in kinds:
+            tally.lost += 1
+
+    async def held(stub: agent_service_pb2_grpc.AgentServiceStub) -> None:
+        while time.monotonic() < end:
+            account(await one_run(stub))
+
+    async def arrivals() -> None:
+        started: list[asyncio.Task[None]] = []
+        cycle = itertools.cycle(stubs)
+        count = 0
+        t0 = time.monotonic()
+        while (now := time.monotonic()) < end:
+            due = int((now - t0) * rate) - count
+            for _ in range(due):
+                stub = next(cycle)
+                started.append(asyncio.create_task(one_arrival(stub)))
+                count += 1
+            await asyncio.sleep(0.02)  # the arrival clock's tick
+        await asyncio.gather(*started)
+
+    async def one_arrival(stub: agent_service_pb2_grpc.AgentServiceStub) -> None:
+        account(await one_run(stub))
+
+    async def sample() -> None:
+        if redis_url is None:
+            return
+        admin = aioredis.Redis.from_url(redis_url)
+        try:
+            while time.monotonic() < end + 1:
+                info = await admin.info("clients")
+                # The sampler's own connection is not the replicas'.
+                tally.peak_clients = max(tally.peak_clients, int(info["connected_clients"]) - 1)
+                tally.peak_blocked = max(tally.peak_blocked, int(info["blocked_clients"]))
+                await asyncio.sleep(0.25)  # the sampling period
+        finally:
+            await admin.aclose()
+
+    workers = [held(stub) for stub in stubs for _ in range(sessions)]
+    await asyncio.gather(sample(), arrivals(), *workers)
+    for channel in channels:
+        await channel.close()
+    return tally
+
+
+def run_case(
+    backend: str, replicas: int, args: argparse.Namespace, workdir: Path
+) -> tuple[Tally, float]:
+    data = workdir / f"{backend}-{replicas}"
+    data.mkdir()
+    redis_proc = None
+    url = None
+    extra = ["--pacing", str(args.pacing), "--max-runs", "100000", "--max-sessions", "1000000"]
+    if backend == "redis":
+        (data / "redis").mkdir()
+        redis_proc, url = start_redis(data / "redis")
+        extra += ["--redis-url", url]
+    servers: list[Proc] = [start_serve(data / "serve", *extra) for _ in range(replicas)]
+    try:
+        start = time.monotonic()
+        tally = asyncio.run(
+            load([s.address for s in servers], args.sessions, args.rate, args.seconds, url)
+        )
+        return tally, time.monotonic() - start
+    finally:
+        for server in servers:
+            server.stop()
+        if redis_proc is not None:
+            redis_proc.terminate()
+            redis_proc.wait(10)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replicas", default="1,3", help="replica counts on Redis (default 1,3)")
+    parser.add_argument("--sessions", type=int, default=200, help="held sessions per replica")
+    parser.add_argument("--rate", type=float, default=50.0, help="new runs per second, in all")
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--pacing", type=float, default=0.05, help="demo engine pacing")
+    parser.add_argument("--no-memory", action="store_true", help="skip the memory baseline")
+    args = parser.parse_args()
+    cases = [] if args.no_memory else [("memory", 1)]
+    cases += [("redis", int(n)) for n in args.replicas.split(",")]
+    print(
+        f"load: {args.sessions} held sessions per replica, {args.rate:g} new runs/s, "
+        f"{args.seconds:g} s, pacing {args.pacing:g} s"
+    )
+    print(
+        "| backend | replicas | runs | events | failed | lost "
+        "| Redis connections (peak) | blocked (peak) | runs/s |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    bad = False
+    with tempfile.TemporaryDirectory() as tmp:
+        for backend, replicas in cases:
+            tally, took = run_case(backend, replicas, args, Path(tmp))
+            failed = sum(tally.failed.values())
+            bad = bad or failed > 0 or tally.lost > 0
+            conns = f"{tally.peak_clients}" if backend == "redis" else "-"
+            blocked = f"{tally.peak_blocked}" if backend == "redis" else "-"
+            print(
+                f"| {backend} | {replicas} | {tally.runs} | {tally.events} | {failed} "
+                f"| {tally.lost} | {conns} | {blocked} | {tally.runs / took:.1f} |"
+            )
+            if tally.failed:
+                print(f"  failures: {dict(tally.failed)}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -45,6 +45,7 @@ class Tally:
     events: int = 0
     peak_clients: int = 0
     peak_blocked: int = 0
+    missed_samples: int = 0
 
 
 def kind_of(response: pb.RunResponse) -> str:
@@ -121,7 +122,11 @@ async def load(
         admin = aioredis.Redis.from_url(redis_url)
         try:
             while time.monotonic() < end + 1:
-                info = await admin.info("clients")
+                try:
+                    info = await admin.info("clients")
+                except aioredis.RedisError:  # an overloaded Redis: the next sample
+                    tally.missed_samples += 1
+                    continue
                 # The sampler's own connection is not the replicas'.
                 tally.peak_clients = max(tally.peak_clients, int(info["connected_clients"]) - 1)
                 tally.peak_blocked = max(tally.peak_blocked, int(info["blocked_clients"]))

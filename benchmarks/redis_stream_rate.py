@@ -1,0 +1,118 @@
+"""Stream rate on Redis against the memory backend, with 1 and several clients.
+
+Each round runs ``clients`` concurrent ``Run`` calls of the demo engine at
+zero pacing on a replica with the memory log, then on one with
+``--redis-url`` (rounds alternate); the rate is the events all clients
+received over the round's wall time, and the figure is the median per-round
+redis/memory ratio. Beside it, the Redis commands the replica sent per
+delivered event, from redis-server's ``INFO commandstats`` around the Redis
+rounds (by command), and both servers' CPU per event.
+
+    .venv/bin/python benchmarks/redis_stream_rate.py [--clients 1,8] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import grpc
+import redis.asyncio as aioredis
+from _common import cpu_seconds  # benchmarks/_common.py, beside this file
+from scale_out import Proc, start_redis, start_serve  # benchmarks/scale_out.py
+
+from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
+from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc
+
+
+async def round_rate(server: Proc, clients: int) -> tuple[int, float]:
+    """(events received by all clients, seconds)."""
+    async with grpc.aio.insecure_channel(server.address) as channel:
+        stub = agent_service_pb2_grpc.AgentServiceStub(channel)
+
+        async def one() -> int:
+            return sum([1 async for _ in stub.Run(pb.RunRequest(prompt="bench"))])
+
+        start = time.perf_counter()
+        counts = await asyncio.gather(*(one() for _ in range(clients)))
+        return sum(counts), time.perf_counter() - start
+
+
+async def commandstats(url: str) -> dict[str, int]:
+    admin = aioredis.Redis.from_url(url)
+    try:
+        stats = await admin.info("commandstats")
+    finally:
+        await admin.aclose()
+    return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--clients", default="1,8")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=20, help="demo answer repeats per run")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "redis").mkdir()
+        redis_proc, url = start_redis(root / "redis")
+        repeat = ("--engine-opt", f"repeat={args.repeat}")
+        memory = start_serve(root / "memory", *repeat)
+        shared = start_serve(root / "shared", "--redis-url", url, *repeat)
+        try:
+            await round_rate(memory, 1)  # warm both
+            await round_rate(shared, 1)
+            print("| clients | memory events/s | Redis events/s "
+                  "| Redis / memory (median per round) | Redis commands per event "
+                  "| server CPU us/event memory / Redis "
+                  "| redis-server CPU us/event |")  # fmt: skip
+            print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+            for clients in (int(c) for c in args.clients.split(",")):
+                ratios, mem_rates, red_rates = [], [], []
+                cmds_before = await commandstats(url)
+                red_events = mem_events = 0
+                mem_cpu = red_cpu = redis_cpu = 0.0
+                for _ in range(args.rounds):
+                    c0 = cpu_seconds(memory.process.pid)
+                    n, s = await round_rate(memory, clients)
+                    mem_cpu += cpu_seconds(memory.process.pid) - c0
+                    mem_events += n
+                    mem_rates.append(n / s)
+                    c0, r0 = cpu_seconds(shared.process.pid), cpu_seconds(redis_proc.pid)
+                    n, s = await round_rate(shared, clients)
+                    red_cpu += cpu_seconds(shared.process.pid) - c0
+                    redis_cpu += cpu_seconds(redis_proc.pid) - r0
+                    red_events += n
+                    red_rates.append(n / s)
+                    ratios.append(red_rates[-1] / mem_rates[-1])
+                cmds_after = await commandstats(url)
+                used = {
+                    k: cmds_after[k] - cmds_before.get(k, 0)
+                    for k in cmds_after
+                    if k not in {"info"} and cmds_after[k] - cmds_before.get(k, 0) > 0
+                }
+                per_event = sum(used.values()) / red_events
+                top = ", ".join(
+                    f"{k} {v / red_events:.2f}"
+                    for k, v in sorted(used.items(), key=lambda kv: -kv[1])[:4]
+                )
+                ratio = statistics.median(ratios)
+                print(f"| {clients} | {statistics.median(mem_rates):,.0f} "
+                      f"| {statistics.median(red_rates):,.0f} | **{ratio:.2f}** "
+                      f"| {per_event:.2f} ({top}) "
+                      f"| {mem_cpu / mem_events * 1e6:.0f} / {red_cpu / red_events * 1e6:.0f} "
+                      f"| {redis_cpu / red_events * 1e6:.0f} |")  # fmt: skip
+        finally:
+            memory.stop()
+            shared.stop()
+            redis_proc.terminate()
+            redis_proc.wait(10)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

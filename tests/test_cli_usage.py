@@ -221,3 +221,25 @@ def test_an_engine_retry_is_shown_with_its_wait_and_next_attempt() -> None:
         "request failed: no answer in 30 s; retrying in 2 s, attempt 2",
         "request failed: HTTP 500",
     ]
+
+
+def test_a_retry_says_which_attempt_of_how_many(serve_process: ServeProcess) -> None:
+    """Issue 22: "retrying in 2 s, attempt 2/5" in the CLI. The server tells
+    the engine's attempts in the Run call's initial metadata; the request it
+    retries is a real HTTP 503 from a fake OpenAI-compatible server."""
+    from fakes.openai_server import FakeOpenAI, error_reply, text_reply
+
+    with FakeOpenAI() as fake:
+        fake.script(error_reply(503, "busy"), text_reply("ok after all"))
+        served = serve_process(
+            "--no-http", "--engine", "openai",
+            "--engine-opt", f"base_url={fake.base_url}",
+            "--engine-opt", "model=m",
+            "--engine-opt", "retry_base_ms=1",
+            "--engine-opt", "max_attempts=3",
+        )  # fmt: skip
+        done = omni("run", "hello", "--target", served.grpc_address)
+    assert done.returncode == 0, done.stderr
+    shown = done.stdout + done.stderr
+    assert "attempt 2/3" in shown, shown
+    assert "ok after all" in shown

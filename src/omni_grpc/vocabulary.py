@@ -148,6 +148,9 @@ USER_ABORT_REASON: Final = AbortKind.USER.default_reason
 
 # gRPC metadata (initial) and HTTP response header naming the run's session.
 SESSION_HEADER: Final = "omni-session-id"
+# The attempts the engine makes per model request (when it retries), so a
+# client can say "attempt 2/5" of a request_end that announces a retry.
+MAX_ATTEMPTS_HEADER: Final = "omni-engine-max-attempts"
 # The SSE resume header, and the query parameter EventSource polyfills use.
 LAST_EVENT_ID_HEADER: Final = "Last-Event-ID"
 LAST_EVENT_ID_PARAM: Final = "lastEventId"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.text import Text
@@ -27,7 +28,7 @@ from omni_grpc.cli.exits import (
 )
 from omni_grpc.cli.pipes import stdout_gone
 from omni_grpc.cli.render import Output, Renderer, fell_behind, follow, read_terminal_line
-from omni_grpc.client import AgentClient, AgentError, StreamEvent
+from omni_grpc.client import AgentClient, AgentError, RunStream, StreamEvent
 from omni_grpc.vocabulary import ApprovalMode, Decision
 
 PROG = "omni-grpc chat"
@@ -104,7 +105,7 @@ async def chat(args: argparse.Namespace, client: AgentClient, err: Console) -> i
     code = EXIT_OK
     while (prompt := await _next_prompt(err, interactive)) is not None:
         stream = client.run(prompt, session_id=session_id, approval_mode=mode)
-        renderer = Renderer(Output(highlight=False))
+        renderer = Renderer(Output(highlight=False), attempts=_attempts_of(stream))
 
         def on_gap(event: StreamEvent) -> None:
             say(err, fell_behind(PROG, event))
@@ -139,3 +140,9 @@ def chat_command(args: argparse.Namespace) -> int:
         interrupted="interrupted: the running turn was aborted",
         err=err,
     )
+
+
+def _attempts_of(stream: RunStream) -> Callable[[], int | None]:
+    """The stream's engine attempts, read when a retry is shown (known once
+    the first event arrived)."""
+    return lambda: stream.max_attempts

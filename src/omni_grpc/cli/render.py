@@ -39,8 +39,10 @@ class Output(Console):
 class Renderer:
     """Turns messages into terminal output and tracks the outcome."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, attempts: Callable[[], int | None] = lambda: None) -> None:
         self.console = console
+        # The engine's attempts per request, when the server said (an "of N").
+        self._attempts = attempts
         # Kinds whose complete message was already shown through its partials.
         self._streamed: set[str] = set()
         # True while a streamed fragment has printed part of a line.
@@ -135,7 +137,9 @@ class Renderer:
             if "retry_in_ms" in p:
                 # The engine tries again: say when, and which attempt comes next.
                 wait = int(p["retry_in_ms"]) / 1000
-                line += f"; retrying in {wait:g} s, attempt {int(p.get('attempt', 0)) + 1}"
+                of = self._attempts()
+                attempt = int(p.get("attempt", 0)) + 1
+                line += f"; retrying in {wait:g} s, attempt {attempt}{f'/{of}' if of else ''}"
             self._line(Text(line, style="yellow" if "retry_in_ms" in p else "red"))
 
     def _on_abort(self, p: dict[str, Any]) -> None:

@@ -87,7 +87,7 @@ async def run_stream(args: argparse.Namespace, client: AgentClient, err: Console
         text = json.dumps({"session_id": session_id}) if args.json else session_id
         print(text, flush=True)
         return EXIT_OK
-    renderer = Renderer(Output(highlight=False))
+    renderer = Renderer(Output(highlight=False), attempts=lambda: stream.max_attempts)
 
     def on_gap(event: StreamEvent) -> None:
         say(err, fell_behind(PROG, event))

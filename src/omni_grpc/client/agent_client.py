@@ -13,8 +13,8 @@ from google.protobuf import struct_pb2
 from omni_grpc.client.errors import AgentError
 from omni_grpc.client.events import StreamEvent
 from omni_grpc.propagation import outgoing_metadata
+from omni_grpc.vocabulary import MAX_ATTEMPTS_HEADER, ApprovalMode, Decision, ThinkingLevel
 from omni_grpc.vocabulary import SESSION_HEADER as SESSION_HEADER
-from omni_grpc.vocabulary import ApprovalMode, Decision, ThinkingLevel
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc, omni_pb2
 
@@ -55,6 +55,9 @@ class RunStream:
     def __init__(self, call: Any) -> None:
         self._call = call
         self.session_id: str | None = None
+        # The engine's attempts per model request (initial metadata), if the
+        # server says: known once the first event has arrived.
+        self.max_attempts: int | None = None
         # The task's closing task_state idle arrived (held back or not): an
         # error after it is how the server ended the run, not a lost call.
         self.task_ended = False
@@ -72,6 +75,8 @@ class RunStream:
         try:
             async for response in self._call:
                 event = StreamEvent.from_response(response)
+                if self.session_id is None:
+                    self._read_metadata(await self._call.initial_metadata())
                 self.session_id = event.session_id
                 if held is not None:
                     yield held
@@ -91,13 +96,18 @@ class RunStream:
             metadata = await self._call.initial_metadata()
         except grpc.aio.AioRpcError as exc:
             raise AgentError.from_rpc_error(exc) from None
-        for key, value in metadata or ():
-            if key == SESSION_HEADER:
-                self.session_id = str(value)
+        self._read_metadata(metadata)
         if self.session_id is None:
             await self._call.code()  # the call failed before answering: surface why
             raise AgentError(grpc.StatusCode.UNKNOWN, "no session id in the response", [])
         return self.session_id
+
+    def _read_metadata(self, metadata: Any) -> None:
+        for key, value in metadata or ():
+            if key == SESSION_HEADER:
+                self.session_id = str(value)
+            elif key == MAX_ATTEMPTS_HEADER and str(value).isdigit():
+                self.max_attempts = int(value)
 
     def cancel(self) -> None:
         """Cancels the call; the server aborts the run unless it was detached."""

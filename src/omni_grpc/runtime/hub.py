@@ -21,7 +21,7 @@ import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
-from omni_grpc.engines.base import AbortSignal, Engine
+from omni_grpc.engines.base import AbortSignal, Engine, RetriesRequests
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.approvals import ApprovalBroker, ApprovalMode, default_client_modes
 from omni_grpc.runtime.backend import Backend, memory_backend
@@ -123,6 +123,11 @@ class Hub:
         self._draining = False
         self._started: asyncio.Task[None] | None = None
         self._background: list[asyncio.Task[None]] = []
+
+    @property
+    def engine_max_attempts(self) -> int | None:
+        engine = self.engine
+        return engine.max_attempts if isinstance(engine, RetriesRequests) else None
 
     @property
     def approval_policy(self) -> ApprovalPolicy:

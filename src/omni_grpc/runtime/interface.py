@@ -96,6 +96,11 @@ class Runtime(Protocol):
     @property
     def approval_policy(self) -> ApprovalPolicy: ...
 
+    @property
+    def engine_max_attempts(self) -> int | None:
+        """The attempts the engine makes per model request, if it says."""
+        ...
+
     async def list_sessions(self) -> list[SessionInfo]: ...
 
     async def create_session(self, approval_mode: ApprovalMode | None = None) -> SessionInfo:

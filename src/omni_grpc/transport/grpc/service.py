@@ -11,6 +11,7 @@ from omni_grpc.runtime.agent_service import AgentCalls, response_bytes
 from omni_grpc.runtime.errors import HubError
 from omni_grpc.runtime.interface import Runtime
 from omni_grpc.transport.grpc.status import abort_with
+from omni_grpc.vocabulary import MAX_ATTEMPTS_HEADER
 from omni_grpc.vocabulary import SESSION_HEADER as SESSION_HEADER
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc
@@ -21,6 +22,12 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
         self.hub = hub
         self.calls = AgentCalls(hub)
 
+    def _metadata(self, session_id: str) -> tuple[tuple[str, str], ...]:
+        attempts = self.hub.engine_max_attempts
+        if attempts is None:
+            return ((SESSION_HEADER, session_id),)
+        return ((SESSION_HEADER, session_id), (MAX_ATTEMPTS_HEADER, str(attempts)))
+
     async def Run(
         self, request: pb.RunRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:  # RunResponse bytes (see responses.py)
@@ -29,7 +36,7 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
         except HubError as exc:
             await abort_with(context, exc)
         try:
-            await context.send_initial_metadata(((SESSION_HEADER, call.session_id),))
+            await context.send_initial_metadata(self._metadata(call.session_id))
             try:
                 async for event in call.events():
                     # Encoded once per event for all its subscribers.
@@ -48,7 +55,7 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
         except HubError as exc:
             await abort_with(context, exc)
         try:
-            await context.send_initial_metadata(((SESSION_HEADER, call.session_id),))
+            await context.send_initial_metadata(self._metadata(call.session_id))
             try:
                 async for event in call.events():
                     yield response_bytes(event, call.session_id, with_json=request.include_json)

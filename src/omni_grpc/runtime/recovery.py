@@ -354,25 +354,32 @@ def trace_tail(path: Path, window: list[HubEvent]) -> list[omni_pb2.OmniMessage]
     found in the trace by its bytes. ``[]`` when the log holds no record or
     the trace does not hold the log's last one (nothing to line up)."""
     last = next((e.data for e in reversed(window) if _recordable(e)), None)
-    if last is None:
-        return []
+    if last is None and window and window[0].seq != 1:
+        return []  # the window lost its start: nothing to line up with
     try:
         lines = path.read_bytes().split(b"\n")
     except OSError:
         return []
+    if last is None:
+        # The log never got a record of the session (its first run stopped
+        # before its first publish): all the trace holds but session_meta.
+        return [m for m in _parsed(lines) if m.WhichOneof("payload") != "session_meta"]
     for index in range(len(lines) - 1, -1, -1):
-        if lines[index] != last:
-            continue
-        out: list[omni_pb2.OmniMessage] = []
-        for line in lines[index + 1 :]:
-            if not line.strip():
-                continue
-            try:
-                out.append(parse_message(line))
-            except ConversionError:
-                break  # a torn last line: never written whole, never seen
-        return out
+        if lines[index] == last:
+            return _parsed(lines[index + 1 :])
     return []
+
+
+def _parsed(lines: list[bytes]) -> list[omni_pb2.OmniMessage]:
+    out: list[omni_pb2.OmniMessage] = []
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            out.append(parse_message(line))
+        except ConversionError:
+            break  # a torn last line: never written whole, never seen
+    return out
 
 
 def run_ended(events: list[HubEvent]) -> bool:

@@ -11,6 +11,7 @@ HTTP/SSE transport is added beside it the same way.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from opentelemetry.trace import TracerProvider
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp
 
+from omni_grpc.descriptors import fit_caps, warn_fitted
 from omni_grpc.engines.base import ListsTools, RetriesRequests
 from omni_grpc.engines.loader import load_engine
 from omni_grpc.observability.http import MetricsTransport, metrics_route
@@ -216,6 +218,30 @@ def _connect_app(hub: Hub, config: ServerConfig, telemetry: Telemetry) -> ASGIAp
     )
     middleware = telemetry.http_middleware(app.routes())
     return middleware.cls(app, *middleware.args, **middleware.kwargs)
+def _fitted(config: ServerConfig) -> ServerConfig:
+    """``config`` with its listeners' connection caps fitted to the
+    descriptor limit (descriptors.py)."""
+    footprint: dict[str, int] = {}
+    if config.grpc is not None:
+        footprint["gRPC"] = config.grpc.max_connections
+    if config.http is not None:
+        footprint["HTTP"] = config.http.limits.descriptors
+    room, limit = fit_caps(footprint)
+    wanted: dict[str, int] = {}
+    caps: dict[str, int] = {}
+    if config.grpc is not None:
+        wanted["gRPC"], caps["gRPC"] = config.grpc.max_connections, room["gRPC"]
+        grpc = dataclasses.replace(config.grpc, max_connections=caps["gRPC"])
+        config = dataclasses.replace(config, grpc=grpc)
+    if config.http is not None:
+        http = config.http.limits
+        wanted["HTTP"] = caps["HTTP"] = http.max_connections
+        if room["HTTP"] < http.descriptors:  # the backlog's share shrinks with it
+            caps["HTTP"] = max(1, room["HTTP"] * http.max_connections // http.descriptors)
+        limits = dataclasses.replace(http, max_connections=caps["HTTP"])
+        config = dataclasses.replace(config, http=dataclasses.replace(config.http, limits=limits))
+    warn_fitted(limit, wanted, caps)
+    return config
 
 
 def build_server(config: ServerConfig, *, backend: Backend | None = None) -> OmniServer:
@@ -245,6 +271,7 @@ def build_server(config: ServerConfig, *, backend: Backend | None = None) -> Omn
     transports: list[Transport] = []
     a2a = _a2a_binding(config, hub, engine, telemetry.engine_name)
     grpc_transport: GrpcTransport | None = None
+    config = _fitted(config)
     if config.grpc is not None:
         services = [a2a.add_to_grpc_server] if a2a is not None else []
         grpc_transport = GrpcTransport(hub, config.grpc, telemetry.grpc_interceptors(), services)

@@ -24,6 +24,13 @@ from omni_grpc.runtime.limits import Limits
 from omni_grpc.server import OmniServer, ServerConfig, TransportStartError, build_server
 from omni_grpc.transport.a2a import A2aConfig
 from omni_grpc.transport.grpc import GrpcConfig, GrpcTransport
+from omni_grpc.transport.sse.connections import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+    HttpLimits,
+)
 from omni_grpc.transport.sse.transport import SseConfig, SseTransport
 
 EXIT_USAGE = 2
@@ -185,6 +192,44 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--max-message-bytes", type=int32, default=16 * 1024 * 1024)
     parser.add_argument("--keepalive-time-ms", type=int32, default=30_000)
     parser.add_argument("--keepalive-timeout-ms", type=int32, default=10_000)
+    parser.add_argument(
+        "--max-connections",
+        type=checks.at_least(1, 2**31 - 1),
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help="open connections per listener (gRPC, HTTP); lowered to fit ulimit -n, "
+        "with descriptors kept for traces (default %(default)s)",
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=checks.positive_seconds,
+        default=DEFAULT_HEADER_TIMEOUT,
+        metavar="SECONDS",
+        help="an HTTP request's headers, and a gRPC connection's handshake, must "
+        "arrive within this (default %(default)s)",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=checks.positive_seconds,
+        default=DEFAULT_BODY_TIMEOUT,
+        metavar="SECONDS",
+        help="longest pause between reads of an HTTP request body (default %(default)s)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=checks.at_least(1),
+        default=DEFAULT_IDLE_TIMEOUT,
+        metavar="SECONDS",
+        help="an HTTP keep-alive connection closes after this long without a request "
+        "(default %(default)s)",
+    )
+    parser.add_argument(
+        "--grpc-idle-timeout",
+        type=checks.positive_seconds,
+        default=300.0,
+        metavar="SECONDS",
+        help="a gRPC connection with no call for this long gets GOAWAY (default %(default)s)",
+    )
     parser.add_argument("--shutdown-grace", type=checks.seconds, default=5.0, help="seconds")
     parser.add_argument(
         "--drain-timeout",
@@ -312,6 +357,9 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
         max_message_bytes=args.max_message_bytes,
         keepalive_time_ms=args.keepalive_time_ms,
         keepalive_timeout_ms=args.keepalive_timeout_ms,
+        max_connections=args.max_connections,
+        handshake_timeout_ms=max(1, int(args.header_timeout * 1000)),
+        idle_timeout_ms=max(1, int(args.grpc_idle_timeout * 1000)),
     )
     return ServerConfig(
         engine=args.engine,
@@ -332,6 +380,12 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
             heartbeat=args.sse_heartbeat or None,
             log_level=args.log_level,
             public_metrics=args.public_metrics,
+            limits=HttpLimits(
+                header_timeout=args.header_timeout,
+                body_timeout=args.body_timeout,
+                idle_timeout=args.idle_timeout,
+                max_connections=args.max_connections,
+            ),
         ),
         shutdown_grace=args.shutdown_grace,
         buffer_events=args.buffer_events,

@@ -40,9 +40,20 @@ class GrpcConfig:
     max_message_bytes: int = 16 * 1024 * 1024
     keepalive_time_ms: int = 30_000
     keepalive_timeout_ms: int = 10_000
+    # Open connections the listener accepts; grpcio refuses the rest before
+    # their handshake, so they cost no descriptor for long.
+    max_connections: int = 1000
+    # A connection must finish its TLS and HTTP/2 handshake within this
+    # (the gRPC side of the HTTP header timeout): half-open ones end.
+    handshake_timeout_ms: int = 20_000
+    # A connection with no call for this long gets GOAWAY (clients reconnect).
+    idle_timeout_ms: int = 300_000
 
     def channel_options(self) -> list[tuple[str, int]]:
         return [
+            ("grpc.max_allowed_incoming_connections", self.max_connections),
+            ("grpc.server_handshake_timeout_ms", self.handshake_timeout_ms),
+            ("grpc.max_connection_idle_ms", self.idle_timeout_ms),
             ("grpc.max_send_message_length", self.max_message_bytes),
             ("grpc.max_receive_message_length", self.max_message_bytes),
             ("grpc.keepalive_time_ms", self.keepalive_time_ms),

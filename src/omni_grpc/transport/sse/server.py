@@ -14,6 +14,8 @@ from collections.abc import Iterator
 import uvicorn
 from starlette.types import ASGIApp
 
+from omni_grpc.transport.sse.connections import HttpLimits, LimitedH11Protocol
+
 
 class _Server(uvicorn.Server):
     """uvicorn's server without its signal handlers: the process's owner
@@ -35,7 +37,9 @@ class HttpServer:
         port: int = 8080,
         log_level: str = "warning",
         shutdown_grace: int = 2,
+        limits: HttpLimits | None = None,
     ) -> None:
+        limits = limits or HttpLimits()
         self.host = host
         self.port = port
         # No Server/Date headers: the SSE response headers are exactly the reference's.
@@ -46,6 +50,9 @@ class HttpServer:
             server_header=False,
             date_header=False,
             timeout_graceful_shutdown=shutdown_grace,
+            http=LimitedH11Protocol.with_limits(limits),
+            timeout_keep_alive=limits.idle_timeout,
+            backlog=limits.accept_batch,
         )
         self._server = _Server(self._config)
         self._task: asyncio.Task[None] | None = None

@@ -10,6 +10,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from omni_grpc.runtime.interface import Runtime
 from omni_grpc.transport.sse.app import RequestTelemetry, create_app
+from omni_grpc.transport.sse.connections import HttpLimits
 from omni_grpc.transport.sse.guard import default_hosts
 from omni_grpc.transport.sse.requests import DEFAULT_MAX_BODY_BYTES
 from omni_grpc.transport.sse.server import HttpServer
@@ -31,6 +32,8 @@ class SseConfig:
     public_metrics: bool = False
     # Host names answered; empty: the loopback names and the bound address.
     allowed_hosts: Sequence[str] = field(default_factory=tuple)
+    # Header, body and idle timeouts and the connection cap of the listener.
+    limits: HttpLimits = field(default_factory=HttpLimits)
 
 
 class SseTransport:
@@ -65,7 +68,11 @@ class SseTransport:
         if mounts:
             app = _Prefixed(app, mounts)
         self.server = HttpServer(
-            app, host=config.host, port=config.port, log_level=config.log_level
+            app,
+            host=config.host,
+            port=config.port,
+            log_level=config.log_level,
+            limits=config.limits,
         )
 
     @property

@@ -218,6 +218,8 @@ def _connect_app(hub: Hub, config: ServerConfig, telemetry: Telemetry) -> ASGIAp
     )
     middleware = telemetry.http_middleware(app.routes())
     return middleware.cls(app, *middleware.args, **middleware.kwargs)
+
+
 def _fitted(config: ServerConfig) -> ServerConfig:
     """``config`` with its listeners' connection caps fitted to the
     descriptor limit (descriptors.py)."""

@@ -21,6 +21,7 @@ from omni_grpc.runtime.errors import (
     ApprovalNotPending,
     BackendUnavailable,
     ErrorCode,
+    EventsMissed,
     HubClosed,
     HubError,
     InvalidRequest,
@@ -57,6 +58,10 @@ SAMPLES: dict[type[HubError], list[HubError]] = {
         LimitExceeded("some_future_limit", 1),
     ],
     TooManyStreams: [TooManyStreams("s1", 4)],
+    EventsMissed: [
+        EventsMissed("s1", "ab12cd34-7", "ab12cd34-40"),
+        EventsMissed("s1", None, "ab12cd34-3"),
+    ],
     RunFailed: [
         RunFailed(RunFailure("resource_exhausted", "No space left on device")),
         RunFailed(RunFailure("unavailable", "Read-only file system")),
@@ -123,6 +128,12 @@ def test_the_statuses_clients_already_see_are_kept() -> None:
         BackendUnavailable: (code_pb2.UNAVAILABLE, 503, "unavailable"),
         TooManyStreams: (code_pb2.RESOURCE_EXHAUSTED, 429, "too_many_streams"),
     }
+    missed = SAMPLES[EventsMissed][0]
+    assert (status_for(missed).code, *hub_error_status(missed)) == (
+        code_pb2.ABORTED,
+        409,
+        "resync_required",
+    )
     for cls, (grpc_code, http, word) in expected.items():
         [error] = SAMPLES[cls]
         assert (status_for(error).code, *hub_error_status(error)) == (grpc_code, http, word)

@@ -23,7 +23,15 @@ PACKAGE = Path(omni_grpc.__file__).parent
 
 # Bottom first; a module belongs to the layer of its longest listed prefix.
 LAYERS: list[tuple[str, list[str]]] = [
-    ("ground", ["omni_grpc.vocabulary", "omni_grpc.propagation", "omni_grpc._imports"]),
+    (
+        "ground",
+        [
+            "omni_grpc.vocabulary",
+            "omni_grpc.propagation",
+            "omni_grpc._imports",
+            "omni_grpc.message_size",
+        ],
+    ),
     ("codec", ["omni_grpc.convert"]),
     ("protocol", ["omni_grpc.protocol"]),
     ("trace", ["omni_grpc.trace"]),

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from omni_grpc.cli import banner, checks
 from omni_grpc.engines.loader import EngineLoadError, registered
+from omni_grpc.message_size import GRPC_MAX_MESSAGE_BYTES, HTTP_MAX_BODY_BYTES
 from omni_grpc.observability import logs, tracing
 from omni_grpc.observability.logs import LOG_FORMATS
 from omni_grpc.runtime.approvals import ApprovalMode
@@ -175,7 +176,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "(default: localhost, 127.0.0.1, ::1 and the --host address)",
     )
     parser.add_argument(
-        "--http-max-body", type=checks.at_least(1), default=10 * 1024 * 1024, help="bytes"
+        "--http-max-body", type=checks.at_least(1), default=HTTP_MAX_BODY_BYTES, help="bytes"
     )
     parser.add_argument(
         "--sse-heartbeat", type=checks.seconds, default=20.0, help="seconds, 0 disables"
@@ -189,7 +190,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     # grpcio keeps these in a C int.
     int32 = checks.at_least(1, 2**31 - 1)
-    parser.add_argument("--max-message-bytes", type=int32, default=16 * 1024 * 1024)
+    parser.add_argument(
+        "--max-message-bytes", type=int32, default=GRPC_MAX_MESSAGE_BYTES, help="bytes"
+    )
     parser.add_argument("--keepalive-time-ms", type=int32, default=30_000)
     parser.add_argument("--keepalive-timeout-ms", type=int32, default=10_000)
     parser.add_argument(

@@ -12,6 +12,7 @@ from google.protobuf import struct_pb2
 
 from omni_grpc.client.errors import AgentError
 from omni_grpc.client.events import StreamEvent
+from omni_grpc.message_size import GRPC_MAX_MESSAGE_BYTES
 from omni_grpc.propagation import outgoing_metadata
 from omni_grpc.vocabulary import MAX_ATTEMPTS_HEADER, ApprovalMode, Decision, ThinkingLevel
 from omni_grpc.vocabulary import SESSION_HEADER as SESSION_HEADER
@@ -130,7 +131,7 @@ class AgentClient:
         tls_ca: Path | str | bytes | None = None,
         tls_cert: Path | str | bytes | None = None,
         tls_key: Path | str | bytes | None = None,
-        max_message_bytes: int = 16 * 1024 * 1024,
+        max_message_bytes: int = GRPC_MAX_MESSAGE_BYTES,
         options: Sequence[tuple[str, Any]] = (),
     ) -> None:
         opts = [

@@ -15,13 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from omni_grpc.observability.metrics import ServerMetrics
+from omni_grpc.runtime.bodies import is_resync
 from omni_grpc.runtime.event_log import EventLog, InitialEvents, Subscription
 from omni_grpc.runtime.events import EventBody, HubEvent
-
-
-def _is_resync(event: HubEvent) -> bool:
-    ev = event.server_event
-    return ev is not None and ev.WhichOneof("kind") == "resync_required"
 
 
 class DeliveryCounter:
@@ -41,8 +37,8 @@ class DeliveryCounter:
 
     def _classify(self, event: HubEvent, first: bool) -> None:
         if first:  # the subscriber gave an event id: its first event says hit or miss
-            self._metrics.replays.labels("miss" if _is_resync(event) else "hit").inc()
-        elif _is_resync(event):
+            self._metrics.replays.labels("miss" if is_resync(event) else "hit").inc()
+        elif is_resync(event):
             self._metrics.subscriber_cutoffs.inc()
 
 

@@ -25,6 +25,7 @@ from omni_grpc.convert import message_from_dict, serialize_message
 from omni_grpc.protocol.run_input import InputProblem, check_run_input, tool_calls_made
 from omni_grpc.runtime.errors import (
     ErrorCode,
+    EventsMissed,
     HubError,
     InvalidRequest,
     SessionDeleted,
@@ -37,6 +38,7 @@ from omni_grpc.runtime.interface import (
     Runtime,
     SessionInfo,
     Subscription,
+    is_resync,
     is_task_end,
 )
 from omni_grpc.trace.window import Position, format_cursor, parse_cursor
@@ -246,13 +248,22 @@ class RunCall:
     async def events(self) -> AsyncIterator[HubEvent]:
         """The run's events through its ``task_state idle``; raises
         ``RunFailed`` after a task end the server caused, and
-        ``BackendUnavailable`` when the shared log goes away mid-stream."""
+        ``BackendUnavailable`` when the shared log goes away mid-stream, and
+        ``EventsMissed`` after the task end of a stream that was cut off
+        behind the window (it goes on live; what it missed is in history)."""
+        last: str | None = None
+        missed: EventsMissed | None = None
         async for event in self._sub:
+            if is_resync(event) and missed is None:
+                missed = EventsMissed(self.session_id, last, event.event_id)
+            last = event.event_id
             if is_task_end(event):
                 self.finished = True
                 yield event
                 if event.failure is not None:
                     raise RunFailed(event.failure)
+                if missed is not None:
+                    raise missed
                 return
             yield event
 

@@ -76,6 +76,14 @@ def resync_required_body() -> EventBody:
     return server_event_body(event)
 
 
+def is_resync(event: HubEvent) -> bool:
+    """True for a ``resync_required``: the stream was cut off behind the window."""
+    if event.body.is_message:
+        return False
+    ev = event.server_event
+    return ev is not None and ev.WhichOneof("kind") == "resync_required"
+
+
 def is_task_end(event: HubEvent) -> bool:
     """True for the buffered ``task_state idle`` that closes a task."""
     if event.body.is_message:

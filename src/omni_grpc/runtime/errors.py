@@ -29,6 +29,7 @@ class ErrorCode(enum.StrEnum):
     STORAGE_FULL = "storage_full"
     STORAGE_UNAVAILABLE = "storage_unavailable"
     UNAVAILABLE = "unavailable"
+    EVENTS_MISSED = "resync_required"
     INTERNAL = "internal"
 
 
@@ -57,6 +58,9 @@ STATUSES: dict[ErrorCode, ErrorStatus] = {
     ErrorCode.STORAGE_FULL: ErrorStatus(code_pb2.RESOURCE_EXHAUSTED, 503, "storage_unavailable"),
     ErrorCode.STORAGE_UNAVAILABLE: ErrorStatus(code_pb2.UNAVAILABLE, 503, "storage_unavailable"),
     ErrorCode.UNAVAILABLE: ErrorStatus(code_pb2.UNAVAILABLE, 503, "unavailable"),
+    # A stream that fell behind its replay window: a sequencer check failed
+    # (gRPC's ABORTED); what it missed is in the session's history.
+    ErrorCode.EVENTS_MISSED: ErrorStatus(code_pb2.ABORTED, 409, "resync_required"),
     ErrorCode.INTERNAL: ErrorStatus(code_pb2.INTERNAL, 500, "internal"),
 }
 
@@ -178,6 +182,26 @@ class Fenced(Exception):
         self.token = token
 
 
+class EventsMissed(HubError):
+    """A stream was cut off behind the replay window (``resync_required``): it
+    went on live, but events between ``last_event_id`` and ``resync_event_id``
+    were never sent on it. A call that streamed a whole run ends with this
+    after the task end, never as a success."""
+
+    code = ErrorCode.EVENTS_MISSED
+
+    def __init__(self, session_id: str, last_event_id: str | None, resync_event_id: str) -> None:
+        after = f"after {last_event_id}" if last_event_id else "from the run's start"
+        super().__init__(
+            f"events {after} up to {resync_event_id} were not delivered: the stream fell "
+            f"behind the replay window (resync_required); GetHistory of session "
+            f"{session_id} has the whole record"
+        )
+        self.session_id = session_id
+        self.last_event_id = last_event_id
+        self.resync_event_id = resync_event_id
+
+
 class LimitExceeded(HubError):
     """An operator limit (``runtime.limits``) is reached; nothing was created."""
 
@@ -244,6 +268,15 @@ def details_of(error: HubError) -> list[Message]:
                 reason="APPROVAL_MODE_NOT_ALLOWED",
                 domain=ERROR_DOMAIN,
                 metadata={"approval_mode": error.mode, "allowed": ",".join(error.allowed)},
+            )
+        ]
+    if isinstance(error, EventsMissed):
+        missed = {"session_id": error.session_id, "resync_event_id": error.resync_event_id}
+        if error.last_event_id:
+            missed["last_event_id"] = error.last_event_id
+        return [
+            error_details_pb2.ErrorInfo(
+                reason="RESYNC_REQUIRED", domain=ERROR_DOMAIN, metadata=missed
             )
         ]
     if isinstance(error, LimitExceeded):

@@ -17,8 +17,14 @@ sees is decided here, once for every backend:
 * back-pressure: a subscriber that keeps up and nearly fills its share of
   the window holds back this process's writer (``congested``, and the
   futures of ``hold``) until it has read down, unless it does not read down
-  within the stall timeout; then it is let go, and cut off once its backlog
-  reaches past the window;
+  within the stall timeout (plus a second per MiB it has to send: its
+  backlog and the event it took last, ``STALL_RATE``); then it is let go,
+  and cut off once its backlog reaches past the window. What it was handed
+  stays queued when the window evicts it, so a message larger than the
+  window reaches it whole;
+* room: a backend that trims where the writer cannot hold it (a shared
+  stream) waits before each write until its subscribers that keep up have
+  been handed what the write would trim (``room``);
 * the cut-off: the backlog is dropped and ``resync_required`` takes its
   place; its own event id is where the subscriber goes on live from (it
   fetches history for what it missed), as the reference channel does.
@@ -45,6 +51,12 @@ from omni_grpc.runtime.events import HubEvent
 HIGH_WATER = 0.9
 LOW_WATER = 0.5
 DEFAULT_STALL_TIMEOUT = 2.0
+# A subscriber gets the stall timeout plus a second for each this many UTF-16
+# units it has to send (its backlog and the event it took last): a reader
+# that keeps up is one that reads at least this fast, so a 60 MiB message
+# that takes seconds to encode, fetch and send does not make it one that
+# stopped.
+STALL_RATE = 1024 * 1024
 
 # Called with each event a subscriber is handed (metrics count deliveries).
 Observer = Callable[[HubEvent], None]
@@ -72,6 +84,8 @@ class Subscriber:
         # past: the next kept one must name it as its ``prev``.
         self._last_kept: int | None = None
         self._observer: Observer | None = None
+        # The size of the last event taken (what the transport may still be sending).
+        self.taking = 0
         # Let go by the back-pressure: it did not read down in time.
         self.lagging = False
         # Cut-offs so far (tests and metrics).
@@ -200,6 +214,7 @@ class Subscriber:
             await self._wakeup.wait()
         event = self._queue.popleft()
         self._bytes -= event.body.size
+        self.taking = event.body.size
         fanout = self._fanout
         fanout.room_changed()
         pressing = fanout.pressed_by is self
@@ -299,6 +314,11 @@ class Fanout:
 
     # ---- room: a writer that waits before it writes --------------------------------
 
+    def stall_delay(self, subs: list[Subscriber]) -> float:
+        """How long ``subs`` may go without reading down before they are let go."""
+        units = max((s.taking + s.backlog[1] for s in subs), default=0)
+        return self.stall_timeout + units / STALL_RATE
+
     def room_changed(self) -> None:
         self._room.set()
 
@@ -306,7 +326,9 @@ class Fanout:
         """Waits until ``count`` events of ``units`` may be written without
         pushing a subscriber that keeps up past the window (``has_room``), with
         ``unread()`` written and not yet handed out. A subscriber that makes no
-        room within the stall timeout is let go (``lagging``), as ``press`` does.
+        progress for the stall timeout is let go (``lagging``), as ``press``
+        lets go of one: reading a message of many MiB off a shared stream may
+        take longer than that, and a reader that is reading keeps up.
 
         A backend whose window is trimmed where this process cannot hold it
         back (a shared stream) waits here before each write: what it trims is
@@ -318,19 +340,26 @@ class Fanout:
             blocked = [s for s in self.subscribers if not s.has_room(count, units, extra)]
             if not blocked:
                 return
+            # One with nothing queued waits for this process's reader of the
+            # backend, not for itself: only a subscriber that has events to
+            # read and does not read them stalls.
+            stalled = [s for s in blocked if s.pending]
             now = loop.time()
-            if deadline is None:
-                deadline = now + self.stall_timeout
-            if now >= deadline:
-                for sub in blocked:
+            if not stalled:
+                deadline = None
+            elif deadline is None:
+                deadline = now + self.stall_delay(stalled)
+            elif now >= deadline:
+                for sub in stalled:
                     sub.lagging = True
-                return
+                continue
             self._room.clear()
             try:
-                async with asyncio.timeout(deadline - now):
+                async with asyncio.timeout(None if deadline is None else deadline - now):
                     await self._room.wait()
             except TimeoutError:
-                pass
+                continue
+            deadline = None  # progress: the stall timeout starts again
 
     # ---- back-pressure ---------------------------------------------------------------
 
@@ -348,7 +377,8 @@ class Fanout:
         if pressing:
             self.pressed_by = max(pressing, key=lambda s: s.level(extra))
             loop = asyncio.get_running_loop()
-            self._stall_timer = loop.call_later(self.stall_timeout, self._stalled)
+            delay = self.stall_delay([self.pressed_by])
+            self._stall_timer = loop.call_later(delay, self._stalled)
 
     def landed(self) -> None:
         """Writes in flight were accounted for without reaching a subscriber's

@@ -314,7 +314,7 @@ class Hub:
         await self.start()
         if self._closing or self._draining:
             raise HubClosed()
-        check_input(request.input)
+        check_input(request.input, self.recorder.max_record_bytes)
         if request.approval_mode is not None:
             self._check_mode(request.approval_mode)
         self.recorder.check_storage()

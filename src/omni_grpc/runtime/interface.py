@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from omni_grpc.engines.base import JsonObject
-from omni_grpc.runtime.bodies import is_task_end
+from omni_grpc.runtime.bodies import is_resync, is_task_end
 from omni_grpc.runtime.event_log import Subscription
 from omni_grpc.runtime.events import HubEvent, format_event_id, parse_event_id
 from omni_grpc.runtime.health import HealthState
@@ -34,6 +34,7 @@ __all__ = [
     "SessionInfo",
     "Subscription",
     "format_event_id",
+    "is_resync",
     "is_task_end",
     "parse_event_id",
 ]

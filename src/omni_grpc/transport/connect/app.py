@@ -33,6 +33,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from omni_grpc.message_size import GRPC_MAX_MESSAGE_BYTES
 from omni_grpc.runtime.agent_service import AgentCalls, AttachCall, RunCall, response_bytes
 from omni_grpc.runtime.errors import HubError
 from omni_grpc.runtime.interface import HubEvent, Runtime
@@ -66,7 +67,8 @@ log = logging.getLogger(__name__)
 
 SERVICE = pb.DESCRIPTOR.services_by_name["AgentService"].full_name
 PREFIX = f"/{SERVICE}/"
-DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+# As gRPC's (omni_grpc.message_size): a message at the record limit fits.
+DEFAULT_MAX_MESSAGE_BYTES = GRPC_MAX_MESSAGE_BYTES
 
 # What a browser may send and read (CORS), beyond the simple headers.
 CORS_ALLOW_HEADERS = [

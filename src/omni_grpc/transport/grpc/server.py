@@ -14,6 +14,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from omni_grpc.message_size import GRPC_MAX_MESSAGE_BYTES
 from omni_grpc.runtime.interface import Runtime
 from omni_grpc.transport.grpc import health
 from omni_grpc.transport.grpc.auth import BearerAuthInterceptor
@@ -37,7 +38,7 @@ class GrpcConfig:
     tls_key: Path | None = None
     # Requiring client certificates signed by this CA (mTLS).
     tls_client_ca: Path | None = None
-    max_message_bytes: int = 16 * 1024 * 1024
+    max_message_bytes: int = GRPC_MAX_MESSAGE_BYTES
     keepalive_time_ms: int = 30_000
     keepalive_timeout_ms: int = 10_000
     # Open connections the listener accepts; grpcio refuses the rest before

@@ -24,7 +24,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from omni_grpc.runtime.errors import ApprovalNotPending, HubError, SessionBusy
-from omni_grpc.runtime.interface import HubEvent, RunRequest, Runtime, is_task_end, parse_event_id
+from omni_grpc.runtime.interface import (
+    HubEvent,
+    RunRequest,
+    Runtime,
+    is_resync,
+    is_task_end,
+    parse_event_id,
+)
 from omni_grpc.trace.window import positioned
 from omni_grpc.transport.sse import history, page, reference_routes
 from omni_grpc.transport.sse.auth import PUBLIC_PATHS, BearerAuth
@@ -78,11 +85,6 @@ class RequestTelemetry(Protocol):
     a middleware measuring and tracing every request to ``routes``."""
 
     def http_middleware(self, routes: Sequence[BaseRoute]) -> Middleware: ...
-
-
-def _is_resync(event: HubEvent) -> bool:
-    ev = event.server_event
-    return ev is not None and ev.WhichOneof("kind") == "resync_required"
 
 
 class SseRoutes:
@@ -266,7 +268,7 @@ class SseRoutes:
                     path += quote(ask.tool_call.tool_call_id, safe="")
                     for frame in ids.frames(projection.approval_request(ask, path)):
                         yield frame
-                elif _is_resync(event):
+                elif is_resync(event):
                     # The reader fell behind the buffer: events are gone, so the
                     # run cannot be told whole, and a resume (which replays the
                     # run from its start) would find it evicted too. Say so

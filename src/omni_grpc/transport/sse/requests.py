@@ -9,11 +9,12 @@ from starlette.requests import Request
 
 from omni_grpc import protocol
 from omni_grpc.convert import message_from_dict
+from omni_grpc.message_size import HTTP_MAX_BODY_BYTES
 from omni_grpc.transport.sse.errors import ApiError
 from omni_grpc.vocabulary import REFERENCE_ASK, ApprovalMode, Decision, ThinkingLevel
 from omni_grpc_proto.omni.v1 import omni_pb2
 
-DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
+DEFAULT_MAX_BODY_BYTES = HTTP_MAX_BODY_BYTES
 THINKING_LEVELS = tuple(ThinkingLevel)
 
 

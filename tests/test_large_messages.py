@@ -1,0 +1,215 @@
+"""Large messages end to end, with real servers (``omni-grpc serve``) on the
+memory and the Redis backends: prompts of 1 to 60 MiB that the demo engine
+echoes (in its thinking and its answer) reach every reader whole, on gRPC,
+the reference SSE stream and the dialect; a reader slowed past the window is
+told, and its gRPC call never ends OK; past the record limit the request is
+refused, naming the size."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+from conftest import ServeProcess
+from redis_server import RedisServer
+
+from omni_grpc.client import AgentClient, AgentError
+from omni_grpc.client.events import StreamEvent
+from omni_grpc.client.sse import read_dialect, read_reference
+from omni_grpc.message_size import GRPC_MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES
+from omni_grpc.runtime.events import parse_event_id
+from omni_grpc.vocabulary import DialectEventName
+from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
+
+MiB = 1 << 20
+Serve = Callable[..., ServeProcess]
+
+
+def prompt_of(mib: float) -> str:
+    return "p" * int(mib * MiB)
+
+
+@pytest.fixture(params=["memory", "redis"])
+def serve(
+    request: pytest.FixtureRequest, serve_process: Callable[..., ServeProcess]
+) -> Callable[..., ServeProcess]:
+    def start(*args: str) -> ServeProcess:
+        if request.param == "redis":
+            redis: RedisServer = request.getfixturevalue("redis")
+            args = ("--redis-url", redis.url, *args)
+        return serve_process(*args)
+
+    return start
+
+
+async def grpc_run(address: str, prompt: str) -> tuple[list[StreamEvent], AgentError | None]:
+    events: list[StreamEvent] = []
+    async with AgentClient(address) as client:
+        try:
+            async for event in client.run(prompt):
+                events.append(event)
+        except AgentError as exc:
+            return events, exc
+    return events, None
+
+
+def texts(events: list[StreamEvent]) -> list[str]:
+    """The complete thinking and text messages."""
+    out = []
+    for event in events:
+        if event.message is not None:
+            arm = event.message.WhichOneof("payload")
+            if arm == "text":
+                out.append(event.message.text.text)
+            elif arm == "thinking":
+                out.append(event.message.thinking.thinking)
+    return out
+
+
+def assert_whole(events: list[StreamEvent], prompt: str, baseline: int) -> None:
+    kinds = [e.kind for e in events]
+    assert "@resync_required" not in kinds
+    assert len(events) == baseline, kinds
+    seqs = [parse_event_id(e.event_id) for e in events]
+    assert all(s is not None for s in seqs)
+    assert [s[1] for s in seqs if s] == sorted({s[1] for s in seqs if s})
+    echoed = [t for t in texts(events) if repr(prompt) in t]
+    assert len(echoed) == 2, "the thinking and the answer each echo the prompt whole"
+    assert events[-1].is_task_end
+
+
+@pytest.mark.parametrize("mib", [1, 3, 8, 16, 60])
+async def test_a_lone_grpc_reader_gets_every_event_of_a_large_prompt(
+    serve: Serve, mib: int
+) -> None:
+    server = serve()
+    small, error = await grpc_run(server.grpc_address, "hi")
+    assert error is None
+    prompt = prompt_of(mib)
+    events, error = await grpc_run(server.grpc_address, prompt)
+    assert error is None, error
+    assert_whole(events, prompt, len(small))
+
+
+async def test_ten_readers_each_get_every_event_of_an_8_mib_prompt(serve: Serve) -> None:
+    server = serve()
+    small, _ = await grpc_run(server.grpc_address, "hi")
+    prompt = prompt_of(8)
+    async with AgentClient(server.grpc_address) as client:
+        run = client.run(prompt)
+        sid = await run.session()
+        # Nine more readers of the same run, attached from its first event.
+        baseline = (await client.list_sessions())[0]
+        first = baseline.last_event_id if baseline.session_id == sid else None
+
+        async def attach() -> list[StreamEvent]:
+            out: list[StreamEvent] = []
+            async for event in client.attach(sid, first or None):
+                out.append(event)
+                if event.is_task_end and event.event_id != first:
+                    break
+            return out
+
+        watchers = [asyncio.create_task(attach()) for _ in range(9)]
+        events = [event async for event in run]
+        attached = await asyncio.gather(*watchers)
+    assert_whole(events, prompt, len(small))
+    for seen in attached:
+        assert "@resync_required" not in [e.kind for e in seen]
+        assert len([t for t in texts(seen) if repr(prompt) in t]) == 2
+
+
+@pytest.mark.parametrize("mib", [3, 16, 60])
+async def test_the_reference_stream_and_the_dialect_carry_a_large_prompt_whole(
+    serve: Serve, mib: int
+) -> None:
+    server = serve()
+    prompt = prompt_of(mib)
+    base = f"http://{server.http_address}"
+    async with httpx.AsyncClient(base_url=base, timeout=120) as http:
+        created = await http.post("/api/sessions", json={})
+        sid = created.json()["session"]["sessionId"]
+        seen: list[Any] = []
+        connected = asyncio.Event()
+
+        async def watch() -> None:
+            async for item in read_reference(http, f"/api/sessions/{sid}/stream", until_idle=True):
+                seen.append(item)
+                connected.set()
+
+        watcher = asyncio.create_task(watch())
+        await asyncio.wait_for(connected.wait(), 30)
+        started = await http.post(f"/api/sessions/{sid}/tasks", json={"prompt": prompt})
+        assert started.status_code == 202, started.text
+        await asyncio.wait_for(watcher, 300)
+        kinds = [item.server_event_kind for item in seen]
+        assert "resync_required" not in kinds
+        echoed = [i for i in seen if i.message is not None and repr(prompt) in i.data]
+        assert len(echoed) >= 2
+
+        dialect = [e async for e in read_dialect(http, "/v1/runs", {"prompt": prompt})]
+    done = dialect[-1].data
+    assert done.get("status") == "completed", done
+    said = "".join(e.data["delta"] for e in dialect if e.event is DialectEventName.MESSAGE)
+    thought = "".join(e.data["text"] for e in dialect if e.event is DialectEventName.THOUGHT)
+    assert repr(prompt) in said and repr(prompt) in thought
+
+
+async def test_a_grpc_reader_slowed_past_the_window_is_told_and_never_ends_ok(
+    serve: Serve,
+) -> None:
+    # A window of 64 KiB and a 30 MiB answer (far more than gRPC's buffers
+    # hold): the reader holds the run back for the stall timeout, is let go,
+    # and is cut off.
+    server = serve("--buffer-bytes", str(64 * 1024), "--engine-opt", "repeat=30")
+    prompt = prompt_of(1)
+    async with AgentClient(server.grpc_address) as client:
+        run = client.run(prompt)
+        sid = await run.session()
+        events: list[StreamEvent] = []
+        error: AgentError | None = None
+        stream = aiter(run)
+        events.append(await anext(stream))
+        # Stop reading until the run is over: it did not wait for this reader
+        # for good, so it let it go, and cut it off.
+        for _ in range(1200):
+            [info] = [i for i in await client.list_sessions() if i.session_id == sid]
+            if info.state == pb.SESSION_STATE_IDLE:
+                break
+            await asyncio.sleep(0.1)  # polling a condition, not timing
+        else:
+            pytest.fail("the run never ended while its reader was stalled")
+        try:
+            async for event in stream:
+                events.append(event)
+        except AgentError as exc:
+            error = exc
+    assert "@resync_required" in [e.kind for e in events]
+    assert error is not None and error.code == grpc.StatusCode.ABORTED, error
+    assert "GetHistory" in error.message and sid in error.message
+    # Whatever it missed is in history, whole.
+    async with AgentClient(server.grpc_address) as client:
+        recorded = [m async for m in client.history(sid)]
+    echoed = [m for m in recorded if m.WhichOneof("payload") in ("text", "thinking")]
+    assert sum(repr(prompt) in (m.text.text or m.thinking.thinking) for m in echoed) == 2
+
+
+async def test_a_prompt_past_the_record_limit_is_refused_naming_its_size(serve: Serve) -> None:
+    server = serve()
+    prompt = prompt_of(MAX_MESSAGE_BYTES / MiB + 0.5)
+    assert len(prompt) < GRPC_MAX_MESSAGE_BYTES
+    events, error = await grpc_run(server.grpc_address, prompt)
+    assert events == []
+    assert error is not None and error.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert str(MAX_MESSAGE_BYTES) in error.message
+    [(field, reason)] = error.field_violations
+    assert field == "input[0].text" and "bytes of JSON" in reason
+    async with httpx.AsyncClient(base_url=f"http://{server.http_address}", timeout=60) as http:
+        refused = await http.post("/v1/runs", json={"prompt": prompt})
+        assert refused.status_code == 400, refused.text
+        too_big = await http.post("/v1/runs", content=b"x" * (MAX_MESSAGE_BYTES + 2 * MiB))
+        assert too_big.status_code == 413 and str(MAX_MESSAGE_BYTES + MiB) in too_big.text

@@ -71,16 +71,19 @@ async function main(argv: string[]): Promise<void> {
 // The same client over any of the server's protocols: gRPC on the gRPC port,
 // Connect or gRPC-Web on the HTTP port (HTTP/1.1, as from a browser or a proxy
 // that strips HTTP/2 trailers).
+// The server's message size limit (2 x the 64 MiB record limit + 1 MiB).
+const maxBytes = { readMaxBytes: 129 * 1024 * 1024, writeMaxBytes: 129 * 1024 * 1024 };
+
 function transportFor(protocol: string, baseUrl: string): Transport {
   switch (protocol) {
     case "grpc":
-      return createGrpcTransport({ baseUrl });
+      return createGrpcTransport({ baseUrl, ...maxBytes });
     case "connect":
-      return createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: true });
+      return createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: true, ...maxBytes });
     case "connect-json":
-      return createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: false });
+      return createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: false, ...maxBytes });
     case "grpc-web":
-      return createGrpcWebTransport({ baseUrl, httpVersion: "1.1" });
+      return createGrpcWebTransport({ baseUrl, httpVersion: "1.1", ...maxBytes });
   }
   throw new Error(`--protocol must be grpc, connect, connect-json or grpc-web, not ${protocol}`);
 }

@@ -66,7 +66,11 @@ func runCommand(args []string) error {
 	dialCtx, dialCancel := context.WithTimeout(ctx, 10*time.Second)
 	defer dialCancel()
 	// grpc-go 1.33 (Debian 12) predates insecure.NewCredentials().
-	conn, err := grpc.DialContext(dialCtx, *addr, grpc.WithInsecure(), grpc.WithBlock())
+	// The server's message size limit (2 x the 64 MiB record limit + 1 MiB):
+	// a message at the record limit fits, with its JSON beside it.
+	const maxMessage = 129 << 20
+	conn, err := grpc.DialContext(dialCtx, *addr, grpc.WithInsecure(), grpc.WithBlock(),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)))
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", *addr, err)
 	}

@@ -62,6 +62,8 @@ public final class OmniClient {
     ManagedChannel channel =
         NettyChannelBuilder.forAddress(addr.substring(0, colon), Integer.parseInt(addr.substring(colon + 1)))
             .usePlaintext()
+            // The server's message size limit (2 x the 64 MiB record limit + 1 MiB).
+            .maxInboundMessageSize(2 * 64 * 1024 * 1024 + 1024 * 1024)
             .build();
     try {
       new RunCommand(AgentServiceGrpc.newBlockingStub(channel), options).run(prompt);

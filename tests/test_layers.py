@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("runtime", ["omni_grpc.runtime"]),
     ("transports", ["omni_grpc.transport"]),
     ("observability", ["omni_grpc.observability"]),
-    ("server", ["omni_grpc.server"]),
+    ("server", ["omni_grpc.server", "omni_grpc.descriptors"]),
     ("cli", ["omni_grpc.cli", "omni_grpc.__main__"]),
 ]
 # The package's root module (its version and docstring) and the page's assets.

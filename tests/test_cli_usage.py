@@ -239,7 +239,22 @@ def test_a_retry_says_which_attempt_of_how_many(serve_process: ServeProcess) -> 
             "--engine-opt", "max_attempts=3",
         )  # fmt: skip
         done = omni("run", "hello", "--target", served.grpc_address)
-    assert done.returncode == 0, done.stderr
-    shown = done.stdout + done.stderr
-    assert "attempt 2/3" in shown, shown
-    assert "ok after all" in shown
+        assert done.returncode == 0, done.stderr
+        shown = done.stdout + done.stderr
+        assert "attempt 2/3" in shown, shown
+        assert "ok after all" in shown
+        # attach replaying that run says it alike (Attach's metadata)
+        [session] = [line.split()[-1] for line in done.stderr.splitlines() if "session" in line]
+        again = omni("attach", session, "--after", f"{epoch_of(served, session)}-0",
+                     "--target", served.grpc_address)  # fmt: skip
+        assert again.returncode == 0, again.stderr
+        assert "attempt 2/3" in again.stdout + again.stderr, again.stdout + again.stderr
+
+
+def epoch_of(served: ServeProcess, session_id: str) -> str:
+    async def last() -> str:
+        async with AgentClient(served.grpc_address) as client:
+            [info] = [s for s in await client.list_sessions() if s.session_id == session_id]
+            return str(info.last_event_id).rsplit("-", 1)[0]
+
+    return asyncio.run(last())

@@ -151,7 +151,7 @@ async def attach(args: argparse.Namespace, client: AgentClient, err: Console) ->
         say(err, fell_behind(PROG, event))
 
     ask = sys.stdin.isatty() and err.is_terminal and not args.json
-    renderer = Renderer(Output(highlight=False))
+    renderer = Renderer(Output(highlight=False), attempts=lambda: client.max_attempts)
     last = ""
 
     async def events() -> AsyncIterator[StreamEvent]:

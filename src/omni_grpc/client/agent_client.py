@@ -50,6 +50,14 @@ def _read(value: Path | str | bytes | None) -> bytes | None:
     return Path(value).read_bytes()
 
 
+def _max_attempts(metadata: Any) -> int | None:
+    """The engine's attempts per request, when the server's metadata says."""
+    for key, value in metadata or ():
+        if key == MAX_ATTEMPTS_HEADER and str(value).isdigit():
+            return int(value)
+    return None
+
+
 class RunStream:
     """The events of one Run call. ``session_id`` is known once the server answers."""
 
@@ -107,8 +115,7 @@ class RunStream:
         for key, value in metadata or ():
             if key == SESSION_HEADER:
                 self.session_id = str(value)
-            elif key == MAX_ATTEMPTS_HEADER and str(value).isdigit():
-                self.max_attempts = int(value)
+        self.max_attempts = _max_attempts(metadata)
 
     def cancel(self) -> None:
         """Cancels the call; the server aborts the run unless it was detached."""
@@ -152,6 +159,9 @@ class AgentClient:
             (("authorization", f"Bearer {token}"),) if token else ()
         )
         self._stub = agent_service_pb2_grpc.AgentServiceStub(self._channel)
+        # The engine's attempts per model request, from the last Attach's
+        # initial metadata (a Run's is on its RunStream).
+        self.max_attempts: int | None = None
 
     async def __aenter__(self) -> AgentClient:
         return self
@@ -218,9 +228,13 @@ class AgentClient:
             session_id=session_id, after_event_id=after_event_id or "", include_json=include_json
         )
         call = self._stub.Attach(request, metadata=outgoing_metadata(self._metadata))
+        first = True
         try:
             async for response in call:
                 event = StreamEvent.from_response(response)
+                if first:
+                    first = False
+                    self.max_attempts = _max_attempts(await call.initial_metadata())
                 yield event
                 if until_idle and event.is_task_end:
                     break

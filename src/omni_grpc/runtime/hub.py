@@ -15,7 +15,6 @@ this process executes: their tasks, abort signals and approval futures.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -25,9 +24,8 @@ from omni_grpc.engines.base import AbortSignal, Engine, RetriesRequests
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.approvals import ApprovalBroker, ApprovalMode, default_client_modes
 from omni_grpc.runtime.backend import Backend, memory_backend
-from omni_grpc.runtime.control_channel import Command
+from omni_grpc.runtime.commands import Commands
 from omni_grpc.runtime.errors import (
-    ApprovalNotPending,
     BackendUnavailable,
     HubClosed,
     InvalidRequest,
@@ -35,7 +33,6 @@ from omni_grpc.runtime.errors import (
     ModeNotAllowed,
     SessionBusy,
     SessionNotFound,
-    StorageUnavailable,
 )
 from omni_grpc.runtime.event_log import Subscription
 from omni_grpc.runtime.events import EventBody, HubEvent
@@ -44,6 +41,7 @@ from omni_grpc.runtime.interface import ApprovalPolicy, RunRequest, SessionInfo
 from omni_grpc.runtime.limits import Limits
 from omni_grpc.runtime.live_tail import LiveTail, fold_live_tail
 from omni_grpc.runtime.memory_log import MemoryEventLog
+from omni_grpc.runtime.new_sessions import NewSessions
 from omni_grpc.runtime.observer import HubObserver
 from omni_grpc.runtime.recorder import Recorder
 from omni_grpc.runtime.recovery import BACKEND_LOST_REASON, Recovery, current_run
@@ -54,8 +52,8 @@ from omni_grpc.runtime.run_task import RunTasks, abort_local
 from omni_grpc.runtime.session_index import SessionRecord
 from omni_grpc.runtime.session_infos import session_infos
 from omni_grpc.runtime.stream_slots import StreamSlots
-from omni_grpc.runtime.trace_store import TraceStore, utc_now
-from omni_grpc.trace.paths import SESSION_ID_RULE, is_session_id, new_session_id
+from omni_grpc.runtime.trace_store import TraceStore
+from omni_grpc.trace.paths import SESSION_ID_RULE, is_session_id
 from omni_grpc.trace.window import Position, Window
 from omni_grpc.vocabulary import AbortKind, Decision, SessionState
 from omni_grpc_proto.omni.v1 import omni_pb2
@@ -106,6 +104,8 @@ class Hub:
             abort_grace=abort_grace,
         )
         self._runs = self.tasks.runs
+        self.commands = Commands(self.backend, self._runs)
+        self.new_sessions = NewSessions(self.backend, self.traces, self.recorder, self.limits)
         self.retention = Retention(
             self.backend,
             self.recorder,
@@ -156,7 +156,7 @@ class Hub:
         # or not the data dir has sessions to index (BackendUnavailable).
         await self.backend.ping()
         await self.restore()
-        await self.backend.control.listen(self.replica_id, self._on_command)
+        await self.backend.control.listen(self.replica_id, self.commands.received)
         self._background.append(asyncio.create_task(self.recovery.reclaim_loop()))
         if not math.isinf(self.limits.session_ttl):
             self._background.append(asyncio.create_task(self.retention.expire_loop()))
@@ -172,35 +172,6 @@ class Hub:
 
     # ---- sessions ---------------------------------------------------------------
 
-    async def _new_record(
-        self, mode: str | None = None, *, with_trace: bool = False
-    ) -> SessionRecord:
-        """A new session in the index, then its files (``TraceStore.create``):
-        a creation refused at the index (``--max-sessions``) leaves nothing."""
-        while True:
-            session_id = new_session_id()
-            now = utc_now()
-            workspace = self.traces.workspaces_dir / session_id
-            meta = self.recorder.meta_for(session_id, workspace)
-            shard = self.traces.new_shard(session_id)
-            record = SessionRecord(session_id, now, now, 0, (shard,), meta, approval_mode=mode)
-            if await self.backend.index.add(record, limit=self.limits.max_sessions):
-                break
-        try:
-            await asyncio.to_thread(self.traces.create, record, with_trace=with_trace)
-        except OSError as exc:
-            await self._forget_new(record)
-            failure = self.recorder.storage_failed(exc)
-            exhausted = failure.code == "resource_exhausted"
-            raise StorageUnavailable(failure.message, exhausted=exhausted) from exc
-        return record
-
-    async def _forget_new(self, record: SessionRecord) -> None:
-        """Takes back a session no run used: out of the index, its files gone."""
-        with contextlib.suppress(Exception):
-            await self.backend.index.remove(record.session_id)
-        await asyncio.to_thread(self.traces.discard, record)
-
     async def create_session(self, approval_mode: ApprovalMode | None = None) -> SessionInfo:
         """A new idle session (the reference's ``POST /api/sessions``), with its
         own approval mode if given (one of the client modes, as for a task)."""
@@ -211,7 +182,7 @@ class Hub:
             self._check_mode(approval_mode)
         mode = approval_mode.value if approval_mode is not None else None
         # With its (empty) trace: a restart finds the session again.
-        [info] = await self._infos([await self._new_record(mode, with_trace=True)])
+        [info] = await self._infos([await self.new_sessions.create(mode, with_trace=True)])
         return info
 
     async def set_approval_mode(self, session_id: str, mode: ApprovalMode) -> SessionInfo:
@@ -333,14 +304,14 @@ class Hub:
             record = await self._record(request.session_id)
             self.streams.check(request.session_id)
             return await self._claim(record, request)
-        record = await self._new_record()
+        record = await self.new_sessions.create()
         try:
             return await self._claim(record, request)
         except BaseException:
             # A refused Run leaves nothing behind: its new session would
             # count against --max-sessions with no run ever in it, and its
             # workspace would stay on disk.
-            await self._forget_new(record)
+            await self.new_sessions.forget(record)
             raise
 
     async def _claim(self, record: SessionRecord, request: RunRequest) -> tuple[str, Subscription]:
@@ -397,48 +368,14 @@ class Hub:
         except ValueError:
             raise InvalidRequest("decision", "must be allow, deny or forbidden") from None
         await self._record(session_id)
-        run = self._runs.get(session_id)
-        if run is not None:  # here: no lease lookup, no round trip through the channel
-            if not await self.backend.approvals.take(session_id, tool_call_id, chosen.value):
-                raise ApprovalNotPending(session_id, tool_call_id)
-            if not run.approvals.resolve(tool_call_id, chosen):
-                raise ApprovalNotPending(session_id, tool_call_id)  # the ask ended (an abort)
-            return
-        lease_owner = await self.backend.leases.owner(session_id)
-        # Taking the ask is what makes this Approve the one that counts.
-        if lease_owner is None or not await self.backend.approvals.take(
-            session_id, tool_call_id, chosen.value
-        ):
-            raise ApprovalNotPending(session_id, tool_call_id)
-        await self.backend.control.send(
-            lease_owner,
-            Command(session_id, "approve", 0, tool_call_id=tool_call_id, decision=chosen),
-        )
+        await self.commands.approve(session_id, tool_call_id, chosen)
 
     async def abort(
         self, session_id: str, reason: str | None = None, kind: AbortKind = AbortKind.USER
     ) -> bool:
         """Signals the running task, wherever it runs; False when the session is idle."""
         await self._record(session_id)
-        run = self._runs.get(session_id)
-        if run is not None:  # here: no round trip, and no window after the task ends
-            abort_local(run, reason, kind)
-            return True
-        lease_owner = await self.backend.leases.owner(session_id)
-        if lease_owner is None:
-            return bool(await self.backend.leases.running([session_id]))  # orphan: being closed
-        command = Command(session_id, "abort", 0, reason=reason, abort_kind=kind)
-        await self.backend.control.send(lease_owner, command)
-        return True
-
-    def _on_command(self, command: Command) -> None:
-        run = self._runs.get(command.session_id)
-        if run is None or (command.token and command.token != run.lease.token):
-            return  # the run ended (or moved) before the command arrived
-        if command.kind == "abort":
-            abort_local(run, command.reason, AbortKind(command.abort_kind))
-        elif command.kind == "approve":
-            run.approvals.resolve(command.tool_call_id, Decision(command.decision))
+        return await self.commands.abort(session_id, reason, kind)
 
     async def wait_idle(self, session_id: str) -> None:
         run = self._runs.get(session_id)

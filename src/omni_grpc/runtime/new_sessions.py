@@ -1,0 +1,56 @@
+"""A session comes into being: first in the index, then on disk.
+
+The index is asked first because it is where ``--max-sessions`` is decided,
+atomically on every backend: a refused creation then leaves no file behind.
+The files come after, and a creation whose files fail, or a Run that made a
+session and could not claim it, takes the session back out again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from omni_grpc.runtime.backend import Backend
+from omni_grpc.runtime.errors import StorageUnavailable
+from omni_grpc.runtime.limits import Limits
+from omni_grpc.runtime.recorder import Recorder
+from omni_grpc.runtime.session_index import SessionRecord
+from omni_grpc.runtime.trace_store import TraceStore, utc_now
+from omni_grpc.trace.paths import new_session_id
+
+
+class NewSessions:
+    def __init__(
+        self, backend: Backend, traces: TraceStore, recorder: Recorder, limits: Limits
+    ) -> None:
+        self._backend = backend
+        self._traces = traces
+        self._recorder = recorder
+        self._limits = limits
+
+    async def create(self, mode: str | None = None, *, with_trace: bool = False) -> SessionRecord:
+        """A new session in the index, then its files (``TraceStore.create``)."""
+        while True:
+            session_id = new_session_id()
+            now = utc_now()
+            workspace = self._traces.workspaces_dir / session_id
+            meta = self._recorder.meta_for(session_id, workspace)
+            shard = self._traces.new_shard(session_id)
+            record = SessionRecord(session_id, now, now, 0, (shard,), meta, approval_mode=mode)
+            if await self._backend.index.add(record, limit=self._limits.max_sessions):
+                break
+        try:
+            await asyncio.to_thread(self._traces.create, record, with_trace=with_trace)
+        except OSError as exc:
+            await self.forget(record)
+            failure = self._recorder.storage_failed(exc)
+            exhausted = failure.code == "resource_exhausted"
+            raise StorageUnavailable(failure.message, exhausted=exhausted) from exc
+        return record
+
+    async def forget(self, record: SessionRecord) -> None:
+        """Takes back a session no run used: out of the index, its files gone."""
+        with contextlib.suppress(Exception):
+            await self._backend.index.remove(record.session_id)
+        await asyncio.to_thread(self._traces.discard, record)

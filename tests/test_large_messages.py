@@ -227,5 +227,11 @@ async def test_a_prompt_past_the_record_limit_is_refused_naming_its_size(serve: 
     async with httpx.AsyncClient(base_url=f"http://{server.http_address}", timeout=60) as http:
         refused = await http.post("/v1/runs", json={"prompt": prompt})
         assert refused.status_code == 400, refused.text
-        too_big = await http.post("/v1/runs", content=b"x" * (MAX_MESSAGE_BYTES + 2 * MiB))
+        # A JSON body past --http-max-body: its size is what is refused (a
+        # body of no declared type would be 415 before its size is read).
+        too_big = await http.post(
+            "/v1/runs",
+            content=b"x" * (MAX_MESSAGE_BYTES + 2 * MiB),
+            headers={"content-type": "application/json"},
+        )
         assert too_big.status_code == 413 and str(MAX_MESSAGE_BYTES + MiB) in too_big.text

@@ -106,6 +106,12 @@ async def run_stream(args: argparse.Namespace, client: AgentClient, err: Console
     except AgentError as exc:
         if not stream.task_ended:
             raise  # refused, or the connection lost: the call failed (exit 3)
+        if renderer.gaps:
+            # The server ends a call that missed events with ABORTED: what is
+            # wrong is this output, which the line below says.
+            say(err, f"session {stream.session_id}", "dim")
+            say(err, incomplete(PROG, stream.session_id))
+            return EXIT_RUN_FAILED
         say(err, f"{PROG}: the run failed: {describe_error(exc)}")
         say(err, f"session {stream.session_id}", "dim")
         return EXIT_RUN_FAILED

@@ -25,6 +25,7 @@ from omni_grpc.convert import (
     serialize_message,
     serialize_server_event,
 )
+from omni_grpc.convert._base64 import unpack as unpack_base64
 from omni_grpc.convert._fields import struct_to_python
 from omni_grpc.convert._jsontext import canonical, dump_value
 from omni_grpc.convert._schema import PAYLOAD_BY_TYPE
@@ -168,7 +169,10 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def typed_view(msg: Any) -> Any:
     """The typed fields, as the protocol reads them: hints gone, JSON texts
-    compared as values, empty nested objects the same as unset ones."""
+    compared as values, empty nested objects the same as unset ones. Base64
+    hints are read as the text they stand for where they still apply."""
+    if isinstance(msg, omni_pb2.OmniMessage):
+        msg = unpack_base64(msg)
     copy = type(msg)()
     copy.CopyFrom(msg)
     copy.ClearField("key_orders")

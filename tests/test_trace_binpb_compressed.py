@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from omni_grpc.convert import ConversionError, parse_message, serialize_message
+from omni_grpc.convert._base64 import pack as pack_base64
 from omni_grpc.trace import FrameError, read_binpb, write_binpb
 from omni_grpc.trace.binpb import COMPRESS_FROM, encode_frame, encode_varint
 from omni_grpc.trace.convert import binpb_to_jsonl, jsonl_to_binpb
@@ -65,7 +66,8 @@ def test_large_records_are_stored_compressed_small_ones_plain() -> None:
     assert len(bodies) == len(lines)
     wrapped = 0
     for line, body in zip(lines, bodies, strict=True):
-        plain = parse_message(line).SerializeToString(deterministic=True)
+        # the record as stored uncompressed: base64 as bytes (test_trace_binpb_base64.py)
+        plain = pack_base64(parse_message(line)).SerializeToString(deterministic=True)
         record = OmniMessage.FromString(body)
         if record.zlib_record:
             wrapped += 1
@@ -79,12 +81,26 @@ def test_large_records_are_stored_compressed_small_ones_plain() -> None:
 
 
 @pytest.mark.parametrize("kw", [{}, {"compress": False}], ids=["default", "compress=False"])
-def test_by_default_every_record_is_written_plain(kw: dict[str, bool]) -> None:
-    """A reader built from the generated stubs alone reads every record."""
+def test_by_default_no_record_is_compressed(kw: dict[str, bool]) -> None:
+    """A reader built from the generated stubs alone reads every record: each
+    frame is the record itself (its base64 as bytes, a typed field)."""
     lines = style_lines("openai-reasoning", 3, 1)
     data = to_binpb(lines, **kw)
-    plain = [parse_message(line).SerializeToString(deterministic=True) for line in lines]
-    assert frames(data) == plain
+    stored = [
+        pack_base64(parse_message(line)).SerializeToString(deterministic=True) for line in lines
+    ]
+    assert frames(data) == stored
+    assert not any(OmniMessage.FromString(body).zlib_record for body in frames(data))
+    assert back(data) == lines
+
+
+def test_plain_writes_the_records_as_the_codec_gives_them() -> None:
+    """``plain=True``: the form readers built from older stubs read whole."""
+    lines = style_lines("openai-reasoning", 3, 1)
+    data = to_binpb(lines, plain=True)
+    assert frames(data) == [
+        parse_message(line).SerializeToString(deterministic=True) for line in lines
+    ]
     assert back(data) == lines
 
 

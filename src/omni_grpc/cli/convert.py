@@ -60,7 +60,14 @@ def register(subparsers: Any) -> None:
         action=argparse.BooleanOptionalAction,
         default=False,
         help="store each large .binpb record compressed (zlib_record) when that is smaller; "
-        "only readers that inflate zlib_record can read such a file (default: every record plain)",
+        "only readers that inflate zlib_record can read such a file (default: none compressed)",
+    )
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="keep fidelity's long base64 strings as text in .binpb records, the form "
+        "readers built from stubs older than base64_values read whole "
+        "(default: stored as their bytes, base64_values)",
     )
     parser.add_argument(
         "--progress",
@@ -79,6 +86,10 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--tolerant applies to JSONL input only")
         if args.compress and out_fmt != "binpb":
             raise UsageError("--compress applies to .binpb output only")
+        if args.plain and out_fmt != "binpb":
+            raise UsageError("--plain applies to .binpb output only")
+        if args.plain and args.compress:
+            raise UsageError("--plain and --compress contradict each other")
         if args.input != "-" and args.output != "-" and _same_file(args.input, args.output):
             raise UsageError("INPUT and OUTPUT are the same file")
         source = _open_input(args.input)
@@ -122,12 +133,15 @@ def _convert(
                     on_skip=on_skip,
                     progress=tick,
                     compress=args.compress,
+                    plain=args.plain,
                 )
             elif in_fmt == "binpb" and out_fmt == "jsonl":
                 binpb_to_jsonl(source, sink, progress=tick)
             else:  # the same format: each record is read and written again
                 records = read_records(source, in_fmt, tolerant=args.tolerant, on_skip=on_skip)
-                write_records(messages(records, tick), sink, out_fmt, compress=args.compress)
+                write_records(
+                    messages(records, tick), sink, out_fmt, compress=args.compress, plain=args.plain
+                )
     except ConversionError as exc:
         # Only the same-format JSONL path can fail writing a record it read
         # (a .binpb frame is written back as it came, and the converters

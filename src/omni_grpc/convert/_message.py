@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from omni_grpc.convert import _jsontext as jt
+from omni_grpc.convert._base64 import unpack
 from omni_grpc.convert._errors import ConversionError
 from omni_grpc.convert._fastpath import Twin
 from omni_grpc.convert._fastpath_tables import decoder_for, encoder_for
@@ -287,6 +288,8 @@ def _to_jsonable(msg: OmniMessage, wire: bytes | None) -> Any:
             "a compressed .binpb record (zlib_record) is not a message: "
             "inflate it first (omni_grpc.trace.read_binpb does)"
         )
+    if msg.base64_values:  # the native codec declines them too
+        msg = unpack(msg)
     if not has_hints(msg):
         arm = msg.WhichOneof("payload")
         if arm is not None and arm != "unknown":

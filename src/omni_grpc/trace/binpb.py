@@ -10,8 +10,13 @@ zlib stream of the record's own bytes. Base64 blobs (OpenAI reasoning's
 strings other languages read, so the wire format alone saves only the JSON
 keys around them; zlib, in every language's standard library, does the
 rest. Readers inflate such a record and parse the result as the record.
-Plain is the default: a reader built from the generated stubs alone sees a
-compressed record as a message with no payload, and must not have to know.
+Uncompressed is the default: a reader built from the generated stubs alone
+sees a compressed record as a message with no payload, and must not have to
+know. What every record does by default is store the long canonical base64
+strings of ``fidelity`` as the bytes they stand for (``base64_values``, see
+``omni_grpc.convert._base64``), a typed field any reader decodes with its
+standard base64 encoder; ``plain=True`` (``convert --plain``) writes them as
+text, the form readers built from older stubs read whole.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from typing import BinaryIO
 from google.protobuf.message import DecodeError
 
 from omni_grpc.convert import ConversionError
+from omni_grpc.convert._base64 import pack as pack_base64
+from omni_grpc.convert._base64 import unpack as unpack_base64
 from omni_grpc.trace.records import TraceRecord
 from omni_grpc.trace.source import Source, open_source
 from omni_grpc_proto.omni.v1.omni_pb2 import OmniMessage
@@ -74,7 +81,12 @@ def stored_record(body: bytes) -> bytes:
     return wrapped if len(wrapped) < len(body) else body
 
 
-def encode_frame(msg: OmniMessage, *, compress: bool = False) -> bytes:
+def encode_frame(msg: OmniMessage, *, compress: bool = False, plain: bool = False) -> bytes:
+    """One delimited record. Long base64 strings of fidelity are stored as
+    bytes (``base64_values``) unless ``plain``, the form readers built from
+    stubs before that field read whole."""
+    if not plain:
+        msg = pack_base64(msg)
     body = msg.SerializeToString(deterministic=True)
     if compress:
         body = stored_record(body)
@@ -103,14 +115,21 @@ def compress_frames(block: bytes) -> bytes:
     return b"".join(parts)
 
 
-def write_binpb(messages: Iterable[OmniMessage], sink: BinaryIO, *, compress: bool = False) -> int:
+def write_binpb(
+    messages: Iterable[OmniMessage],
+    sink: BinaryIO,
+    *,
+    compress: bool = False,
+    plain: bool = False,
+) -> int:
     """Writes each message as one delimited record; returns the count.
     ``compress=True`` stores large records as ``zlib_record``, for readers
-    that inflate it."""
+    that inflate it; ``plain=True`` keeps base64 as text (see
+    :func:`encode_frame`)."""
     count = 0
     write = sink.write
     for msg in messages:
-        write(encode_frame(msg, compress=compress))
+        write(encode_frame(msg, compress=compress, plain=plain))
         count += 1
     return count
 
@@ -137,7 +156,7 @@ def decode_frame(body: bytes, frames: FrameReader) -> OmniMessage:
     except DecodeError as exc:
         raise FrameError(frames.record, frames.offset, f"not a valid OmniMessage ({exc})") from exc
     if not msg.zlib_record:
-        return msg
+        return unpack_base64(msg)
     if len(msg.ListFields()) != 1:
         raise FrameError(
             frames.record, frames.offset, "a compressed record (zlib_record) holds other fields too"
@@ -151,7 +170,7 @@ def decode_frame(body: bytes, frames: FrameReader) -> OmniMessage:
         ) from exc
     if msg.zlib_record:
         raise FrameError(frames.record, frames.offset, "a compressed record inside another one")
-    return msg
+    return unpack_base64(msg)
 
 
 def _inflate(packed: bytes, frames: FrameReader) -> bytes:

@@ -48,10 +48,13 @@ def jsonl_to_binpb(
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     progress: Progress | None = None,
     compress: bool = False,
+    plain: bool = False,
 ) -> int:
     """Writes the JSONL trace's records as ``.binpb`` frames; returns the count.
-    Large records are stored compressed when ``compress`` is True (see
-    :mod:`.binpb`)."""
+    Large records are stored compressed when ``compress`` is True, base64
+    kept as text when ``plain`` is (see :mod:`.binpb`). The native converter
+    declines every record with fidelity, so the Python codec writes each
+    record a base64 string could be stored in."""
     lines = LineParser(tolerant=tolerant, on_skip=on_skip, max_line_bytes=max_line_bytes)
     write = sink.write
     count = 0
@@ -60,7 +63,7 @@ def jsonl_to_binpb(
         nonlocal count
         message = lines.parse(raw)
         if message is not None:
-            write(encode_frame(message, compress=compress))
+            write(encode_frame(message, compress=compress, plain=plain))
             count += 1
 
     with open_source(source) as stream:

@@ -40,9 +40,14 @@ def read_records(
 
 
 def write_records(
-    messages: Iterable[OmniMessage], sink: BinaryIO, fmt: TraceFormat, *, compress: bool = False
+    messages: Iterable[OmniMessage],
+    sink: BinaryIO,
+    fmt: TraceFormat,
+    *,
+    compress: bool = False,
+    plain: bool = False,
 ) -> int:
-    """``compress`` is ``write_binpb``'s (JSONL has nothing to compress)."""
+    """``compress`` and ``plain`` are ``write_binpb``'s (JSONL has neither)."""
     if fmt == "jsonl":
         return write_jsonl(messages, sink)
-    return write_binpb(messages, sink, compress=compress)
+    return write_binpb(messages, sink, compress=compress, plain=plain)

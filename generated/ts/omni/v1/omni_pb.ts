@@ -19,7 +19,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file omni/v1/omni.proto.
  */
 export const file_omni_v1_omni: GenFile = /*@__PURE__*/
-  fileDesc("ChJvbW5pL3YxL29tbmkucHJvdG8SB29tbmkudjEi2AoKC09tbmlNZXNzYWdlEhEKCXRpbWVzdGFtcBgBIAEoCRIOCgZvcmlnaW4YAyADKAkSLAoMc2Vzc2lvbl9tZXRhGAQgASgLMhQub21uaS52MS5TZXNzaW9uTWV0YUgAEh0KBHRleHQYBSABKAsyDS5vbW5pLnYxLlRleHRIABImCglpbWFnZV91cmwYBiABKAsyES5vbW5pLnYxLkltYWdlVXJsSAASKgoLaW5saW5lX2RhdGEYByABKAsyEy5vbW5pLnYxLklubGluZURhdGFIABIlCgh0aGlua2luZxgIIAEoCzIRLm9tbmkudjEuVGhpbmtpbmdIABIyCg9pbmxpbmVfdGhpbmtpbmcYCSABKAsyFy5vbW5pLnYxLklubGluZVRoaW5raW5nSAASJgoJdG9vbF9jYWxsGAogASgLMhEub21uaS52MS5Ub29sQ2FsbEgAEjMKEHRvb2xfY2FsbF9vdXRwdXQYCyABKAsyFy5vbW5pLnYxLlRvb2xDYWxsT3V0cHV0SAASLAoMcGFydGlhbF90ZXh0GAwgASgLMhQub21uaS52MS5QYXJ0aWFsVGV4dEgAEjQKEHBhcnRpYWxfdGhpbmtpbmcYDSABKAsyGC5vbW5pLnYxLlBhcnRpYWxUaGlua2luZ0gAEjUKEXBhcnRpYWxfdG9vbF9jYWxsGA4gASgLMhgub21uaS52MS5QYXJ0aWFsVG9vbENhbGxIABJCChhwYXJ0aWFsX3Rvb2xfY2FsbF9vdXRwdXQYDyABKAsyHi5vbW5pLnYxLlBhcnRpYWxUb29sQ2FsbE91dHB1dEgAEjYKEWFwcHJvdmFsX2RlY2lzaW9uGBAgASgLMhkub21uaS52MS5BcHByb3ZhbERlY2lzaW9uSAASHwoFYWJvcnQYESABKAsyDi5vbW5pLnYxLkFib3J0SAASLgoNcmVxdWVzdF9iZWdpbhgSIAEoCzIVLm9tbmkudjEuUmVxdWVzdEJlZ2luSAASKgoLcmVxdWVzdF9lbmQYEyABKAsyEy5vbW5pLnYxLlJlcXVlc3RFbmRIABIqCgt0b2tlbl91c2FnZRgUIAEoCzITLm9tbmkudjEuVG9rZW5Vc2FnZUgAEjQKEGNvbXBhY3Rpb25fYmVnaW4YFSABKAsyGC5vbW5pLnYxLkNvbXBhY3Rpb25CZWdpbkgAEjAKDmNvbXBhY3Rpb25fZW5kGBYgASgLMhYub21uaS52MS5Db21wYWN0aW9uRW5kSAASLgoNZ29hbF9maW5pc2hlZBgXIAEoCzIVLm9tbmkudjEuR29hbEZpbmlzaGVkSAASJQoIc3ViYWdlbnQYGCABKAsyES5vbW5pLnYxLlN1YmFnZW50SAASMQoPdG9vbF9saXN0X3JlYWR5GBkgASgLMhYub21uaS52MS5Ub29sTGlzdFJlYWR5SAASNQoRbWNwX2Nvbm5lY3RfYmVnaW4YGiABKAsyGC5vbW5pLnYxLk1jcENvbm5lY3RCZWdpbkgAEjEKD21jcF9jb25uZWN0X2VuZBgbIAEoCzIWLm9tbmkudjEuTWNwQ29ubmVjdEVuZEgAEioKB3Vua25vd24YZCABKAsyFy5vbW5pLnYxLlVua25vd25QYXlsb2FkSAASJQoKa2V5X29yZGVycxhmIAMoCzIRLm9tbmkudjEuS2V5T3JkZXISJQoKcmF3X3ZhbHVlcxhnIAMoCzIRLm9tbmkudjEuUmF3VmFsdWUSEwoLemxpYl9yZWNvcmQYaCABKAxCCQoHcGF5bG9hZEoECAIQA0oECGUQZlIEdHlwZVIFc2hhcGUiJgoIS2V5T3JkZXISDAoEcGF0aBgBIAEoCRIMCgRrZXlzGAIgAygJIiYKCFJhd1ZhbHVlEgwKBHBhdGgYASABKAkSDAoEanNvbhgCIAEoCSJDCg5Vbmtub3duUGF5bG9hZBIMCgR0eXBlGAEgASgJEgwKBGpzb24YAiABKAkSFQoNZW52ZWxvcGVfdHlwZRgDIAEoCSLpAgoLU2Vzc2lvbk1ldGESEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCghwcm92aWRlchgCIAEoCRIQCghtb2RlbF9pZBgDIAEoCRIlChttb2RlbF9jb250ZXh0X3dpbmRvd190b2tlbnMYBCABKANIABIkChptb2RlbF9jb250ZXh0X3dpbmRvd19sYWJlbBgFIAEoCUgAEhUKDXN5c3RlbV9wcm9tcHQYBiABKAkSJgoFdG9vbHMYByADKAsyFy5vbW5pLnYxLlRvb2xEZWZpbml0aW9uEhsKDnRoaW5raW5nX2xldmVsGAggASgJSAGIAQESEwoLYWdlbnRfc3RhdGUYCSABKAkSEQoJd29ya3NwYWNlGAogASgJEiYKBnNvdXJjZRgLIAEoDjIWLm9tbmkudjEuU2Vzc2lvblNvdXJjZUIWChRtb2RlbF9jb250ZXh0X3dpbmRvd0IRCg9fdGhpbmtpbmdfbGV2ZWwiTQoOVG9vbERlZmluaXRpb24SDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRISCgpwYXJhbWV0ZXJzGAQgASgJSgQIAxAEIoICCgRUZXh0EhsKBHJvbGUYASABKA4yDS5vbW5pLnYxLlJvbGUSDAoEdGV4dBgCIAEoCRIoCgtzdG9wX3JlYXNvbhgDIAEoDjITLm9tbmkudjEuU3RvcFJlYXNvbhIpCghmaWRlbGl0eRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSHwoGc2VuZGVyGAUgASgOMg8ub21uaS52MS5TZW5kZXISEgoFcGhhc2UYBiABKAlIAIgBARIWCglzaWduYXR1cmUYByABKAlIAYgBARIVCg1maWRlbGl0eV9qc29uGAggASgJQggKBl9waGFzZUIMCgpfc2lnbmF0dXJlImQKCEltYWdlVXJsEhsKBHJvbGUYASABKA4yDS5vbW5pLnYxLlJvbGUSEQoJaW1hZ2VfdXJsGAIgASgJEigKC3N0b3BfcmVhc29uGAMgASgOMhMub21uaS52MS5TdG9wUmVhc29uItwBCgpJbmxpbmVEYXRhEhsKBHJvbGUYASABKA4yDS5vbW5pLnYxLlJvbGUSDAoEZGF0YRgCIAEoCRIRCgltaW1lX3R5cGUYAyABKAkSKAoLc3RvcF9yZWFzb24YBCABKA4yEy5vbW5pLnYxLlN0b3BSZWFzb24SKQoIZmlkZWxpdHkYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhYKCXNpZ25hdHVyZRgGIAEoCUgAiAEBEhUKDWZpZGVsaXR5X2pzb24YByABKAlCDAoKX3NpZ25hdHVyZSLLAQoIVGhpbmtpbmcSGwoEcm9sZRgBIAEoDjINLm9tbmkudjEuUm9sZRIQCgh0aGlua2luZxgCIAEoCRIoCgtzdG9wX3JlYXNvbhgDIAEoDjITLm9tbmkudjEuU3RvcFJlYXNvbhIpCghmaWRlbGl0eRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFgoJc2lnbmF0dXJlGAUgASgJSACIAQESFQoNZmlkZWxpdHlfanNvbhgGIAEoCUIMCgpfc2lnbmF0dXJlIuABCg5JbmxpbmVUaGlua2luZxIbCgRyb2xlGAEgASgOMg0ub21uaS52MS5Sb2xlEgwKBGRhdGEYAiABKAkSEQoJbWltZV90eXBlGAMgASgJEigKC3N0b3BfcmVhc29uGAQgASgOMhMub21uaS52MS5TdG9wUmVhc29uEikKCGZpZGVsaXR5GAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIWCglzaWduYXR1cmUYBiABKAlIAIgBARIVCg1maWRlbGl0eV9qc29uGAcgASgJQgwKCl9zaWduYXR1cmUi8AEKCFRvb2xDYWxsEhsKBHJvbGUYASABKA4yDS5vbW5pLnYxLlJvbGUSDAoEbmFtZRgCIAEoCRIRCglhcmd1bWVudHMYAyABKAkSFAoMdG9vbF9jYWxsX2lkGAQgASgJEigKC3N0b3BfcmVhc29uGAUgASgOMhMub21uaS52MS5TdG9wUmVhc29uEikKCGZpZGVsaXR5GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIWCglzaWduYXR1cmUYByABKAlIAIgBARIVCg1maWRlbGl0eV9qc29uGAggASgJQgwKCl9zaWduYXR1cmUijQEKDlRvb2xDYWxsT3V0cHV0EhsKBHJvbGUYASABKA4yDS5vbW5pLnYxLlJvbGUSDgoGb3V0cHV0GAIgASgJEg4KBmltYWdlcxgDIAMoCRIUCgx0b29sX2NhbGxfaWQYBCABKAkSKAoLc3RvcF9yZWFzb24YBSABKA4yEy5vbW5pLnYxLlN0b3BSZWFzb24iigEKC1BhcnRpYWxUZXh0EhsKBHJvbGUYASABKA4yDS5vbW5pLnYxLlJvbGUSJgoKZXZlbnRfdHlwZRgCIAEoDjISLm9tbmkudjEuRXZlbnRUeXBlEgwKBHRleHQYAyABKAkSKAoLc3RvcF9yZWFzb24YBCABKA4yEy5vbW5pLnYxLlN0b3BSZWFzb24ikgEKD1BhcnRpYWxUaGlua2luZxIbCgRyb2xlGAEgASgOMg0ub21uaS52MS5Sb2xlEiYKCmV2ZW50X3R5cGUYAiABKA4yEi5vbW5pLnYxLkV2ZW50VHlwZRIQCgh0aGlua2luZxgDIAEoCRIoCgtzdG9wX3JlYXNvbhgEIAEoDjITLm9tbmkudjEuU3RvcFJlYXNvbiK3AQoPUGFydGlhbFRvb2xDYWxsEhsKBHJvbGUYASABKA4yDS5vbW5pLnYxLlJvbGUSJgoKZXZlbnRfdHlwZRgCIAEoDjISLm9tbmkudjEuRXZlbnRUeXBlEgwKBG5hbWUYAyABKAkSEQoJYXJndW1lbnRzGAQgASgJEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIoCgtzdG9wX3JlYXNvbhgGIAEoDjITLm9tbmkudjEuU3RvcFJlYXNvbiK8AQoVUGFydGlhbFRvb2xDYWxsT3V0cHV0EhsKBHJvbGUYASABKA4yDS5vbW5pLnYxLlJvbGUSJgoKZXZlbnRfdHlwZRgCIAEoDjISLm9tbmkudjEuRXZlbnRUeXBlEg4KBm91dHB1dBgDIAEoCRIOCgZpbWFnZXMYBCADKAkSFAoMdG9vbF9jYWxsX2lkGAUgASgJEigKC3N0b3BfcmVhc29uGAYgASgOMhMub21uaS52MS5TdG9wUmVhc29uIk0KEEFwcHJvdmFsRGVjaXNpb24SIwoIZGVjaXNpb24YASABKA4yES5vbW5pLnYxLkRlY2lzaW9uEhQKDHRvb2xfY2FsbF9pZBgCIAEoCSInCgVBYm9ydBITCgZyZWFzb24YASABKAlIAIgBAUIJCgdfcmVhc29uIg4KDFJlcXVlc3RCZWdpbiLNAQoKUmVxdWVzdEVuZBIjCgZzdGF0dXMYASABKA4yEy5vbW5pLnYxLlN0b3BSZWFzb24SFAoHbWVzc2FnZRgCIAEoCUgAiAEBEhoKDWVycm9yX21lc3NhZ2UYAyABKAlIAYgBARIUCgdhdHRlbXB0GAQgASgDSAKIAQESGAoLcmV0cnlfaW5fbXMYBSABKANIA4gBAUIKCghfbWVzc2FnZUIQCg5fZXJyb3JfbWVzc2FnZUIKCghfYXR0ZW1wdEIOCgxfcmV0cnlfaW5fbXMiWgoKVG9rZW5Vc2FnZRIlCgdzZXNzaW9uGAEgASgLMhQub21uaS52MS5Ub2tlbkNvdW50cxIlCgdyZXF1ZXN0GAIgASgLMhQub21uaS52MS5Ub2tlbkNvdW50cyJVCgtUb2tlbkNvdW50cxISCgpjYWNoZV9yZWFkGAEgASgDEhMKC2NhY2hlX3dyaXRlGAIgASgDEg4KBm91dHB1dBgDIAEoAxINCgV0b3RhbBgEIAEoAyKDAQoPQ29tcGFjdGlvbkJlZ2luEikKBnJlYXNvbhgBIAEoDjIZLm9tbmkudjEuQ29tcGFjdGlvblJlYXNvbhIlCgRtb2RlGAIgASgOMhcub21uaS52MS5Db21wYWN0aW9uTW9kZRIPCgdjb250ZXh0GAMgASgDEg0KBXR1cm5zGAQgASgDIoACCg1Db21wYWN0aW9uRW5kEikKBnJlYXNvbhgBIAEoDjIZLm9tbmkudjEuQ29tcGFjdGlvblJlYXNvbhIlCgRtb2RlGAIgASgOMhcub21uaS52MS5Db21wYWN0aW9uTW9kZRIjCgZzdGF0dXMYAyABKA4yEy5vbW5pLnYxLlN0b3BSZWFzb24SFAoHYXR0ZW1wdBgEIAEoA0gAiAEBEhoKDWVycm9yX21lc3NhZ2UYBSABKAlIAYgBARIYCgtyZXRyeV9pbl9tcxgGIAEoA0gCiAEBQgoKCF9hdHRlbXB0QhAKDl9lcnJvcl9tZXNzYWdlQg4KDF9yZXRyeV9pbl9tcyJaCgxHb2FsRmluaXNoZWQSJQoHb3V0Y29tZRgBIAEoDjIULm9tbmkudjEuR29hbE91dGNvbWUSDgoGcm91bmRzGAIgASgDEhMKC3Rva2Vuc191c2VkGAMgASgDIh4KCFN1YmFnZW50EhIKCnNlc3Npb25faWQYASABKAkiNwoNVG9vbExpc3RSZWFkeRImCgV0b29scxgBIAMoCzIXLm9tbmkudjEuVG9vbERlZmluaXRpb24iIgoPTWNwQ29ubmVjdEJlZ2luEg8KB3NlcnZlcnMYASADKAkiXgoNTWNwQ29ubmVjdEVuZBIiCgZzdGF0dXMYASABKA4yEi5vbW5pLnYxLk1jcFN0YXR1cxIpCgdyZXN1bHRzGAIgAygLMhgub21uaS52MS5NY3BTZXJ2ZXJSZXN1bHQiwAEKD01jcFNlcnZlclJlc3VsdBIOCgZzZXJ2ZXIYASABKAkSKAoJdHJhbnNwb3J0GAIgASgOMhUub21uaS52MS5NY3BUcmFuc3BvcnQSIgoGc3RhdHVzGAMgASgOMhIub21uaS52MS5NY3BTdGF0dXMSEwoLZHVyYXRpb25fbXMYBCABKAMSEgoFdG9vbHMYBSABKANIAIgBARISCgVlcnJvchgGIAEoCUgBiAEBQggKBl90b29sc0IICgZfZXJyb3IqvwEKClN0b3BSZWFzb24SGwoXU1RPUF9SRUFTT05fVU5TUEVDSUZJRUQQABIZChVTVE9QX1JFQVNPTl9DT01QTEVURUQQARIWChJTVE9QX1JFQVNPTl9GQUlMRUQQAhIXChNTVE9QX1JFQVNPTl9BQk9SVEVEEAMSFwoTU1RPUF9SRUFTT05fVElNRU9VVBAEEhkKFVNUT1BfUkVBU09OX01BTEZPUk1FRBAFEhQKEFNUT1BfUkVBU09OX0FVVEgQBio/CgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABINCglST0xFX1VTRVIQARISCg5ST0xFX0FTU0lTVEFOVBACKmgKCUV2ZW50VHlwZRIaChZFVkVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASFAoQRVZFTlRfVFlQRV9TVEFSVBABEhQKEEVWRU5UX1RZUEVfREVMVEEQAhITCg9FVkVOVF9UWVBFX1NUT1AQAypxCgZTZW5kZXISFgoSU0VOREVSX1VOU1BFQ0lGSUVEEAASDwoLU0VOREVSX1VTRVIQARIXChNTRU5ERVJfUEFSRU5UX0FHRU5UEAISEgoOU0VOREVSX0hBUk5FU1MQAxIRCg1TRU5ERVJfU0VSVkVSEAQqYwoIRGVjaXNpb24SGAoUREVDSVNJT05fVU5TUEVDSUZJRUQQABISCg5ERUNJU0lPTl9BTExPVxABEhEKDURFQ0lTSU9OX0RFTlkQAhIWChJERUNJU0lPTl9GT1JCSURERU4QAyqPAQoQQ29tcGFjdGlvblJlYXNvbhIhCh1DT01QQUNUSU9OX1JFQVNPTl9VTlNQRUNJRklFRBAAEh0KGUNPTVBBQ1RJT05fUkVBU09OX0NPTlRFWFQQARIbChdDT01QQUNUSU9OX1JFQVNPTl9UVVJOUxACEhwKGENPTVBBQ1RJT05fUkVBU09OX01BTlVBTBADKm0KDkNvbXBhY3Rpb25Nb2RlEh8KG0NPTVBBQ1RJT05fTU9ERV9VTlNQRUNJRklFRBAAEh0KGUNPTVBBQ1RJT05fTU9ERV9TVU1NQVJJWkUQARIbChdDT01QQUNUSU9OX01PREVfRElTQ0FSRBACKpsBCgtHb2FsT3V0Y29tZRIcChhHT0FMX09VVENPTUVfVU5TUEVDSUZJRUQQABIZChVHT0FMX09VVENPTUVfQ09NUExFVEUQARIYChRHT0FMX09VVENPTUVfQkxPQ0tFRBACEh8KG0dPQUxfT1VUQ09NRV9CVURHRVRfTElNSVRFRBADEhgKFEdPQUxfT1VUQ09NRV9BQk9SVEVEEAQqcAoJTWNwU3RhdHVzEhoKFk1DUF9TVEFUVVNfVU5TUEVDSUZJRUQQABIYChRNQ1BfU1RBVFVTX0NPTVBMRVRFRBABEhUKEU1DUF9TVEFUVVNfRkFJTEVEEAISFgoSTUNQX1NUQVRVU19BQk9SVEVEEAMqdQoMTWNwVHJhbnNwb3J0Eh0KGU1DUF9UUkFOU1BPUlRfVU5TUEVDSUZJRUQQABIXChNNQ1BfVFJBTlNQT1JUX1NURElPEAESFgoSTUNQX1RSQU5TUE9SVF9IVFRQEAISFQoRTUNQX1RSQU5TUE9SVF9TU0UQAyppCg1TZXNzaW9uU291cmNlEh4KGlNFU1NJT05fU09VUkNFX1VOU1BFQ0lGSUVEEAASGwoXU0VTU0lPTl9TT1VSQ0VfU1VCQUdFTlQQARIbChdTRVNTSU9OX1NPVVJDRV9TQ0hFRFVMRRACQl4KE2lvLm9tbmlncnBjLm9tbmkudjFCCU9tbmlQcm90b1ABWjpnaXRodWIuY29tL29tbmktZ3JwYy9vbW5pLWdycGMvZ2VuZXJhdGVkL2dvL29tbmkvdjE7b21uaXYxYgZwcm90bzM", [file_google_protobuf_struct]);
+  fileDesc("ChJvbW5pL3YxL29tbmkucHJvdG8SB29tbmkudjEihQsKC09tbmlNZXNzYWdlEhEKCXRpbWVzdGFtcBgBIAEoCRIOCgZvcmlnaW4YAyADKAkSLAoMc2Vzc2lvbl9tZXRhGAQgASgLMhQub21uaS52MS5TZXNzaW9uTWV0YUgAEh0KBHRleHQYBSABKAsyDS5vbW5pLnYxLlRleHRIABImCglpbWFnZV91cmwYBiABKAsyES5vbW5pLnYxLkltYWdlVXJsSAASKgoLaW5saW5lX2RhdGEYByABKAsyEy5vbW5pLnYxLklubGluZURhdGFIABIlCgh0aGlua2luZxgIIAEoCzIRLm9tbmkudjEuVGhpbmtpbmdIABIyCg9pbmxpbmVfdGhpbmtpbmcYCSABKAsyFy5vbW5pLnYxLklubGluZVRoaW5raW5nSAASJgoJdG9vbF9jYWxsGAogASgLMhEub21uaS52MS5Ub29sQ2FsbEgAEjMKEHRvb2xfY2FsbF9vdXRwdXQYCyABKAsyFy5vbW5pLnYxLlRvb2xDYWxsT3V0cHV0SAASLAoMcGFydGlhbF90ZXh0GAwgASgLMhQub21uaS52MS5QYXJ0aWFsVGV4dEgAEjQKEHBhcnRpYWxfdGhpbmtpbmcYDSABKAsyGC5vbW5pLnYxLlBhcnRpYWxUaGlua2luZ0gAEjUKEXBhcnRpYWxfdG9vbF9jYWxsGA4gASgLMhgub21uaS52MS5QYXJ0aWFsVG9vbENhbGxIABJCChhwYXJ0aWFsX3Rvb2xfY2FsbF9vdXRwdXQYDyABKAsyHi5vbW5pLnYxLlBhcnRpYWxUb29sQ2FsbE91dHB1dEgAEjYKEWFwcHJvdmFsX2RlY2lzaW9uGBAgASgLMhkub21uaS52MS5BcHByb3ZhbERlY2lzaW9uSAASHwoFYWJvcnQYESABKAsyDi5vbW5pLnYxLkFib3J0SAASLgoNcmVxdWVzdF9iZWdpbhgSIAEoCzIVLm9tbmkudjEuUmVxdWVzdEJlZ2luSAASKgoLcmVxdWVzdF9lbmQYEyABKAsyEy5vbW5pLnYxLlJlcXVlc3RFbmRIABIqCgt0b2tlbl91c2FnZRgUIAEoCzITLm9tbmkudjEuVG9rZW5Vc2FnZUgAEjQKEGNvbXBhY3Rpb25fYmVnaW4YFSABKAsyGC5vbW5pLnYxLkNvbXBhY3Rpb25CZWdpbkgAEjAKDmNvbXBhY3Rpb25fZW5kGBYgASgLMhYub21uaS52MS5Db21wYWN0aW9uRW5kSAASLgoNZ29hbF9maW5pc2hlZBgXIAEoCzIVLm9tbmkudjEuR29hbEZpbmlzaGVkSAASJQoIc3ViYWdlbnQYGCABKAsyES5vbW5pLnYxLlN1YmFnZW50SAASMQoPdG9vbF9saXN0X3JlYWR5GBkgASgLMhYub21uaS52MS5Ub29sTGlzdFJlYWR5SAASNQoRbWNwX2Nvbm5lY3RfYmVnaW4YGiABKAsyGC5vbW5pLnYxLk1jcENvbm5lY3RCZWdpbkgAEjEKD21jcF9jb25uZWN0X2VuZBgbIAEoCzIWLm9tbmkudjEuTWNwQ29ubmVjdEVuZEgAEioKB3Vua25vd24YZCABKAsyFy5vbW5pLnYxLlVua25vd25QYXlsb2FkSAASJQoKa2V5X29yZGVycxhmIAMoCzIRLm9tbmkudjEuS2V5T3JkZXISJQoKcmF3X3ZhbHVlcxhnIAMoCzIRLm9tbmkudjEuUmF3VmFsdWUSEwoLemxpYl9yZWNvcmQYaCABKAwSKwoNYmFzZTY0X3ZhbHVlcxhpIAMoCzIULm9tbmkudjEuQmFzZTY0VmFsdWVCCQoHcGF5bG9hZEoECAIQA0oECGUQZlIEdHlwZVIFc2hhcGUiKQoLQmFzZTY0VmFsdWUSDAoEcGF0aBgBIAEoCRIMCgRkYXRhGAIgASgMIiYKCEtleU9yZGVyEgwKBHBhdGgYASABKAkSDAoEa2V5cxgCIAMoCSImCghSYXdWYWx1ZRIMCgRwYXRoGAEgASgJEgwKBGpzb24YAiABKAkiQwoOVW5rbm93blBheWxvYWQSDAoEdHlwZRgBIAEoCRIMCgRqc29uGAIgASgJEhUKDWVudmVsb3BlX3R5cGUYAyABKAki6QIKC1Nlc3Npb25NZXRhEhIKCnNlc3Npb25faWQYASABKAkSEAoIcHJvdmlkZXIYAiABKAkSEAoIbW9kZWxfaWQYAyABKAkSJQobbW9kZWxfY29udGV4dF93aW5kb3dfdG9rZW5zGAQgASgDSAASJAoabW9kZWxfY29udGV4dF93aW5kb3dfbGFiZWwYBSABKAlIABIVCg1zeXN0ZW1fcHJvbXB0GAYgASgJEiYKBXRvb2xzGAcgAygLMhcub21uaS52MS5Ub29sRGVmaW5pdGlvbhIbCg50aGlua2luZ19sZXZlbBgIIAEoCUgBiAEBEhMKC2FnZW50X3N0YXRlGAkgASgJEhEKCXdvcmtzcGFjZRgKIAEoCRImCgZzb3VyY2UYCyABKA4yFi5vbW5pLnYxLlNlc3Npb25Tb3VyY2VCFgoUbW9kZWxfY29udGV4dF93aW5kb3dCEQoPX3RoaW5raW5nX2xldmVsIk0KDlRvb2xEZWZpbml0aW9uEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSEgoKcGFyYW1ldGVycxgEIAEoCUoECAMQBCKCAgoEVGV4dBIbCgRyb2xlGAEgASgOMg0ub21uaS52MS5Sb2xlEgwKBHRleHQYAiABKAkSKAoLc3RvcF9yZWFzb24YAyABKA4yEy5vbW5pLnYxLlN0b3BSZWFzb24SKQoIZmlkZWxpdHkYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eh8KBnNlbmRlchgFIAEoDjIPLm9tbmkudjEuU2VuZGVyEhIKBXBoYXNlGAYgASgJSACIAQESFgoJc2lnbmF0dXJlGAcgASgJSAGIAQESFQoNZmlkZWxpdHlfanNvbhgIIAEoCUIICgZfcGhhc2VCDAoKX3NpZ25hdHVyZSJkCghJbWFnZVVybBIbCgRyb2xlGAEgASgOMg0ub21uaS52MS5Sb2xlEhEKCWltYWdlX3VybBgCIAEoCRIoCgtzdG9wX3JlYXNvbhgDIAEoDjITLm9tbmkudjEuU3RvcFJlYXNvbiLcAQoKSW5saW5lRGF0YRIbCgRyb2xlGAEgASgOMg0ub21uaS52MS5Sb2xlEgwKBGRhdGEYAiABKAkSEQoJbWltZV90eXBlGAMgASgJEigKC3N0b3BfcmVhc29uGAQgASgOMhMub21uaS52MS5TdG9wUmVhc29uEikKCGZpZGVsaXR5GAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIWCglzaWduYXR1cmUYBiABKAlIAIgBARIVCg1maWRlbGl0eV9qc29uGAcgASgJQgwKCl9zaWduYXR1cmUiywEKCFRoaW5raW5nEhsKBHJvbGUYASABKA4yDS5vbW5pLnYxLlJvbGUSEAoIdGhpbmtpbmcYAiABKAkSKAoLc3RvcF9yZWFzb24YAyABKA4yEy5vbW5pLnYxLlN0b3BSZWFzb24SKQoIZmlkZWxpdHkYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhYKCXNpZ25hdHVyZRgFIAEoCUgAiAEBEhUKDWZpZGVsaXR5X2pzb24YBiABKAlCDAoKX3NpZ25hdHVyZSLgAQoOSW5saW5lVGhpbmtpbmcSGwoEcm9sZRgBIAEoDjINLm9tbmkudjEuUm9sZRIMCgRkYXRhGAIgASgJEhEKCW1pbWVfdHlwZRgDIAEoCRIoCgtzdG9wX3JlYXNvbhgEIAEoDjITLm9tbmkudjEuU3RvcFJlYXNvbhIpCghmaWRlbGl0eRgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFgoJc2lnbmF0dXJlGAYgASgJSACIAQESFQoNZmlkZWxpdHlfanNvbhgHIAEoCUIMCgpfc2lnbmF0dXJlIvABCghUb29sQ2FsbBIbCgRyb2xlGAEgASgOMg0ub21uaS52MS5Sb2xlEgwKBG5hbWUYAiABKAkSEQoJYXJndW1lbnRzGAMgASgJEhQKDHRvb2xfY2FsbF9pZBgEIAEoCRIoCgtzdG9wX3JlYXNvbhgFIAEoDjITLm9tbmkudjEuU3RvcFJlYXNvbhIpCghmaWRlbGl0eRgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFgoJc2lnbmF0dXJlGAcgASgJSACIAQESFQoNZmlkZWxpdHlfanNvbhgIIAEoCUIMCgpfc2lnbmF0dXJlIo0BCg5Ub29sQ2FsbE91dHB1dBIbCgRyb2xlGAEgASgOMg0ub21uaS52MS5Sb2xlEg4KBm91dHB1dBgCIAEoCRIOCgZpbWFnZXMYAyADKAkSFAoMdG9vbF9jYWxsX2lkGAQgASgJEigKC3N0b3BfcmVhc29uGAUgASgOMhMub21uaS52MS5TdG9wUmVhc29uIooBCgtQYXJ0aWFsVGV4dBIbCgRyb2xlGAEgASgOMg0ub21uaS52MS5Sb2xlEiYKCmV2ZW50X3R5cGUYAiABKA4yEi5vbW5pLnYxLkV2ZW50VHlwZRIMCgR0ZXh0GAMgASgJEigKC3N0b3BfcmVhc29uGAQgASgOMhMub21uaS52MS5TdG9wUmVhc29uIpIBCg9QYXJ0aWFsVGhpbmtpbmcSGwoEcm9sZRgBIAEoDjINLm9tbmkudjEuUm9sZRImCgpldmVudF90eXBlGAIgASgOMhIub21uaS52MS5FdmVudFR5cGUSEAoIdGhpbmtpbmcYAyABKAkSKAoLc3RvcF9yZWFzb24YBCABKA4yEy5vbW5pLnYxLlN0b3BSZWFzb24itwEKD1BhcnRpYWxUb29sQ2FsbBIbCgRyb2xlGAEgASgOMg0ub21uaS52MS5Sb2xlEiYKCmV2ZW50X3R5cGUYAiABKA4yEi5vbW5pLnYxLkV2ZW50VHlwZRIMCgRuYW1lGAMgASgJEhEKCWFyZ3VtZW50cxgEIAEoCRIUCgx0b29sX2NhbGxfaWQYBSABKAkSKAoLc3RvcF9yZWFzb24YBiABKA4yEy5vbW5pLnYxLlN0b3BSZWFzb24ivAEKFVBhcnRpYWxUb29sQ2FsbE91dHB1dBIbCgRyb2xlGAEgASgOMg0ub21uaS52MS5Sb2xlEiYKCmV2ZW50X3R5cGUYAiABKA4yEi5vbW5pLnYxLkV2ZW50VHlwZRIOCgZvdXRwdXQYAyABKAkSDgoGaW1hZ2VzGAQgAygJEhQKDHRvb2xfY2FsbF9pZBgFIAEoCRIoCgtzdG9wX3JlYXNvbhgGIAEoDjITLm9tbmkudjEuU3RvcFJlYXNvbiJNChBBcHByb3ZhbERlY2lzaW9uEiMKCGRlY2lzaW9uGAEgASgOMhEub21uaS52MS5EZWNpc2lvbhIUCgx0b29sX2NhbGxfaWQYAiABKAkiJwoFQWJvcnQSEwoGcmVhc29uGAEgASgJSACIAQFCCQoHX3JlYXNvbiIOCgxSZXF1ZXN0QmVnaW4izQEKClJlcXVlc3RFbmQSIwoGc3RhdHVzGAEgASgOMhMub21uaS52MS5TdG9wUmVhc29uEhQKB21lc3NhZ2UYAiABKAlIAIgBARIaCg1lcnJvcl9tZXNzYWdlGAMgASgJSAGIAQESFAoHYXR0ZW1wdBgEIAEoA0gCiAEBEhgKC3JldHJ5X2luX21zGAUgASgDSAOIAQFCCgoIX21lc3NhZ2VCEAoOX2Vycm9yX21lc3NhZ2VCCgoIX2F0dGVtcHRCDgoMX3JldHJ5X2luX21zIloKClRva2VuVXNhZ2USJQoHc2Vzc2lvbhgBIAEoCzIULm9tbmkudjEuVG9rZW5Db3VudHMSJQoHcmVxdWVzdBgCIAEoCzIULm9tbmkudjEuVG9rZW5Db3VudHMiVQoLVG9rZW5Db3VudHMSEgoKY2FjaGVfcmVhZBgBIAEoAxITCgtjYWNoZV93cml0ZRgCIAEoAxIOCgZvdXRwdXQYAyABKAMSDQoFdG90YWwYBCABKAMigwEKD0NvbXBhY3Rpb25CZWdpbhIpCgZyZWFzb24YASABKA4yGS5vbW5pLnYxLkNvbXBhY3Rpb25SZWFzb24SJQoEbW9kZRgCIAEoDjIXLm9tbmkudjEuQ29tcGFjdGlvbk1vZGUSDwoHY29udGV4dBgDIAEoAxINCgV0dXJucxgEIAEoAyKAAgoNQ29tcGFjdGlvbkVuZBIpCgZyZWFzb24YASABKA4yGS5vbW5pLnYxLkNvbXBhY3Rpb25SZWFzb24SJQoEbW9kZRgCIAEoDjIXLm9tbmkudjEuQ29tcGFjdGlvbk1vZGUSIwoGc3RhdHVzGAMgASgOMhMub21uaS52MS5TdG9wUmVhc29uEhQKB2F0dGVtcHQYBCABKANIAIgBARIaCg1lcnJvcl9tZXNzYWdlGAUgASgJSAGIAQESGAoLcmV0cnlfaW5fbXMYBiABKANIAogBAUIKCghfYXR0ZW1wdEIQCg5fZXJyb3JfbWVzc2FnZUIOCgxfcmV0cnlfaW5fbXMiWgoMR29hbEZpbmlzaGVkEiUKB291dGNvbWUYASABKA4yFC5vbW5pLnYxLkdvYWxPdXRjb21lEg4KBnJvdW5kcxgCIAEoAxITCgt0b2tlbnNfdXNlZBgDIAEoAyIeCghTdWJhZ2VudBISCgpzZXNzaW9uX2lkGAEgASgJIjcKDVRvb2xMaXN0UmVhZHkSJgoFdG9vbHMYASADKAsyFy5vbW5pLnYxLlRvb2xEZWZpbml0aW9uIiIKD01jcENvbm5lY3RCZWdpbhIPCgdzZXJ2ZXJzGAEgAygJIl4KDU1jcENvbm5lY3RFbmQSIgoGc3RhdHVzGAEgASgOMhIub21uaS52MS5NY3BTdGF0dXMSKQoHcmVzdWx0cxgCIAMoCzIYLm9tbmkudjEuTWNwU2VydmVyUmVzdWx0IsABCg9NY3BTZXJ2ZXJSZXN1bHQSDgoGc2VydmVyGAEgASgJEigKCXRyYW5zcG9ydBgCIAEoDjIVLm9tbmkudjEuTWNwVHJhbnNwb3J0EiIKBnN0YXR1cxgDIAEoDjISLm9tbmkudjEuTWNwU3RhdHVzEhMKC2R1cmF0aW9uX21zGAQgASgDEhIKBXRvb2xzGAUgASgDSACIAQESEgoFZXJyb3IYBiABKAlIAYgBAUIICgZfdG9vbHNCCAoGX2Vycm9yKr8BCgpTdG9wUmVhc29uEhsKF1NUT1BfUkVBU09OX1VOU1BFQ0lGSUVEEAASGQoVU1RPUF9SRUFTT05fQ09NUExFVEVEEAESFgoSU1RPUF9SRUFTT05fRkFJTEVEEAISFwoTU1RPUF9SRUFTT05fQUJPUlRFRBADEhcKE1NUT1BfUkVBU09OX1RJTUVPVVQQBBIZChVTVE9QX1JFQVNPTl9NQUxGT1JNRUQQBRIUChBTVE9QX1JFQVNPTl9BVVRIEAYqPwoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDQoJUk9MRV9VU0VSEAESEgoOUk9MRV9BU1NJU1RBTlQQAipoCglFdmVudFR5cGUSGgoWRVZFTlRfVFlQRV9VTlNQRUNJRklFRBAAEhQKEEVWRU5UX1RZUEVfU1RBUlQQARIUChBFVkVOVF9UWVBFX0RFTFRBEAISEwoPRVZFTlRfVFlQRV9TVE9QEAMqcQoGU2VuZGVyEhYKElNFTkRFUl9VTlNQRUNJRklFRBAAEg8KC1NFTkRFUl9VU0VSEAESFwoTU0VOREVSX1BBUkVOVF9BR0VOVBACEhIKDlNFTkRFUl9IQVJORVNTEAMSEQoNU0VOREVSX1NFUlZFUhAEKmMKCERlY2lzaW9uEhgKFERFQ0lTSU9OX1VOU1BFQ0lGSUVEEAASEgoOREVDSVNJT05fQUxMT1cQARIRCg1ERUNJU0lPTl9ERU5ZEAISFgoSREVDSVNJT05fRk9SQklEREVOEAMqjwEKEENvbXBhY3Rpb25SZWFzb24SIQodQ09NUEFDVElPTl9SRUFTT05fVU5TUEVDSUZJRUQQABIdChlDT01QQUNUSU9OX1JFQVNPTl9DT05URVhUEAESGwoXQ09NUEFDVElPTl9SRUFTT05fVFVSTlMQAhIcChhDT01QQUNUSU9OX1JFQVNPTl9NQU5VQUwQAyptCg5Db21wYWN0aW9uTW9kZRIfChtDT01QQUNUSU9OX01PREVfVU5TUEVDSUZJRUQQABIdChlDT01QQUNUSU9OX01PREVfU1VNTUFSSVpFEAESGwoXQ09NUEFDVElPTl9NT0RFX0RJU0NBUkQQAiqbAQoLR29hbE91dGNvbWUSHAoYR09BTF9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGQoVR09BTF9PVVRDT01FX0NPTVBMRVRFEAESGAoUR09BTF9PVVRDT01FX0JMT0NLRUQQAhIfChtHT0FMX09VVENPTUVfQlVER0VUX0xJTUlURUQQAxIYChRHT0FMX09VVENPTUVfQUJPUlRFRBAEKnAKCU1jcFN0YXR1cxIaChZNQ1BfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGAoUTUNQX1NUQVRVU19DT01QTEVURUQQARIVChFNQ1BfU1RBVFVTX0ZBSUxFRBACEhYKEk1DUF9TVEFUVVNfQUJPUlRFRBADKnUKDE1jcFRyYW5zcG9ydBIdChlNQ1BfVFJBTlNQT1JUX1VOU1BFQ0lGSUVEEAASFwoTTUNQX1RSQU5TUE9SVF9TVERJTxABEhYKEk1DUF9UUkFOU1BPUlRfSFRUUBACEhUKEU1DUF9UUkFOU1BPUlRfU1NFEAMqaQoNU2Vzc2lvblNvdXJjZRIeChpTRVNTSU9OX1NPVVJDRV9VTlNQRUNJRklFRBAAEhsKF1NFU1NJT05fU09VUkNFX1NVQkFHRU5UEAESGwoXU0VTU0lPTl9TT1VSQ0VfU0NIRURVTEUQAkJeChNpby5vbW5pZ3JwYy5vbW5pLnYxQglPbW5pUHJvdG9QAVo6Z2l0aHViLmNvbS9vbW5pLWdycGMvb21uaS1ncnBjL2dlbmVyYXRlZC9nby9vbW5pL3YxO29tbml2MWIGcHJvdG8z", [file_google_protobuf_struct]);
 
 /**
  * One protocol message. Exactly one payload arm is set.
@@ -237,6 +237,21 @@ export type OmniMessage = Message<"omni.v1.OmniMessage"> & {
    * @generated from field: bytes zlib_record = 104;
    */
   zlibRecord: Uint8Array;
+
+  /**
+   * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+   * records only (the gRPC API never carries them): a Struct string value of
+   * 128 characters or more that is canonical base64 (RFC 4648 standard
+   * alphabet, padded, so encoding the bytes gives back the very text), such
+   * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+   * Struct holds "" at the path; the string there is the base64 of data.
+   * Used only while the Struct still holds "" there (an edit wins). Readers
+   * in every language read it with their standard base64 encoder; see
+   * docs/traces.md.
+   *
+   * @generated from field: repeated omni.v1.Base64Value base64_values = 105;
+   */
+  base64Values: Base64Value[];
 };
 
 /**
@@ -245,6 +260,32 @@ export type OmniMessage = Message<"omni.v1.OmniMessage"> & {
  */
 export const OmniMessageSchema: GenMessage<OmniMessage> = /*@__PURE__*/
   messageDesc(file_omni_v1_omni, 0);
+
+/**
+ * A string value kept as the bytes its base64 text decodes to.
+ *
+ * @generated from message omni.v1.Base64Value
+ */
+export type Base64Value = Message<"omni.v1.Base64Value"> & {
+  /**
+   * JSON Pointer from the envelope, as in KeyOrder and RawValue.
+   *
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * @generated from field: bytes data = 2;
+   */
+  data: Uint8Array;
+};
+
+/**
+ * Describes the message omni.v1.Base64Value.
+ * Use `create(Base64ValueSchema)` to create a new message.
+ */
+export const Base64ValueSchema: GenMessage<Base64Value> = /*@__PURE__*/
+  messageDesc(file_omni_v1_omni, 1);
 
 /**
  * The exact key sequence of one JSON object.
@@ -268,7 +309,7 @@ export type KeyOrder = Message<"omni.v1.KeyOrder"> & {
  * Use `create(KeyOrderSchema)` to create a new message.
  */
 export const KeyOrderSchema: GenMessage<KeyOrder> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 1);
+  messageDesc(file_omni_v1_omni, 2);
 
 /**
  * The exact JSON text of one value.
@@ -292,7 +333,7 @@ export type RawValue = Message<"omni.v1.RawValue"> & {
  * Use `create(RawValueSchema)` to create a new message.
  */
 export const RawValueSchema: GenMessage<RawValue> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 2);
+  messageDesc(file_omni_v1_omni, 3);
 
 /**
  * A payload whose "type" this schema does not know.
@@ -328,7 +369,7 @@ export type UnknownPayload = Message<"omni.v1.UnknownPayload"> & {
  * Use `create(UnknownPayloadSchema)` to create a new message.
  */
 export const UnknownPayloadSchema: GenMessage<UnknownPayload> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 3);
+  messageDesc(file_omni_v1_omni, 4);
 
 /**
  * The runtime configuration of one model context.
@@ -410,7 +451,7 @@ export type SessionMeta = Message<"omni.v1.SessionMeta"> & {
  * Use `create(SessionMetaSchema)` to create a new message.
  */
 export const SessionMetaSchema: GenMessage<SessionMeta> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 4);
+  messageDesc(file_omni_v1_omni, 5);
 
 /**
  * @generated from message omni.v1.ToolDefinition
@@ -441,7 +482,7 @@ export type ToolDefinition = Message<"omni.v1.ToolDefinition"> & {
  * Use `create(ToolDefinitionSchema)` to create a new message.
  */
 export const ToolDefinitionSchema: GenMessage<ToolDefinition> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 5);
+  messageDesc(file_omni_v1_omni, 6);
 
 /**
  * @generated from message omni.v1.Text
@@ -502,7 +543,7 @@ export type Text = Message<"omni.v1.Text"> & {
  * Use `create(TextSchema)` to create a new message.
  */
 export const TextSchema: GenMessage<Text> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 6);
+  messageDesc(file_omni_v1_omni, 7);
 
 /**
  * @generated from message omni.v1.ImageUrl
@@ -531,7 +572,7 @@ export type ImageUrl = Message<"omni.v1.ImageUrl"> & {
  * Use `create(ImageUrlSchema)` to create a new message.
  */
 export const ImageUrlSchema: GenMessage<ImageUrl> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 7);
+  messageDesc(file_omni_v1_omni, 8);
 
 /**
  * @generated from message omni.v1.InlineData
@@ -580,7 +621,7 @@ export type InlineData = Message<"omni.v1.InlineData"> & {
  * Use `create(InlineDataSchema)` to create a new message.
  */
 export const InlineDataSchema: GenMessage<InlineData> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 8);
+  messageDesc(file_omni_v1_omni, 9);
 
 /**
  * @generated from message omni.v1.Thinking
@@ -622,7 +663,7 @@ export type Thinking = Message<"omni.v1.Thinking"> & {
  * Use `create(ThinkingSchema)` to create a new message.
  */
 export const ThinkingSchema: GenMessage<Thinking> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 9);
+  messageDesc(file_omni_v1_omni, 10);
 
 /**
  * @generated from message omni.v1.InlineThinking
@@ -669,7 +710,7 @@ export type InlineThinking = Message<"omni.v1.InlineThinking"> & {
  * Use `create(InlineThinkingSchema)` to create a new message.
  */
 export const InlineThinkingSchema: GenMessage<InlineThinking> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 10);
+  messageDesc(file_omni_v1_omni, 11);
 
 /**
  * @generated from message omni.v1.ToolCall
@@ -723,7 +764,7 @@ export type ToolCall = Message<"omni.v1.ToolCall"> & {
  * Use `create(ToolCallSchema)` to create a new message.
  */
 export const ToolCallSchema: GenMessage<ToolCall> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 11);
+  messageDesc(file_omni_v1_omni, 12);
 
 /**
  * @generated from message omni.v1.ToolCallOutput
@@ -762,7 +803,7 @@ export type ToolCallOutput = Message<"omni.v1.ToolCallOutput"> & {
  * Use `create(ToolCallOutputSchema)` to create a new message.
  */
 export const ToolCallOutputSchema: GenMessage<ToolCallOutput> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 12);
+  messageDesc(file_omni_v1_omni, 13);
 
 /**
  * @generated from message omni.v1.PartialText
@@ -796,7 +837,7 @@ export type PartialText = Message<"omni.v1.PartialText"> & {
  * Use `create(PartialTextSchema)` to create a new message.
  */
 export const PartialTextSchema: GenMessage<PartialText> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 13);
+  messageDesc(file_omni_v1_omni, 14);
 
 /**
  * @generated from message omni.v1.PartialThinking
@@ -828,7 +869,7 @@ export type PartialThinking = Message<"omni.v1.PartialThinking"> & {
  * Use `create(PartialThinkingSchema)` to create a new message.
  */
 export const PartialThinkingSchema: GenMessage<PartialThinking> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 14);
+  messageDesc(file_omni_v1_omni, 15);
 
 /**
  * @generated from message omni.v1.PartialToolCall
@@ -872,7 +913,7 @@ export type PartialToolCall = Message<"omni.v1.PartialToolCall"> & {
  * Use `create(PartialToolCallSchema)` to create a new message.
  */
 export const PartialToolCallSchema: GenMessage<PartialToolCall> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 15);
+  messageDesc(file_omni_v1_omni, 16);
 
 /**
  * @generated from message omni.v1.PartialToolCallOutput
@@ -916,7 +957,7 @@ export type PartialToolCallOutput = Message<"omni.v1.PartialToolCallOutput"> & {
  * Use `create(PartialToolCallOutputSchema)` to create a new message.
  */
 export const PartialToolCallOutputSchema: GenMessage<PartialToolCallOutput> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 16);
+  messageDesc(file_omni_v1_omni, 17);
 
 /**
  * @generated from message omni.v1.ApprovalDecision
@@ -938,7 +979,7 @@ export type ApprovalDecision = Message<"omni.v1.ApprovalDecision"> & {
  * Use `create(ApprovalDecisionSchema)` to create a new message.
  */
 export const ApprovalDecisionSchema: GenMessage<ApprovalDecision> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 17);
+  messageDesc(file_omni_v1_omni, 18);
 
 /**
  * @generated from message omni.v1.Abort
@@ -958,7 +999,7 @@ export type Abort = Message<"omni.v1.Abort"> & {
  * Use `create(AbortSchema)` to create a new message.
  */
 export const AbortSchema: GenMessage<Abort> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 18);
+  messageDesc(file_omni_v1_omni, 19);
 
 /**
  * @generated from message omni.v1.RequestBegin
@@ -971,7 +1012,7 @@ export type RequestBegin = Message<"omni.v1.RequestBegin"> & {
  * Use `create(RequestBeginSchema)` to create a new message.
  */
 export const RequestBeginSchema: GenMessage<RequestBegin> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 19);
+  messageDesc(file_omni_v1_omni, 20);
 
 /**
  * @generated from message omni.v1.RequestEnd
@@ -1010,7 +1051,7 @@ export type RequestEnd = Message<"omni.v1.RequestEnd"> & {
  * Use `create(RequestEndSchema)` to create a new message.
  */
 export const RequestEndSchema: GenMessage<RequestEnd> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 20);
+  messageDesc(file_omni_v1_omni, 21);
 
 /**
  * @generated from message omni.v1.TokenUsage
@@ -1036,7 +1077,7 @@ export type TokenUsage = Message<"omni.v1.TokenUsage"> & {
  * Use `create(TokenUsageSchema)` to create a new message.
  */
 export const TokenUsageSchema: GenMessage<TokenUsage> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 21);
+  messageDesc(file_omni_v1_omni, 22);
 
 /**
  * @generated from message omni.v1.TokenCounts
@@ -1070,7 +1111,7 @@ export type TokenCounts = Message<"omni.v1.TokenCounts"> & {
  * Use `create(TokenCountsSchema)` to create a new message.
  */
 export const TokenCountsSchema: GenMessage<TokenCounts> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 22);
+  messageDesc(file_omni_v1_omni, 23);
 
 /**
  * @generated from message omni.v1.CompactionBegin
@@ -1106,7 +1147,7 @@ export type CompactionBegin = Message<"omni.v1.CompactionBegin"> & {
  * Use `create(CompactionBeginSchema)` to create a new message.
  */
 export const CompactionBeginSchema: GenMessage<CompactionBegin> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 23);
+  messageDesc(file_omni_v1_omni, 24);
 
 /**
  * @generated from message omni.v1.CompactionEnd
@@ -1148,7 +1189,7 @@ export type CompactionEnd = Message<"omni.v1.CompactionEnd"> & {
  * Use `create(CompactionEndSchema)` to create a new message.
  */
 export const CompactionEndSchema: GenMessage<CompactionEnd> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 24);
+  messageDesc(file_omni_v1_omni, 25);
 
 /**
  * @generated from message omni.v1.GoalFinished
@@ -1175,7 +1216,7 @@ export type GoalFinished = Message<"omni.v1.GoalFinished"> & {
  * Use `create(GoalFinishedSchema)` to create a new message.
  */
 export const GoalFinishedSchema: GenMessage<GoalFinished> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 25);
+  messageDesc(file_omni_v1_omni, 26);
 
 /**
  * A pointer from a parent trace to a direct child session.
@@ -1194,7 +1235,7 @@ export type Subagent = Message<"omni.v1.Subagent"> & {
  * Use `create(SubagentSchema)` to create a new message.
  */
 export const SubagentSchema: GenMessage<Subagent> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 26);
+  messageDesc(file_omni_v1_omni, 27);
 
 /**
  * @generated from message omni.v1.ToolListReady
@@ -1211,7 +1252,7 @@ export type ToolListReady = Message<"omni.v1.ToolListReady"> & {
  * Use `create(ToolListReadySchema)` to create a new message.
  */
 export const ToolListReadySchema: GenMessage<ToolListReady> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 27);
+  messageDesc(file_omni_v1_omni, 28);
 
 /**
  * @generated from message omni.v1.McpConnectBegin
@@ -1228,7 +1269,7 @@ export type McpConnectBegin = Message<"omni.v1.McpConnectBegin"> & {
  * Use `create(McpConnectBeginSchema)` to create a new message.
  */
 export const McpConnectBeginSchema: GenMessage<McpConnectBegin> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 28);
+  messageDesc(file_omni_v1_omni, 29);
 
 /**
  * @generated from message omni.v1.McpConnectEnd
@@ -1252,7 +1293,7 @@ export type McpConnectEnd = Message<"omni.v1.McpConnectEnd"> & {
  * Use `create(McpConnectEndSchema)` to create a new message.
  */
 export const McpConnectEndSchema: GenMessage<McpConnectEnd> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 29);
+  messageDesc(file_omni_v1_omni, 30);
 
 /**
  * @generated from message omni.v1.McpServerResult
@@ -1296,7 +1337,7 @@ export type McpServerResult = Message<"omni.v1.McpServerResult"> & {
  * Use `create(McpServerResultSchema)` to create a new message.
  */
 export const McpServerResultSchema: GenMessage<McpServerResult> = /*@__PURE__*/
-  messageDesc(file_omni_v1_omni, 30);
+  messageDesc(file_omni_v1_omni, 31);
 
 /**
  * Enums: UNSPECIFIED means the key is absent (or held a string this schema

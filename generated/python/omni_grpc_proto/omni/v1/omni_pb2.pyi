@@ -134,7 +134,7 @@ SESSION_SOURCE_SUBAGENT: SessionSource
 SESSION_SOURCE_SCHEDULE: SessionSource
 
 class OmniMessage(_message.Message):
-    __slots__ = ("timestamp", "origin", "session_meta", "text", "image_url", "inline_data", "thinking", "inline_thinking", "tool_call", "tool_call_output", "partial_text", "partial_thinking", "partial_tool_call", "partial_tool_call_output", "approval_decision", "abort", "request_begin", "request_end", "token_usage", "compaction_begin", "compaction_end", "goal_finished", "subagent", "tool_list_ready", "mcp_connect_begin", "mcp_connect_end", "unknown", "key_orders", "raw_values", "zlib_record")
+    __slots__ = ("timestamp", "origin", "session_meta", "text", "image_url", "inline_data", "thinking", "inline_thinking", "tool_call", "tool_call_output", "partial_text", "partial_thinking", "partial_tool_call", "partial_tool_call_output", "approval_decision", "abort", "request_begin", "request_end", "token_usage", "compaction_begin", "compaction_end", "goal_finished", "subagent", "tool_list_ready", "mcp_connect_begin", "mcp_connect_end", "unknown", "key_orders", "raw_values", "zlib_record", "base64_values")
     TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_FIELD_NUMBER: _ClassVar[int]
     SESSION_META_FIELD_NUMBER: _ClassVar[int]
@@ -165,6 +165,7 @@ class OmniMessage(_message.Message):
     KEY_ORDERS_FIELD_NUMBER: _ClassVar[int]
     RAW_VALUES_FIELD_NUMBER: _ClassVar[int]
     ZLIB_RECORD_FIELD_NUMBER: _ClassVar[int]
+    BASE64_VALUES_FIELD_NUMBER: _ClassVar[int]
     timestamp: str
     origin: _containers.RepeatedScalarFieldContainer[str]
     session_meta: SessionMeta
@@ -195,7 +196,16 @@ class OmniMessage(_message.Message):
     key_orders: _containers.RepeatedCompositeFieldContainer[KeyOrder]
     raw_values: _containers.RepeatedCompositeFieldContainer[RawValue]
     zlib_record: bytes
-    def __init__(self, timestamp: _Optional[str] = ..., origin: _Optional[_Iterable[str]] = ..., session_meta: _Optional[_Union[SessionMeta, _Mapping]] = ..., text: _Optional[_Union[Text, _Mapping]] = ..., image_url: _Optional[_Union[ImageUrl, _Mapping]] = ..., inline_data: _Optional[_Union[InlineData, _Mapping]] = ..., thinking: _Optional[_Union[Thinking, _Mapping]] = ..., inline_thinking: _Optional[_Union[InlineThinking, _Mapping]] = ..., tool_call: _Optional[_Union[ToolCall, _Mapping]] = ..., tool_call_output: _Optional[_Union[ToolCallOutput, _Mapping]] = ..., partial_text: _Optional[_Union[PartialText, _Mapping]] = ..., partial_thinking: _Optional[_Union[PartialThinking, _Mapping]] = ..., partial_tool_call: _Optional[_Union[PartialToolCall, _Mapping]] = ..., partial_tool_call_output: _Optional[_Union[PartialToolCallOutput, _Mapping]] = ..., approval_decision: _Optional[_Union[ApprovalDecision, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., request_begin: _Optional[_Union[RequestBegin, _Mapping]] = ..., request_end: _Optional[_Union[RequestEnd, _Mapping]] = ..., token_usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., compaction_begin: _Optional[_Union[CompactionBegin, _Mapping]] = ..., compaction_end: _Optional[_Union[CompactionEnd, _Mapping]] = ..., goal_finished: _Optional[_Union[GoalFinished, _Mapping]] = ..., subagent: _Optional[_Union[Subagent, _Mapping]] = ..., tool_list_ready: _Optional[_Union[ToolListReady, _Mapping]] = ..., mcp_connect_begin: _Optional[_Union[McpConnectBegin, _Mapping]] = ..., mcp_connect_end: _Optional[_Union[McpConnectEnd, _Mapping]] = ..., unknown: _Optional[_Union[UnknownPayload, _Mapping]] = ..., key_orders: _Optional[_Iterable[_Union[KeyOrder, _Mapping]]] = ..., raw_values: _Optional[_Iterable[_Union[RawValue, _Mapping]]] = ..., zlib_record: _Optional[bytes] = ...) -> None: ...
+    base64_values: _containers.RepeatedCompositeFieldContainer[Base64Value]
+    def __init__(self, timestamp: _Optional[str] = ..., origin: _Optional[_Iterable[str]] = ..., session_meta: _Optional[_Union[SessionMeta, _Mapping]] = ..., text: _Optional[_Union[Text, _Mapping]] = ..., image_url: _Optional[_Union[ImageUrl, _Mapping]] = ..., inline_data: _Optional[_Union[InlineData, _Mapping]] = ..., thinking: _Optional[_Union[Thinking, _Mapping]] = ..., inline_thinking: _Optional[_Union[InlineThinking, _Mapping]] = ..., tool_call: _Optional[_Union[ToolCall, _Mapping]] = ..., tool_call_output: _Optional[_Union[ToolCallOutput, _Mapping]] = ..., partial_text: _Optional[_Union[PartialText, _Mapping]] = ..., partial_thinking: _Optional[_Union[PartialThinking, _Mapping]] = ..., partial_tool_call: _Optional[_Union[PartialToolCall, _Mapping]] = ..., partial_tool_call_output: _Optional[_Union[PartialToolCallOutput, _Mapping]] = ..., approval_decision: _Optional[_Union[ApprovalDecision, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., request_begin: _Optional[_Union[RequestBegin, _Mapping]] = ..., request_end: _Optional[_Union[RequestEnd, _Mapping]] = ..., token_usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., compaction_begin: _Optional[_Union[CompactionBegin, _Mapping]] = ..., compaction_end: _Optional[_Union[CompactionEnd, _Mapping]] = ..., goal_finished: _Optional[_Union[GoalFinished, _Mapping]] = ..., subagent: _Optional[_Union[Subagent, _Mapping]] = ..., tool_list_ready: _Optional[_Union[ToolListReady, _Mapping]] = ..., mcp_connect_begin: _Optional[_Union[McpConnectBegin, _Mapping]] = ..., mcp_connect_end: _Optional[_Union[McpConnectEnd, _Mapping]] = ..., unknown: _Optional[_Union[UnknownPayload, _Mapping]] = ..., key_orders: _Optional[_Iterable[_Union[KeyOrder, _Mapping]]] = ..., raw_values: _Optional[_Iterable[_Union[RawValue, _Mapping]]] = ..., zlib_record: _Optional[bytes] = ..., base64_values: _Optional[_Iterable[_Union[Base64Value, _Mapping]]] = ...) -> None: ...
+
+class Base64Value(_message.Message):
+    __slots__ = ("path", "data")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    data: bytes
+    def __init__(self, path: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class KeyOrder(_message.Message):
     __slots__ = ("path", "keys")

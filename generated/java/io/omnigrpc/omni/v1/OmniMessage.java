@@ -25,6 +25,7 @@ private static final long serialVersionUID = 0L;
     keyOrders_ = java.util.Collections.emptyList();
     rawValues_ = java.util.Collections.emptyList();
     zlibRecord_ = com.google.protobuf.ByteString.EMPTY;
+    base64Values_ = java.util.Collections.emptyList();
   }
 
   @java.lang.Override
@@ -1219,6 +1220,107 @@ private static final long serialVersionUID = 0L;
     return zlibRecord_;
   }
 
+  public static final int BASE64_VALUES_FIELD_NUMBER = 105;
+  @SuppressWarnings("serial")
+  private java.util.List<io.omnigrpc.omni.v1.Base64Value> base64Values_;
+  /**
+   * <pre>
+   * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+   * records only (the gRPC API never carries them): a Struct string value of
+   * 128 characters or more that is canonical base64 (RFC 4648 standard
+   * alphabet, padded, so encoding the bytes gives back the very text), such
+   * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+   * Struct holds "" at the path; the string there is the base64 of data.
+   * Used only while the Struct still holds "" there (an edit wins). Readers
+   * in every language read it with their standard base64 encoder; see
+   * docs/traces.md.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<io.omnigrpc.omni.v1.Base64Value> getBase64ValuesList() {
+    return base64Values_;
+  }
+  /**
+   * <pre>
+   * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+   * records only (the gRPC API never carries them): a Struct string value of
+   * 128 characters or more that is canonical base64 (RFC 4648 standard
+   * alphabet, padded, so encoding the bytes gives back the very text), such
+   * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+   * Struct holds "" at the path; the string there is the base64 of data.
+   * Used only while the Struct still holds "" there (an edit wins). Readers
+   * in every language read it with their standard base64 encoder; see
+   * docs/traces.md.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+   */
+  @java.lang.Override
+  public java.util.List<? extends io.omnigrpc.omni.v1.Base64ValueOrBuilder> 
+      getBase64ValuesOrBuilderList() {
+    return base64Values_;
+  }
+  /**
+   * <pre>
+   * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+   * records only (the gRPC API never carries them): a Struct string value of
+   * 128 characters or more that is canonical base64 (RFC 4648 standard
+   * alphabet, padded, so encoding the bytes gives back the very text), such
+   * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+   * Struct holds "" at the path; the string there is the base64 of data.
+   * Used only while the Struct still holds "" there (an edit wins). Readers
+   * in every language read it with their standard base64 encoder; see
+   * docs/traces.md.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+   */
+  @java.lang.Override
+  public int getBase64ValuesCount() {
+    return base64Values_.size();
+  }
+  /**
+   * <pre>
+   * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+   * records only (the gRPC API never carries them): a Struct string value of
+   * 128 characters or more that is canonical base64 (RFC 4648 standard
+   * alphabet, padded, so encoding the bytes gives back the very text), such
+   * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+   * Struct holds "" at the path; the string there is the base64 of data.
+   * Used only while the Struct still holds "" there (an edit wins). Readers
+   * in every language read it with their standard base64 encoder; see
+   * docs/traces.md.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+   */
+  @java.lang.Override
+  public io.omnigrpc.omni.v1.Base64Value getBase64Values(int index) {
+    return base64Values_.get(index);
+  }
+  /**
+   * <pre>
+   * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+   * records only (the gRPC API never carries them): a Struct string value of
+   * 128 characters or more that is canonical base64 (RFC 4648 standard
+   * alphabet, padded, so encoding the bytes gives back the very text), such
+   * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+   * Struct holds "" at the path; the string there is the base64 of data.
+   * Used only while the Struct still holds "" there (an edit wins). Readers
+   * in every language read it with their standard base64 encoder; see
+   * docs/traces.md.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+   */
+  @java.lang.Override
+  public io.omnigrpc.omni.v1.Base64ValueOrBuilder getBase64ValuesOrBuilder(
+      int index) {
+    return base64Values_.get(index);
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -1322,6 +1424,9 @@ private static final long serialVersionUID = 0L;
     }
     if (!zlibRecord_.isEmpty()) {
       output.writeBytes(104, zlibRecord_);
+    }
+    for (int i = 0; i < base64Values_.size(); i++) {
+      output.writeMessage(105, base64Values_.get(i));
     }
     getUnknownFields().writeTo(output);
   }
@@ -1455,6 +1560,10 @@ private static final long serialVersionUID = 0L;
       size += com.google.protobuf.CodedOutputStream
         .computeBytesSize(104, zlibRecord_);
     }
+    for (int i = 0; i < base64Values_.size(); i++) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeMessageSize(105, base64Values_.get(i));
+    }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
     return size;
@@ -1480,6 +1589,8 @@ private static final long serialVersionUID = 0L;
         .equals(other.getRawValuesList())) return false;
     if (!getZlibRecord()
         .equals(other.getZlibRecord())) return false;
+    if (!getBase64ValuesList()
+        .equals(other.getBase64ValuesList())) return false;
     if (!getPayloadCase().equals(other.getPayloadCase())) return false;
     switch (payloadCase_) {
       case 4:
@@ -1612,6 +1723,10 @@ private static final long serialVersionUID = 0L;
     }
     hash = (37 * hash) + ZLIB_RECORD_FIELD_NUMBER;
     hash = (53 * hash) + getZlibRecord().hashCode();
+    if (getBase64ValuesCount() > 0) {
+      hash = (37 * hash) + BASE64_VALUES_FIELD_NUMBER;
+      hash = (53 * hash) + getBase64ValuesList().hashCode();
+    }
     switch (payloadCase_) {
       case 4:
         hash = (37 * hash) + SESSION_META_FIELD_NUMBER;
@@ -1942,6 +2057,13 @@ private static final long serialVersionUID = 0L;
       }
       bitField0_ = (bitField0_ & ~0x10000000);
       zlibRecord_ = com.google.protobuf.ByteString.EMPTY;
+      if (base64ValuesBuilder_ == null) {
+        base64Values_ = java.util.Collections.emptyList();
+      } else {
+        base64Values_ = null;
+        base64ValuesBuilder_.clear();
+      }
+      bitField0_ = (bitField0_ & ~0x40000000);
       payloadCase_ = 0;
       payload_ = null;
       return this;
@@ -2000,6 +2122,15 @@ private static final long serialVersionUID = 0L;
         result.rawValues_ = rawValues_;
       } else {
         result.rawValues_ = rawValuesBuilder_.build();
+      }
+      if (base64ValuesBuilder_ == null) {
+        if (((bitField0_ & 0x40000000) != 0)) {
+          base64Values_ = java.util.Collections.unmodifiableList(base64Values_);
+          bitField0_ = (bitField0_ & ~0x40000000);
+        }
+        result.base64Values_ = base64Values_;
+      } else {
+        result.base64Values_ = base64ValuesBuilder_.build();
       }
     }
 
@@ -2231,6 +2362,32 @@ private static final long serialVersionUID = 0L;
       }
       if (other.getZlibRecord() != com.google.protobuf.ByteString.EMPTY) {
         setZlibRecord(other.getZlibRecord());
+      }
+      if (base64ValuesBuilder_ == null) {
+        if (!other.base64Values_.isEmpty()) {
+          if (base64Values_.isEmpty()) {
+            base64Values_ = other.base64Values_;
+            bitField0_ = (bitField0_ & ~0x40000000);
+          } else {
+            ensureBase64ValuesIsMutable();
+            base64Values_.addAll(other.base64Values_);
+          }
+          onChanged();
+        }
+      } else {
+        if (!other.base64Values_.isEmpty()) {
+          if (base64ValuesBuilder_.isEmpty()) {
+            base64ValuesBuilder_.dispose();
+            base64ValuesBuilder_ = null;
+            base64Values_ = other.base64Values_;
+            bitField0_ = (bitField0_ & ~0x40000000);
+            base64ValuesBuilder_ = 
+              com.google.protobuf.GeneratedMessageV3.alwaysUseFieldBuilders ?
+                 getBase64ValuesFieldBuilder() : null;
+          } else {
+            base64ValuesBuilder_.addAllMessages(other.base64Values_);
+          }
+        }
       }
       switch (other.getPayloadCase()) {
         case SESSION_META: {
@@ -2580,6 +2737,19 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x20000000;
               break;
             } // case 834
+            case 842: {
+              io.omnigrpc.omni.v1.Base64Value m =
+                  input.readMessage(
+                      io.omnigrpc.omni.v1.Base64Value.parser(),
+                      extensionRegistry);
+              if (base64ValuesBuilder_ == null) {
+                ensureBase64ValuesIsMutable();
+                base64Values_.add(m);
+              } else {
+                base64ValuesBuilder_.addMessage(m);
+              }
+              break;
+            } // case 842
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -7296,6 +7466,462 @@ private static final long serialVersionUID = 0L;
       zlibRecord_ = getDefaultInstance().getZlibRecord();
       onChanged();
       return this;
+    }
+
+    private java.util.List<io.omnigrpc.omni.v1.Base64Value> base64Values_ =
+      java.util.Collections.emptyList();
+    private void ensureBase64ValuesIsMutable() {
+      if (!((bitField0_ & 0x40000000) != 0)) {
+        base64Values_ = new java.util.ArrayList<io.omnigrpc.omni.v1.Base64Value>(base64Values_);
+        bitField0_ |= 0x40000000;
+       }
+    }
+
+    private com.google.protobuf.RepeatedFieldBuilderV3<
+        io.omnigrpc.omni.v1.Base64Value, io.omnigrpc.omni.v1.Base64Value.Builder, io.omnigrpc.omni.v1.Base64ValueOrBuilder> base64ValuesBuilder_;
+
+    /**
+     * <pre>
+     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a Struct string value of
+     * 128 characters or more that is canonical base64 (RFC 4648 standard
+     * alphabet, padded, so encoding the bytes gives back the very text), such
+     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+     * Struct holds "" at the path; the string there is the base64 of data.
+     * Used only while the Struct still holds "" there (an edit wins). Readers
+     * in every language read it with their standard base64 encoder; see
+     * docs/traces.md.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+     */
+    public java.util.List<io.omnigrpc.omni.v1.Base64Value> getBase64ValuesList() {
+      if (base64ValuesBuilder_ == null) {
+        return java.util.Collections.unmodifiableList(base64Values_);
+      } else {
+        return base64ValuesBuilder_.getMessageList();
+      }
+    }
+    /**
+     * <pre>
+     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a Struct string value of
+     * 128 characters or more that is canonical base64 (RFC 4648 standard
+     * alphabet, padded, so encoding the bytes gives back the very text), such
+     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+     * Struct holds "" at the path; the string there is the base64 of data.
+     * Used only while the Struct still holds "" there (an edit wins). Readers
+     * in every language read it with their standard base64 encoder; see
+     * docs/traces.md.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+     */
+    public int getBase64ValuesCount() {
+      if (base64ValuesBuilder_ == null) {
+        return base64Values_.size();
+      } else {
+        return base64ValuesBuilder_.getCount();
+      }
+    }
+    /**
+     * <pre>
+     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a Struct string value of
+     * 128 characters or more that is canonical base64 (RFC 4648 standard
+     * alphabet, padded, so encoding the bytes gives back the very text), such
+     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+     * Struct holds "" at the path; the string there is the base64 of data.
+     * Used only while the Struct still holds "" there (an edit wins). Readers
+     * in every language read it with their standard base64 encoder; see
+     * docs/traces.md.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+     */
+    public io.omnigrpc.omni.v1.Base64Value getBase64Values(int index) {
+      if (base64ValuesBuilder_ == null) {
+        return base64Values_.get(index);
+      } else {
+        return base64ValuesBuilder_.getMessage(index);
+      }
+    }
+    /**
+     * <pre>
+     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a Struct string value of
+     * 128 characters or more that is canonical base64 (RFC 4648 standard
+     * alphabet, padded, so encoding the bytes gives back the very text), such
+     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+     * Struct holds "" at the path; the string there is the base64 of data.
+     * Used only while the Struct still holds "" there (an edit wins). Readers
+     * in every language read it with their standard base64 encoder; see
+     * docs/traces.md.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+     */
+    public Builder setBase64Values(
+        int index, io.omnigrpc.omni.v1.Base64Value value) {
+      if (base64ValuesBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureBase64ValuesIsMutable();
+        base64Values_.set(index, value);
+        onChanged();
+      } else {
+        base64ValuesBuilder_.setMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a Struct string value of
+     * 128 characters or more that is canonical base64 (RFC 4648 standard
+     * alphabet, padded, so encoding the bytes gives back the very text), such
+     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+     * Struct holds "" at the path; the string there is the base64 of data.
+     * Used only while the Struct still holds "" there (an edit wins). Readers
+     * in every language read it with their standard base64 encoder; see
+     * docs/traces.md.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+     */
+    public Builder setBase64Values(
+        int index, io.omnigrpc.omni.v1.Base64Value.Builder builderForValue) {
+      if (base64ValuesBuilder_ == null) {
+        ensureBase64ValuesIsMutable();
+        base64Values_.set(index, builderForValue.build());
+        onChanged();
+      } else {
+        base64ValuesBuilder_.setMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a Struct string value of
+     * 128 characters or more that is canonical base64 (RFC 4648 standard
+     * alphabet, padded, so encoding the bytes gives back the very text), such
+     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+     * Struct holds "" at the path; the string there is the base64 of data.
+     * Used only while the Struct still holds "" there (an edit wins). Readers
+     * in every language read it with their standard base64 encoder; see
+     * docs/traces.md.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+     */
+    public Builder addBase64Values(io.omnigrpc.omni.v1.Base64Value value) {
+      if (base64ValuesBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureBase64ValuesIsMutable();
+        base64Values_.add(value);
+        onChanged();
+      } else {
+        base64ValuesBuilder_.addMessage(value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a Struct string value of
+     * 128 characters or more that is canonical base64 (RFC 4648 standard
+     * alphabet, padded, so encoding the bytes gives back the very text), such
+     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+     * Struct holds "" at the path; the string there is the base64 of data.
+     * Used only while the Struct still holds "" there (an edit wins). Readers
+     * in every language read it with their standard base64 encoder; see
+     * docs/traces.md.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+     */
+    public Builder addBase64Values(
+        int index, io.omnigrpc.omni.v1.Base64Value value) {
+      if (base64ValuesBuilder_ == null) {
+        if (value == null) {
+          throw new NullPointerException();
+        }
+        ensureBase64ValuesIsMutable();
+        base64Values_.add(index, value);
+        onChanged();
+      } else {
+        base64ValuesBuilder_.addMessage(index, value);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a Struct string value of
+     * 128 characters or more that is canonical base64 (RFC 4648 standard
+     * alphabet, padded, so encoding the bytes gives back the very text), such
+     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+     * Struct holds "" at the path; the string there is the base64 of data.
+     * Used only while the Struct still holds "" there (an edit wins). Readers
+     * in every language read it with their standard base64 encoder; see
+     * docs/traces.md.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+     */
+    public Builder addBase64Values(
+        io.omnigrpc.omni.v1.Base64Value.Builder builderForValue) {
+      if (base64ValuesBuilder_ == null) {
+        ensureBase64ValuesIsMutable();
+        base64Values_.add(builderForValue.build());
+        onChanged();
+      } else {
+        base64ValuesBuilder_.addMessage(builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a Struct string value of
+     * 128 characters or more that is canonical base64 (RFC 4648 standard
+     * alphabet, padded, so encoding the bytes gives back the very text), such
+     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+     * Struct holds "" at the path; the string there is the base64 of data.
+     * Used only while the Struct still holds "" there (an edit wins). Readers
+     * in every language read it with their standard base64 encoder; see
+     * docs/traces.md.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+     */
+    public Builder addBase64Values(
+        int index, io.omnigrpc.omni.v1.Base64Value.Builder builderForValue) {
+      if (base64ValuesBuilder_ == null) {
+        ensureBase64ValuesIsMutable();
+        base64Values_.add(index, builderForValue.build());
+        onChanged();
+      } else {
+        base64ValuesBuilder_.addMessage(index, builderForValue.build());
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a Struct string value of
+     * 128 characters or more that is canonical base64 (RFC 4648 standard
+     * alphabet, padded, so encoding the bytes gives back the very text), such
+     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+     * Struct holds "" at the path; the string there is the base64 of data.
+     * Used only while the Struct still holds "" there (an edit wins). Readers
+     * in every language read it with their standard base64 encoder; see
+     * docs/traces.md.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+     */
+    public Builder addAllBase64Values(
+        java.lang.Iterable<? extends io.omnigrpc.omni.v1.Base64Value> values) {
+      if (base64ValuesBuilder_ == null) {
+        ensureBase64ValuesIsMutable();
+        com.google.protobuf.AbstractMessageLite.Builder.addAll(
+            values, base64Values_);
+        onChanged();
+      } else {
+        base64ValuesBuilder_.addAllMessages(values);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a Struct string value of
+     * 128 characters or more that is canonical base64 (RFC 4648 standard
+     * alphabet, padded, so encoding the bytes gives back the very text), such
+     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+     * Struct holds "" at the path; the string there is the base64 of data.
+     * Used only while the Struct still holds "" there (an edit wins). Readers
+     * in every language read it with their standard base64 encoder; see
+     * docs/traces.md.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+     */
+    public Builder clearBase64Values() {
+      if (base64ValuesBuilder_ == null) {
+        base64Values_ = java.util.Collections.emptyList();
+        bitField0_ = (bitField0_ & ~0x40000000);
+        onChanged();
+      } else {
+        base64ValuesBuilder_.clear();
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a Struct string value of
+     * 128 characters or more that is canonical base64 (RFC 4648 standard
+     * alphabet, padded, so encoding the bytes gives back the very text), such
+     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+     * Struct holds "" at the path; the string there is the base64 of data.
+     * Used only while the Struct still holds "" there (an edit wins). Readers
+     * in every language read it with their standard base64 encoder; see
+     * docs/traces.md.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+     */
+    public Builder removeBase64Values(int index) {
+      if (base64ValuesBuilder_ == null) {
+        ensureBase64ValuesIsMutable();
+        base64Values_.remove(index);
+        onChanged();
+      } else {
+        base64ValuesBuilder_.remove(index);
+      }
+      return this;
+    }
+    /**
+     * <pre>
+     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a Struct string value of
+     * 128 characters or more that is canonical base64 (RFC 4648 standard
+     * alphabet, padded, so encoding the bytes gives back the very text), such
+     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+     * Struct holds "" at the path; the string there is the base64 of data.
+     * Used only while the Struct still holds "" there (an edit wins). Readers
+     * in every language read it with their standard base64 encoder; see
+     * docs/traces.md.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+     */
+    public io.omnigrpc.omni.v1.Base64Value.Builder getBase64ValuesBuilder(
+        int index) {
+      return getBase64ValuesFieldBuilder().getBuilder(index);
+    }
+    /**
+     * <pre>
+     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a Struct string value of
+     * 128 characters or more that is canonical base64 (RFC 4648 standard
+     * alphabet, padded, so encoding the bytes gives back the very text), such
+     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+     * Struct holds "" at the path; the string there is the base64 of data.
+     * Used only while the Struct still holds "" there (an edit wins). Readers
+     * in every language read it with their standard base64 encoder; see
+     * docs/traces.md.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+     */
+    public io.omnigrpc.omni.v1.Base64ValueOrBuilder getBase64ValuesOrBuilder(
+        int index) {
+      if (base64ValuesBuilder_ == null) {
+        return base64Values_.get(index);  } else {
+        return base64ValuesBuilder_.getMessageOrBuilder(index);
+      }
+    }
+    /**
+     * <pre>
+     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a Struct string value of
+     * 128 characters or more that is canonical base64 (RFC 4648 standard
+     * alphabet, padded, so encoding the bytes gives back the very text), such
+     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+     * Struct holds "" at the path; the string there is the base64 of data.
+     * Used only while the Struct still holds "" there (an edit wins). Readers
+     * in every language read it with their standard base64 encoder; see
+     * docs/traces.md.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+     */
+    public java.util.List<? extends io.omnigrpc.omni.v1.Base64ValueOrBuilder> 
+         getBase64ValuesOrBuilderList() {
+      if (base64ValuesBuilder_ != null) {
+        return base64ValuesBuilder_.getMessageOrBuilderList();
+      } else {
+        return java.util.Collections.unmodifiableList(base64Values_);
+      }
+    }
+    /**
+     * <pre>
+     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a Struct string value of
+     * 128 characters or more that is canonical base64 (RFC 4648 standard
+     * alphabet, padded, so encoding the bytes gives back the very text), such
+     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+     * Struct holds "" at the path; the string there is the base64 of data.
+     * Used only while the Struct still holds "" there (an edit wins). Readers
+     * in every language read it with their standard base64 encoder; see
+     * docs/traces.md.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+     */
+    public io.omnigrpc.omni.v1.Base64Value.Builder addBase64ValuesBuilder() {
+      return getBase64ValuesFieldBuilder().addBuilder(
+          io.omnigrpc.omni.v1.Base64Value.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a Struct string value of
+     * 128 characters or more that is canonical base64 (RFC 4648 standard
+     * alphabet, padded, so encoding the bytes gives back the very text), such
+     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+     * Struct holds "" at the path; the string there is the base64 of data.
+     * Used only while the Struct still holds "" there (an edit wins). Readers
+     * in every language read it with their standard base64 encoder; see
+     * docs/traces.md.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+     */
+    public io.omnigrpc.omni.v1.Base64Value.Builder addBase64ValuesBuilder(
+        int index) {
+      return getBase64ValuesFieldBuilder().addBuilder(
+          index, io.omnigrpc.omni.v1.Base64Value.getDefaultInstance());
+    }
+    /**
+     * <pre>
+     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a Struct string value of
+     * 128 characters or more that is canonical base64 (RFC 4648 standard
+     * alphabet, padded, so encoding the bytes gives back the very text), such
+     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+     * Struct holds "" at the path; the string there is the base64 of data.
+     * Used only while the Struct still holds "" there (an edit wins). Readers
+     * in every language read it with their standard base64 encoder; see
+     * docs/traces.md.
+     * </pre>
+     *
+     * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+     */
+    public java.util.List<io.omnigrpc.omni.v1.Base64Value.Builder> 
+         getBase64ValuesBuilderList() {
+      return getBase64ValuesFieldBuilder().getBuilderList();
+    }
+    private com.google.protobuf.RepeatedFieldBuilderV3<
+        io.omnigrpc.omni.v1.Base64Value, io.omnigrpc.omni.v1.Base64Value.Builder, io.omnigrpc.omni.v1.Base64ValueOrBuilder> 
+        getBase64ValuesFieldBuilder() {
+      if (base64ValuesBuilder_ == null) {
+        base64ValuesBuilder_ = new com.google.protobuf.RepeatedFieldBuilderV3<
+            io.omnigrpc.omni.v1.Base64Value, io.omnigrpc.omni.v1.Base64Value.Builder, io.omnigrpc.omni.v1.Base64ValueOrBuilder>(
+                base64Values_,
+                ((bitField0_ & 0x40000000) != 0),
+                getParentForChildren(),
+                isClean());
+        base64Values_ = null;
+      }
+      return base64ValuesBuilder_;
     }
     @java.lang.Override
     public final Builder setUnknownFields(

@@ -610,5 +610,89 @@ public interface OmniMessageOrBuilder extends
    */
   com.google.protobuf.ByteString getZlibRecord();
 
+  /**
+   * <pre>
+   * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+   * records only (the gRPC API never carries them): a Struct string value of
+   * 128 characters or more that is canonical base64 (RFC 4648 standard
+   * alphabet, padded, so encoding the bytes gives back the very text), such
+   * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+   * Struct holds "" at the path; the string there is the base64 of data.
+   * Used only while the Struct still holds "" there (an edit wins). Readers
+   * in every language read it with their standard base64 encoder; see
+   * docs/traces.md.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+   */
+  java.util.List<io.omnigrpc.omni.v1.Base64Value> 
+      getBase64ValuesList();
+  /**
+   * <pre>
+   * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+   * records only (the gRPC API never carries them): a Struct string value of
+   * 128 characters or more that is canonical base64 (RFC 4648 standard
+   * alphabet, padded, so encoding the bytes gives back the very text), such
+   * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+   * Struct holds "" at the path; the string there is the base64 of data.
+   * Used only while the Struct still holds "" there (an edit wins). Readers
+   * in every language read it with their standard base64 encoder; see
+   * docs/traces.md.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+   */
+  io.omnigrpc.omni.v1.Base64Value getBase64Values(int index);
+  /**
+   * <pre>
+   * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+   * records only (the gRPC API never carries them): a Struct string value of
+   * 128 characters or more that is canonical base64 (RFC 4648 standard
+   * alphabet, padded, so encoding the bytes gives back the very text), such
+   * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+   * Struct holds "" at the path; the string there is the base64 of data.
+   * Used only while the Struct still holds "" there (an edit wins). Readers
+   * in every language read it with their standard base64 encoder; see
+   * docs/traces.md.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+   */
+  int getBase64ValuesCount();
+  /**
+   * <pre>
+   * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+   * records only (the gRPC API never carries them): a Struct string value of
+   * 128 characters or more that is canonical base64 (RFC 4648 standard
+   * alphabet, padded, so encoding the bytes gives back the very text), such
+   * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+   * Struct holds "" at the path; the string there is the base64 of data.
+   * Used only while the Struct still holds "" there (an edit wins). Readers
+   * in every language read it with their standard base64 encoder; see
+   * docs/traces.md.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+   */
+  java.util.List<? extends io.omnigrpc.omni.v1.Base64ValueOrBuilder> 
+      getBase64ValuesOrBuilderList();
+  /**
+   * <pre>
+   * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+   * records only (the gRPC API never carries them): a Struct string value of
+   * 128 characters or more that is canonical base64 (RFC 4648 standard
+   * alphabet, padded, so encoding the bytes gives back the very text), such
+   * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+   * Struct holds "" at the path; the string there is the base64 of data.
+   * Used only while the Struct still holds "" there (an edit wins). Readers
+   * in every language read it with their standard base64 encoder; see
+   * docs/traces.md.
+   * </pre>
+   *
+   * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
+   */
+  io.omnigrpc.omni.v1.Base64ValueOrBuilder getBase64ValuesOrBuilder(
+      int index);
+
   public io.omnigrpc.omni.v1.OmniMessage.PayloadCase getPayloadCase();
 }

@@ -20,6 +20,11 @@ public final class OmniProto {
     com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
       internal_static_omni_v1_OmniMessage_fieldAccessorTable;
   static final com.google.protobuf.Descriptors.Descriptor
+    internal_static_omni_v1_Base64Value_descriptor;
+  static final 
+    com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
+      internal_static_omni_v1_Base64Value_fieldAccessorTable;
+  static final com.google.protobuf.Descriptors.Descriptor
     internal_static_omni_v1_KeyOrder_descriptor;
   static final 
     com.google.protobuf.GeneratedMessageV3.FieldAccessorTable
@@ -179,7 +184,7 @@ public final class OmniProto {
   static {
     java.lang.String[] descriptorData = {
       "\n\022omni/v1/omni.proto\022\007omni.v1\032\034google/pr" +
-      "otobuf/struct.proto\"\337\r\n\013OmniMessage\022\034\n\tt" +
+      "otobuf/struct.proto\"\232\016\n\013OmniMessage\022\034\n\tt" +
       "imestamp\030\001 \001(\tR\ttimestamp\022\026\n\006origin\030\003 \003(" +
       "\tR\006origin\0229\n\014session_meta\030\004 \001(\0132\024.omni.v" +
       "1.SessionMetaH\000R\013sessionMeta\022#\n\004text\030\005 \001" +
@@ -222,176 +227,179 @@ public final class OmniProto {
       "dH\000R\007unknown\0220\n\nkey_orders\030f \003(\0132\021.omni." +
       "v1.KeyOrderR\tkeyOrders\0220\n\nraw_values\030g \003" +
       "(\0132\021.omni.v1.RawValueR\trawValues\022\037\n\013zlib" +
-      "_record\030h \001(\014R\nzlibRecordB\t\n\007payloadJ\004\010\002" +
-      "\020\003J\004\010e\020fR\004typeR\005shape\"2\n\010KeyOrder\022\022\n\004pat" +
-      "h\030\001 \001(\tR\004path\022\022\n\004keys\030\002 \003(\tR\004keys\"2\n\010Raw" +
-      "Value\022\022\n\004path\030\001 \001(\tR\004path\022\022\n\004json\030\002 \001(\tR" +
-      "\004json\"]\n\016UnknownPayload\022\022\n\004type\030\001 \001(\tR\004t" +
-      "ype\022\022\n\004json\030\002 \001(\tR\004json\022#\n\renvelope_type" +
-      "\030\003 \001(\tR\014envelopeType\"\375\003\n\013SessionMeta\022\035\n\n" +
-      "session_id\030\001 \001(\tR\tsessionId\022\032\n\010provider\030" +
-      "\002 \001(\tR\010provider\022\031\n\010model_id\030\003 \001(\tR\007model" +
-      "Id\022?\n\033model_context_window_tokens\030\004 \001(\003H" +
-      "\000R\030modelContextWindowTokens\022=\n\032model_con" +
-      "text_window_label\030\005 \001(\tH\000R\027modelContextW" +
-      "indowLabel\022#\n\rsystem_prompt\030\006 \001(\tR\014syste" +
-      "mPrompt\022-\n\005tools\030\007 \003(\0132\027.omni.v1.ToolDef" +
-      "initionR\005tools\022*\n\016thinking_level\030\010 \001(\tH\001" +
-      "R\rthinkingLevel\210\001\001\022\037\n\013agent_state\030\t \001(\tR" +
-      "\nagentState\022\034\n\tworkspace\030\n \001(\tR\tworkspac" +
-      "e\022.\n\006source\030\013 \001(\0162\026.omni.v1.SessionSourc" +
-      "eR\006sourceB\026\n\024model_context_windowB\021\n\017_th" +
-      "inking_level\"l\n\016ToolDefinition\022\022\n\004name\030\001" +
-      " \001(\tR\004name\022 \n\013description\030\002 \001(\tR\013descrip" +
-      "tion\022\036\n\nparameters\030\004 \001(\tR\nparametersJ\004\010\003" +
-      "\020\004\"\314\002\n\004Text\022!\n\004role\030\001 \001(\0162\r.omni.v1.Role" +
-      "R\004role\022\022\n\004text\030\002 \001(\tR\004text\0224\n\013stop_reaso" +
-      "n\030\003 \001(\0162\023.omni.v1.StopReasonR\nstopReason" +
-      "\0223\n\010fidelity\030\004 \001(\0132\027.google.protobuf.Str" +
-      "uctR\010fidelity\022\'\n\006sender\030\005 \001(\0162\017.omni.v1." +
-      "SenderR\006sender\022\031\n\005phase\030\006 \001(\tH\000R\005phase\210\001" +
-      "\001\022!\n\tsignature\030\007 \001(\tH\001R\tsignature\210\001\001\022#\n\r" +
-      "fidelity_json\030\010 \001(\tR\014fidelityJsonB\010\n\006_ph" +
-      "aseB\014\n\n_signature\"\200\001\n\010ImageUrl\022!\n\004role\030\001" +
-      " \001(\0162\r.omni.v1.RoleR\004role\022\033\n\timage_url\030\002" +
-      " \001(\tR\010imageUrl\0224\n\013stop_reason\030\003 \001(\0162\023.om" +
-      "ni.v1.StopReasonR\nstopReason\"\241\002\n\nInlineD" +
-      "ata\022!\n\004role\030\001 \001(\0162\r.omni.v1.RoleR\004role\022\022" +
-      "\n\004data\030\002 \001(\tR\004data\022\033\n\tmime_type\030\003 \001(\tR\010m" +
-      "imeType\0224\n\013stop_reason\030\004 \001(\0162\023.omni.v1.S" +
-      "topReasonR\nstopReason\0223\n\010fidelity\030\005 \001(\0132" +
-      "\027.google.protobuf.StructR\010fidelity\022!\n\tsi" +
-      "gnature\030\006 \001(\tH\000R\tsignature\210\001\001\022#\n\rfidelit" +
-      "y_json\030\007 \001(\tR\014fidelityJsonB\014\n\n_signature" +
-      "\"\212\002\n\010Thinking\022!\n\004role\030\001 \001(\0162\r.omni.v1.Ro" +
-      "leR\004role\022\032\n\010thinking\030\002 \001(\tR\010thinking\0224\n\013" +
-      "stop_reason\030\003 \001(\0162\023.omni.v1.StopReasonR\n" +
-      "stopReason\0223\n\010fidelity\030\004 \001(\0132\027.google.pr" +
-      "otobuf.StructR\010fidelity\022!\n\tsignature\030\005 \001" +
-      "(\tH\000R\tsignature\210\001\001\022#\n\rfidelity_json\030\006 \001(" +
-      "\tR\014fidelityJsonB\014\n\n_signature\"\245\002\n\016Inline" +
-      "Thinking\022!\n\004role\030\001 \001(\0162\r.omni.v1.RoleR\004r" +
-      "ole\022\022\n\004data\030\002 \001(\tR\004data\022\033\n\tmime_type\030\003 \001" +
-      "(\tR\010mimeType\0224\n\013stop_reason\030\004 \001(\0162\023.omni" +
-      ".v1.StopReasonR\nstopReason\0223\n\010fidelity\030\005" +
-      " \001(\0132\027.google.protobuf.StructR\010fidelity\022" +
-      "!\n\tsignature\030\006 \001(\tH\000R\tsignature\210\001\001\022#\n\rfi" +
-      "delity_json\030\007 \001(\tR\014fidelityJsonB\014\n\n_sign" +
-      "ature\"\302\002\n\010ToolCall\022!\n\004role\030\001 \001(\0162\r.omni." +
-      "v1.RoleR\004role\022\022\n\004name\030\002 \001(\tR\004name\022\034\n\targ" +
-      "uments\030\003 \001(\tR\targuments\022 \n\014tool_call_id\030" +
-      "\004 \001(\tR\ntoolCallId\0224\n\013stop_reason\030\005 \001(\0162\023" +
-      ".omni.v1.StopReasonR\nstopReason\0223\n\010fidel" +
-      "ity\030\006 \001(\0132\027.google.protobuf.StructR\010fide" +
-      "lity\022!\n\tsignature\030\007 \001(\tH\000R\tsignature\210\001\001\022" +
-      "#\n\rfidelity_json\030\010 \001(\tR\014fidelityJsonB\014\n\n" +
-      "_signature\"\273\001\n\016ToolCallOutput\022!\n\004role\030\001 " +
-      "\001(\0162\r.omni.v1.RoleR\004role\022\026\n\006output\030\002 \001(\t" +
-      "R\006output\022\026\n\006images\030\003 \003(\tR\006images\022 \n\014tool" +
-      "_call_id\030\004 \001(\tR\ntoolCallId\0224\n\013stop_reaso" +
-      "n\030\005 \001(\0162\023.omni.v1.StopReasonR\nstopReason" +
-      "\"\255\001\n\013PartialText\022!\n\004role\030\001 \001(\0162\r.omni.v1" +
-      ".RoleR\004role\0221\n\nevent_type\030\002 \001(\0162\022.omni.v" +
-      "1.EventTypeR\teventType\022\022\n\004text\030\003 \001(\tR\004te" +
-      "xt\0224\n\013stop_reason\030\004 \001(\0162\023.omni.v1.StopRe" +
-      "asonR\nstopReason\"\271\001\n\017PartialThinking\022!\n\004" +
-      "role\030\001 \001(\0162\r.omni.v1.RoleR\004role\0221\n\nevent" +
-      "_type\030\002 \001(\0162\022.omni.v1.EventTypeR\teventTy" +
-      "pe\022\032\n\010thinking\030\003 \001(\tR\010thinking\0224\n\013stop_r" +
-      "eason\030\004 \001(\0162\023.omni.v1.StopReasonR\nstopRe" +
-      "ason\"\361\001\n\017PartialToolCall\022!\n\004role\030\001 \001(\0162\r" +
-      ".omni.v1.RoleR\004role\0221\n\nevent_type\030\002 \001(\0162" +
-      "\022.omni.v1.EventTypeR\teventType\022\022\n\004name\030\003" +
-      " \001(\tR\004name\022\034\n\targuments\030\004 \001(\tR\targuments" +
-      "\022 \n\014tool_call_id\030\005 \001(\tR\ntoolCallId\0224\n\013st" +
-      "op_reason\030\006 \001(\0162\023.omni.v1.StopReasonR\nst" +
-      "opReason\"\365\001\n\025PartialToolCallOutput\022!\n\004ro" +
-      "le\030\001 \001(\0162\r.omni.v1.RoleR\004role\0221\n\nevent_t" +
-      "ype\030\002 \001(\0162\022.omni.v1.EventTypeR\teventType" +
-      "\022\026\n\006output\030\003 \001(\tR\006output\022\026\n\006images\030\004 \003(\t" +
-      "R\006images\022 \n\014tool_call_id\030\005 \001(\tR\ntoolCall" +
-      "Id\0224\n\013stop_reason\030\006 \001(\0162\023.omni.v1.StopRe" +
-      "asonR\nstopReason\"c\n\020ApprovalDecision\022-\n\010" +
-      "decision\030\001 \001(\0162\021.omni.v1.DecisionR\010decis" +
-      "ion\022 \n\014tool_call_id\030\002 \001(\tR\ntoolCallId\"/\n" +
-      "\005Abort\022\033\n\006reason\030\001 \001(\tH\000R\006reason\210\001\001B\t\n\007_" +
-      "reason\"\016\n\014RequestBegin\"\200\002\n\nRequestEnd\022+\n" +
-      "\006status\030\001 \001(\0162\023.omni.v1.StopReasonR\006stat" +
-      "us\022\035\n\007message\030\002 \001(\tH\000R\007message\210\001\001\022(\n\rerr" +
-      "or_message\030\003 \001(\tH\001R\014errorMessage\210\001\001\022\035\n\007a" +
-      "ttempt\030\004 \001(\003H\002R\007attempt\210\001\001\022#\n\013retry_in_m" +
-      "s\030\005 \001(\003H\003R\tretryInMs\210\001\001B\n\n\010_messageB\020\n\016_" +
-      "error_messageB\n\n\010_attemptB\016\n\014_retry_in_m" +
-      "s\"l\n\nTokenUsage\022.\n\007session\030\001 \001(\0132\024.omni." +
-      "v1.TokenCountsR\007session\022.\n\007request\030\002 \001(\013" +
-      "2\024.omni.v1.TokenCountsR\007request\"{\n\013Token" +
-      "Counts\022\035\n\ncache_read\030\001 \001(\003R\tcacheRead\022\037\n" +
-      "\013cache_write\030\002 \001(\003R\ncacheWrite\022\026\n\006output" +
-      "\030\003 \001(\003R\006output\022\024\n\005total\030\004 \001(\003R\005total\"\241\001\n" +
-      "\017CompactionBegin\0221\n\006reason\030\001 \001(\0162\031.omni." +
-      "v1.CompactionReasonR\006reason\022+\n\004mode\030\002 \001(" +
-      "\0162\027.omni.v1.CompactionModeR\004mode\022\030\n\007cont" +
-      "ext\030\003 \001(\003R\007context\022\024\n\005turns\030\004 \001(\003R\005turns" +
-      "\"\270\002\n\rCompactionEnd\0221\n\006reason\030\001 \001(\0162\031.omn" +
-      "i.v1.CompactionReasonR\006reason\022+\n\004mode\030\002 " +
-      "\001(\0162\027.omni.v1.CompactionModeR\004mode\022+\n\006st" +
-      "atus\030\003 \001(\0162\023.omni.v1.StopReasonR\006status\022" +
-      "\035\n\007attempt\030\004 \001(\003H\000R\007attempt\210\001\001\022(\n\rerror_" +
-      "message\030\005 \001(\tH\001R\014errorMessage\210\001\001\022#\n\013retr" +
-      "y_in_ms\030\006 \001(\003H\002R\tretryInMs\210\001\001B\n\n\010_attemp" +
-      "tB\020\n\016_error_messageB\016\n\014_retry_in_ms\"w\n\014G" +
-      "oalFinished\022.\n\007outcome\030\001 \001(\0162\024.omni.v1.G" +
-      "oalOutcomeR\007outcome\022\026\n\006rounds\030\002 \001(\003R\006rou" +
-      "nds\022\037\n\013tokens_used\030\003 \001(\003R\ntokensUsed\")\n\010" +
-      "Subagent\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\"" +
-      ">\n\rToolListReady\022-\n\005tools\030\001 \003(\0132\027.omni.v" +
-      "1.ToolDefinitionR\005tools\"+\n\017McpConnectBeg" +
-      "in\022\030\n\007servers\030\001 \003(\tR\007servers\"o\n\rMcpConne" +
-      "ctEnd\022*\n\006status\030\001 \001(\0162\022.omni.v1.McpStatu" +
-      "sR\006status\0222\n\007results\030\002 \003(\0132\030.omni.v1.Mcp" +
-      "ServerResultR\007results\"\365\001\n\017McpServerResul" +
-      "t\022\026\n\006server\030\001 \001(\tR\006server\0223\n\ttransport\030\002" +
-      " \001(\0162\025.omni.v1.McpTransportR\ttransport\022*" +
-      "\n\006status\030\003 \001(\0162\022.omni.v1.McpStatusR\006stat" +
-      "us\022\037\n\013duration_ms\030\004 \001(\003R\ndurationMs\022\031\n\005t" +
-      "ools\030\005 \001(\003H\000R\005tools\210\001\001\022\031\n\005error\030\006 \001(\tH\001R" +
-      "\005error\210\001\001B\010\n\006_toolsB\010\n\006_error*\277\001\n\nStopRe" +
-      "ason\022\033\n\027STOP_REASON_UNSPECIFIED\020\000\022\031\n\025STO" +
-      "P_REASON_COMPLETED\020\001\022\026\n\022STOP_REASON_FAIL" +
-      "ED\020\002\022\027\n\023STOP_REASON_ABORTED\020\003\022\027\n\023STOP_RE" +
-      "ASON_TIMEOUT\020\004\022\031\n\025STOP_REASON_MALFORMED\020" +
-      "\005\022\024\n\020STOP_REASON_AUTH\020\006*?\n\004Role\022\024\n\020ROLE_" +
-      "UNSPECIFIED\020\000\022\r\n\tROLE_USER\020\001\022\022\n\016ROLE_ASS" +
-      "ISTANT\020\002*h\n\tEventType\022\032\n\026EVENT_TYPE_UNSP" +
-      "ECIFIED\020\000\022\024\n\020EVENT_TYPE_START\020\001\022\024\n\020EVENT" +
-      "_TYPE_DELTA\020\002\022\023\n\017EVENT_TYPE_STOP\020\003*q\n\006Se" +
-      "nder\022\026\n\022SENDER_UNSPECIFIED\020\000\022\017\n\013SENDER_U" +
-      "SER\020\001\022\027\n\023SENDER_PARENT_AGENT\020\002\022\022\n\016SENDER" +
-      "_HARNESS\020\003\022\021\n\rSENDER_SERVER\020\004*c\n\010Decisio" +
-      "n\022\030\n\024DECISION_UNSPECIFIED\020\000\022\022\n\016DECISION_" +
-      "ALLOW\020\001\022\021\n\rDECISION_DENY\020\002\022\026\n\022DECISION_F" +
-      "ORBIDDEN\020\003*\217\001\n\020CompactionReason\022!\n\035COMPA" +
-      "CTION_REASON_UNSPECIFIED\020\000\022\035\n\031COMPACTION" +
-      "_REASON_CONTEXT\020\001\022\033\n\027COMPACTION_REASON_T" +
-      "URNS\020\002\022\034\n\030COMPACTION_REASON_MANUAL\020\003*m\n\016" +
-      "CompactionMode\022\037\n\033COMPACTION_MODE_UNSPEC" +
-      "IFIED\020\000\022\035\n\031COMPACTION_MODE_SUMMARIZE\020\001\022\033" +
-      "\n\027COMPACTION_MODE_DISCARD\020\002*\233\001\n\013GoalOutc" +
-      "ome\022\034\n\030GOAL_OUTCOME_UNSPECIFIED\020\000\022\031\n\025GOA" +
-      "L_OUTCOME_COMPLETE\020\001\022\030\n\024GOAL_OUTCOME_BLO" +
-      "CKED\020\002\022\037\n\033GOAL_OUTCOME_BUDGET_LIMITED\020\003\022" +
-      "\030\n\024GOAL_OUTCOME_ABORTED\020\004*p\n\tMcpStatus\022\032" +
-      "\n\026MCP_STATUS_UNSPECIFIED\020\000\022\030\n\024MCP_STATUS" +
-      "_COMPLETED\020\001\022\025\n\021MCP_STATUS_FAILED\020\002\022\026\n\022M" +
-      "CP_STATUS_ABORTED\020\003*u\n\014McpTransport\022\035\n\031M" +
-      "CP_TRANSPORT_UNSPECIFIED\020\000\022\027\n\023MCP_TRANSP" +
-      "ORT_STDIO\020\001\022\026\n\022MCP_TRANSPORT_HTTP\020\002\022\025\n\021M" +
-      "CP_TRANSPORT_SSE\020\003*i\n\rSessionSource\022\036\n\032S" +
-      "ESSION_SOURCE_UNSPECIFIED\020\000\022\033\n\027SESSION_S" +
-      "OURCE_SUBAGENT\020\001\022\033\n\027SESSION_SOURCE_SCHED" +
-      "ULE\020\002B^\n\023io.omnigrpc.omni.v1B\tOmniProtoP" +
-      "\001Z:github.com/omni-grpc/omni-grpc/genera" +
-      "ted/go/omni/v1;omniv1b\006proto3"
+      "_record\030h \001(\014R\nzlibRecord\0229\n\rbase64_valu" +
+      "es\030i \003(\0132\024.omni.v1.Base64ValueR\014base64Va" +
+      "luesB\t\n\007payloadJ\004\010\002\020\003J\004\010e\020fR\004typeR\005shape" +
+      "\"5\n\013Base64Value\022\022\n\004path\030\001 \001(\tR\004path\022\022\n\004d" +
+      "ata\030\002 \001(\014R\004data\"2\n\010KeyOrder\022\022\n\004path\030\001 \001(" +
+      "\tR\004path\022\022\n\004keys\030\002 \003(\tR\004keys\"2\n\010RawValue\022" +
+      "\022\n\004path\030\001 \001(\tR\004path\022\022\n\004json\030\002 \001(\tR\004json\"" +
+      "]\n\016UnknownPayload\022\022\n\004type\030\001 \001(\tR\004type\022\022\n" +
+      "\004json\030\002 \001(\tR\004json\022#\n\renvelope_type\030\003 \001(\t" +
+      "R\014envelopeType\"\375\003\n\013SessionMeta\022\035\n\nsessio" +
+      "n_id\030\001 \001(\tR\tsessionId\022\032\n\010provider\030\002 \001(\tR" +
+      "\010provider\022\031\n\010model_id\030\003 \001(\tR\007modelId\022?\n\033" +
+      "model_context_window_tokens\030\004 \001(\003H\000R\030mod" +
+      "elContextWindowTokens\022=\n\032model_context_w" +
+      "indow_label\030\005 \001(\tH\000R\027modelContextWindowL" +
+      "abel\022#\n\rsystem_prompt\030\006 \001(\tR\014systemPromp" +
+      "t\022-\n\005tools\030\007 \003(\0132\027.omni.v1.ToolDefinitio" +
+      "nR\005tools\022*\n\016thinking_level\030\010 \001(\tH\001R\rthin" +
+      "kingLevel\210\001\001\022\037\n\013agent_state\030\t \001(\tR\nagent" +
+      "State\022\034\n\tworkspace\030\n \001(\tR\tworkspace\022.\n\006s" +
+      "ource\030\013 \001(\0162\026.omni.v1.SessionSourceR\006sou" +
+      "rceB\026\n\024model_context_windowB\021\n\017_thinking" +
+      "_level\"l\n\016ToolDefinition\022\022\n\004name\030\001 \001(\tR\004" +
+      "name\022 \n\013description\030\002 \001(\tR\013description\022\036" +
+      "\n\nparameters\030\004 \001(\tR\nparametersJ\004\010\003\020\004\"\314\002\n" +
+      "\004Text\022!\n\004role\030\001 \001(\0162\r.omni.v1.RoleR\004role" +
+      "\022\022\n\004text\030\002 \001(\tR\004text\0224\n\013stop_reason\030\003 \001(" +
+      "\0162\023.omni.v1.StopReasonR\nstopReason\0223\n\010fi" +
+      "delity\030\004 \001(\0132\027.google.protobuf.StructR\010f" +
+      "idelity\022\'\n\006sender\030\005 \001(\0162\017.omni.v1.Sender" +
+      "R\006sender\022\031\n\005phase\030\006 \001(\tH\000R\005phase\210\001\001\022!\n\ts" +
+      "ignature\030\007 \001(\tH\001R\tsignature\210\001\001\022#\n\rfideli" +
+      "ty_json\030\010 \001(\tR\014fidelityJsonB\010\n\006_phaseB\014\n" +
+      "\n_signature\"\200\001\n\010ImageUrl\022!\n\004role\030\001 \001(\0162\r" +
+      ".omni.v1.RoleR\004role\022\033\n\timage_url\030\002 \001(\tR\010" +
+      "imageUrl\0224\n\013stop_reason\030\003 \001(\0162\023.omni.v1." +
+      "StopReasonR\nstopReason\"\241\002\n\nInlineData\022!\n" +
+      "\004role\030\001 \001(\0162\r.omni.v1.RoleR\004role\022\022\n\004data" +
+      "\030\002 \001(\tR\004data\022\033\n\tmime_type\030\003 \001(\tR\010mimeTyp" +
+      "e\0224\n\013stop_reason\030\004 \001(\0162\023.omni.v1.StopRea" +
+      "sonR\nstopReason\0223\n\010fidelity\030\005 \001(\0132\027.goog" +
+      "le.protobuf.StructR\010fidelity\022!\n\tsignatur" +
+      "e\030\006 \001(\tH\000R\tsignature\210\001\001\022#\n\rfidelity_json" +
+      "\030\007 \001(\tR\014fidelityJsonB\014\n\n_signature\"\212\002\n\010T" +
+      "hinking\022!\n\004role\030\001 \001(\0162\r.omni.v1.RoleR\004ro" +
+      "le\022\032\n\010thinking\030\002 \001(\tR\010thinking\0224\n\013stop_r" +
+      "eason\030\003 \001(\0162\023.omni.v1.StopReasonR\nstopRe" +
+      "ason\0223\n\010fidelity\030\004 \001(\0132\027.google.protobuf" +
+      ".StructR\010fidelity\022!\n\tsignature\030\005 \001(\tH\000R\t" +
+      "signature\210\001\001\022#\n\rfidelity_json\030\006 \001(\tR\014fid" +
+      "elityJsonB\014\n\n_signature\"\245\002\n\016InlineThinki" +
+      "ng\022!\n\004role\030\001 \001(\0162\r.omni.v1.RoleR\004role\022\022\n" +
+      "\004data\030\002 \001(\tR\004data\022\033\n\tmime_type\030\003 \001(\tR\010mi" +
+      "meType\0224\n\013stop_reason\030\004 \001(\0162\023.omni.v1.St" +
+      "opReasonR\nstopReason\0223\n\010fidelity\030\005 \001(\0132\027" +
+      ".google.protobuf.StructR\010fidelity\022!\n\tsig" +
+      "nature\030\006 \001(\tH\000R\tsignature\210\001\001\022#\n\rfidelity" +
+      "_json\030\007 \001(\tR\014fidelityJsonB\014\n\n_signature\"" +
+      "\302\002\n\010ToolCall\022!\n\004role\030\001 \001(\0162\r.omni.v1.Rol" +
+      "eR\004role\022\022\n\004name\030\002 \001(\tR\004name\022\034\n\targuments" +
+      "\030\003 \001(\tR\targuments\022 \n\014tool_call_id\030\004 \001(\tR" +
+      "\ntoolCallId\0224\n\013stop_reason\030\005 \001(\0162\023.omni." +
+      "v1.StopReasonR\nstopReason\0223\n\010fidelity\030\006 " +
+      "\001(\0132\027.google.protobuf.StructR\010fidelity\022!" +
+      "\n\tsignature\030\007 \001(\tH\000R\tsignature\210\001\001\022#\n\rfid" +
+      "elity_json\030\010 \001(\tR\014fidelityJsonB\014\n\n_signa" +
+      "ture\"\273\001\n\016ToolCallOutput\022!\n\004role\030\001 \001(\0162\r." +
+      "omni.v1.RoleR\004role\022\026\n\006output\030\002 \001(\tR\006outp" +
+      "ut\022\026\n\006images\030\003 \003(\tR\006images\022 \n\014tool_call_" +
+      "id\030\004 \001(\tR\ntoolCallId\0224\n\013stop_reason\030\005 \001(" +
+      "\0162\023.omni.v1.StopReasonR\nstopReason\"\255\001\n\013P" +
+      "artialText\022!\n\004role\030\001 \001(\0162\r.omni.v1.RoleR" +
+      "\004role\0221\n\nevent_type\030\002 \001(\0162\022.omni.v1.Even" +
+      "tTypeR\teventType\022\022\n\004text\030\003 \001(\tR\004text\0224\n\013" +
+      "stop_reason\030\004 \001(\0162\023.omni.v1.StopReasonR\n" +
+      "stopReason\"\271\001\n\017PartialThinking\022!\n\004role\030\001" +
+      " \001(\0162\r.omni.v1.RoleR\004role\0221\n\nevent_type\030" +
+      "\002 \001(\0162\022.omni.v1.EventTypeR\teventType\022\032\n\010" +
+      "thinking\030\003 \001(\tR\010thinking\0224\n\013stop_reason\030" +
+      "\004 \001(\0162\023.omni.v1.StopReasonR\nstopReason\"\361" +
+      "\001\n\017PartialToolCall\022!\n\004role\030\001 \001(\0162\r.omni." +
+      "v1.RoleR\004role\0221\n\nevent_type\030\002 \001(\0162\022.omni" +
+      ".v1.EventTypeR\teventType\022\022\n\004name\030\003 \001(\tR\004" +
+      "name\022\034\n\targuments\030\004 \001(\tR\targuments\022 \n\014to" +
+      "ol_call_id\030\005 \001(\tR\ntoolCallId\0224\n\013stop_rea" +
+      "son\030\006 \001(\0162\023.omni.v1.StopReasonR\nstopReas" +
+      "on\"\365\001\n\025PartialToolCallOutput\022!\n\004role\030\001 \001" +
+      "(\0162\r.omni.v1.RoleR\004role\0221\n\nevent_type\030\002 " +
+      "\001(\0162\022.omni.v1.EventTypeR\teventType\022\026\n\006ou" +
+      "tput\030\003 \001(\tR\006output\022\026\n\006images\030\004 \003(\tR\006imag" +
+      "es\022 \n\014tool_call_id\030\005 \001(\tR\ntoolCallId\0224\n\013" +
+      "stop_reason\030\006 \001(\0162\023.omni.v1.StopReasonR\n" +
+      "stopReason\"c\n\020ApprovalDecision\022-\n\010decisi" +
+      "on\030\001 \001(\0162\021.omni.v1.DecisionR\010decision\022 \n" +
+      "\014tool_call_id\030\002 \001(\tR\ntoolCallId\"/\n\005Abort" +
+      "\022\033\n\006reason\030\001 \001(\tH\000R\006reason\210\001\001B\t\n\007_reason" +
+      "\"\016\n\014RequestBegin\"\200\002\n\nRequestEnd\022+\n\006statu" +
+      "s\030\001 \001(\0162\023.omni.v1.StopReasonR\006status\022\035\n\007" +
+      "message\030\002 \001(\tH\000R\007message\210\001\001\022(\n\rerror_mes" +
+      "sage\030\003 \001(\tH\001R\014errorMessage\210\001\001\022\035\n\007attempt" +
+      "\030\004 \001(\003H\002R\007attempt\210\001\001\022#\n\013retry_in_ms\030\005 \001(" +
+      "\003H\003R\tretryInMs\210\001\001B\n\n\010_messageB\020\n\016_error_" +
+      "messageB\n\n\010_attemptB\016\n\014_retry_in_ms\"l\n\nT" +
+      "okenUsage\022.\n\007session\030\001 \001(\0132\024.omni.v1.Tok" +
+      "enCountsR\007session\022.\n\007request\030\002 \001(\0132\024.omn" +
+      "i.v1.TokenCountsR\007request\"{\n\013TokenCounts" +
+      "\022\035\n\ncache_read\030\001 \001(\003R\tcacheRead\022\037\n\013cache" +
+      "_write\030\002 \001(\003R\ncacheWrite\022\026\n\006output\030\003 \001(\003" +
+      "R\006output\022\024\n\005total\030\004 \001(\003R\005total\"\241\001\n\017Compa" +
+      "ctionBegin\0221\n\006reason\030\001 \001(\0162\031.omni.v1.Com" +
+      "pactionReasonR\006reason\022+\n\004mode\030\002 \001(\0162\027.om" +
+      "ni.v1.CompactionModeR\004mode\022\030\n\007context\030\003 " +
+      "\001(\003R\007context\022\024\n\005turns\030\004 \001(\003R\005turns\"\270\002\n\rC" +
+      "ompactionEnd\0221\n\006reason\030\001 \001(\0162\031.omni.v1.C" +
+      "ompactionReasonR\006reason\022+\n\004mode\030\002 \001(\0162\027." +
+      "omni.v1.CompactionModeR\004mode\022+\n\006status\030\003" +
+      " \001(\0162\023.omni.v1.StopReasonR\006status\022\035\n\007att" +
+      "empt\030\004 \001(\003H\000R\007attempt\210\001\001\022(\n\rerror_messag" +
+      "e\030\005 \001(\tH\001R\014errorMessage\210\001\001\022#\n\013retry_in_m" +
+      "s\030\006 \001(\003H\002R\tretryInMs\210\001\001B\n\n\010_attemptB\020\n\016_" +
+      "error_messageB\016\n\014_retry_in_ms\"w\n\014GoalFin" +
+      "ished\022.\n\007outcome\030\001 \001(\0162\024.omni.v1.GoalOut" +
+      "comeR\007outcome\022\026\n\006rounds\030\002 \001(\003R\006rounds\022\037\n" +
+      "\013tokens_used\030\003 \001(\003R\ntokensUsed\")\n\010Subage" +
+      "nt\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\">\n\rToo" +
+      "lListReady\022-\n\005tools\030\001 \003(\0132\027.omni.v1.Tool" +
+      "DefinitionR\005tools\"+\n\017McpConnectBegin\022\030\n\007" +
+      "servers\030\001 \003(\tR\007servers\"o\n\rMcpConnectEnd\022" +
+      "*\n\006status\030\001 \001(\0162\022.omni.v1.McpStatusR\006sta" +
+      "tus\0222\n\007results\030\002 \003(\0132\030.omni.v1.McpServer" +
+      "ResultR\007results\"\365\001\n\017McpServerResult\022\026\n\006s" +
+      "erver\030\001 \001(\tR\006server\0223\n\ttransport\030\002 \001(\0162\025" +
+      ".omni.v1.McpTransportR\ttransport\022*\n\006stat" +
+      "us\030\003 \001(\0162\022.omni.v1.McpStatusR\006status\022\037\n\013" +
+      "duration_ms\030\004 \001(\003R\ndurationMs\022\031\n\005tools\030\005" +
+      " \001(\003H\000R\005tools\210\001\001\022\031\n\005error\030\006 \001(\tH\001R\005error" +
+      "\210\001\001B\010\n\006_toolsB\010\n\006_error*\277\001\n\nStopReason\022\033" +
+      "\n\027STOP_REASON_UNSPECIFIED\020\000\022\031\n\025STOP_REAS" +
+      "ON_COMPLETED\020\001\022\026\n\022STOP_REASON_FAILED\020\002\022\027" +
+      "\n\023STOP_REASON_ABORTED\020\003\022\027\n\023STOP_REASON_T" +
+      "IMEOUT\020\004\022\031\n\025STOP_REASON_MALFORMED\020\005\022\024\n\020S" +
+      "TOP_REASON_AUTH\020\006*?\n\004Role\022\024\n\020ROLE_UNSPEC" +
+      "IFIED\020\000\022\r\n\tROLE_USER\020\001\022\022\n\016ROLE_ASSISTANT" +
+      "\020\002*h\n\tEventType\022\032\n\026EVENT_TYPE_UNSPECIFIE" +
+      "D\020\000\022\024\n\020EVENT_TYPE_START\020\001\022\024\n\020EVENT_TYPE_" +
+      "DELTA\020\002\022\023\n\017EVENT_TYPE_STOP\020\003*q\n\006Sender\022\026" +
+      "\n\022SENDER_UNSPECIFIED\020\000\022\017\n\013SENDER_USER\020\001\022" +
+      "\027\n\023SENDER_PARENT_AGENT\020\002\022\022\n\016SENDER_HARNE" +
+      "SS\020\003\022\021\n\rSENDER_SERVER\020\004*c\n\010Decision\022\030\n\024D" +
+      "ECISION_UNSPECIFIED\020\000\022\022\n\016DECISION_ALLOW\020" +
+      "\001\022\021\n\rDECISION_DENY\020\002\022\026\n\022DECISION_FORBIDD" +
+      "EN\020\003*\217\001\n\020CompactionReason\022!\n\035COMPACTION_" +
+      "REASON_UNSPECIFIED\020\000\022\035\n\031COMPACTION_REASO" +
+      "N_CONTEXT\020\001\022\033\n\027COMPACTION_REASON_TURNS\020\002" +
+      "\022\034\n\030COMPACTION_REASON_MANUAL\020\003*m\n\016Compac" +
+      "tionMode\022\037\n\033COMPACTION_MODE_UNSPECIFIED\020" +
+      "\000\022\035\n\031COMPACTION_MODE_SUMMARIZE\020\001\022\033\n\027COMP" +
+      "ACTION_MODE_DISCARD\020\002*\233\001\n\013GoalOutcome\022\034\n" +
+      "\030GOAL_OUTCOME_UNSPECIFIED\020\000\022\031\n\025GOAL_OUTC" +
+      "OME_COMPLETE\020\001\022\030\n\024GOAL_OUTCOME_BLOCKED\020\002" +
+      "\022\037\n\033GOAL_OUTCOME_BUDGET_LIMITED\020\003\022\030\n\024GOA" +
+      "L_OUTCOME_ABORTED\020\004*p\n\tMcpStatus\022\032\n\026MCP_" +
+      "STATUS_UNSPECIFIED\020\000\022\030\n\024MCP_STATUS_COMPL" +
+      "ETED\020\001\022\025\n\021MCP_STATUS_FAILED\020\002\022\026\n\022MCP_STA" +
+      "TUS_ABORTED\020\003*u\n\014McpTransport\022\035\n\031MCP_TRA" +
+      "NSPORT_UNSPECIFIED\020\000\022\027\n\023MCP_TRANSPORT_ST" +
+      "DIO\020\001\022\026\n\022MCP_TRANSPORT_HTTP\020\002\022\025\n\021MCP_TRA" +
+      "NSPORT_SSE\020\003*i\n\rSessionSource\022\036\n\032SESSION" +
+      "_SOURCE_UNSPECIFIED\020\000\022\033\n\027SESSION_SOURCE_" +
+      "SUBAGENT\020\001\022\033\n\027SESSION_SOURCE_SCHEDULE\020\002B" +
+      "^\n\023io.omnigrpc.omni.v1B\tOmniProtoP\001Z:git" +
+      "hub.com/omni-grpc/omni-grpc/generated/go" +
+      "/omni/v1;omniv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -403,183 +411,189 @@ public final class OmniProto {
     internal_static_omni_v1_OmniMessage_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_OmniMessage_descriptor,
-        new java.lang.String[] { "Timestamp", "Origin", "SessionMeta", "Text", "ImageUrl", "InlineData", "Thinking", "InlineThinking", "ToolCall", "ToolCallOutput", "PartialText", "PartialThinking", "PartialToolCall", "PartialToolCallOutput", "ApprovalDecision", "Abort", "RequestBegin", "RequestEnd", "TokenUsage", "CompactionBegin", "CompactionEnd", "GoalFinished", "Subagent", "ToolListReady", "McpConnectBegin", "McpConnectEnd", "Unknown", "KeyOrders", "RawValues", "ZlibRecord", "Payload", });
-    internal_static_omni_v1_KeyOrder_descriptor =
+        new java.lang.String[] { "Timestamp", "Origin", "SessionMeta", "Text", "ImageUrl", "InlineData", "Thinking", "InlineThinking", "ToolCall", "ToolCallOutput", "PartialText", "PartialThinking", "PartialToolCall", "PartialToolCallOutput", "ApprovalDecision", "Abort", "RequestBegin", "RequestEnd", "TokenUsage", "CompactionBegin", "CompactionEnd", "GoalFinished", "Subagent", "ToolListReady", "McpConnectBegin", "McpConnectEnd", "Unknown", "KeyOrders", "RawValues", "ZlibRecord", "Base64Values", "Payload", });
+    internal_static_omni_v1_Base64Value_descriptor =
       getDescriptor().getMessageTypes().get(1);
+    internal_static_omni_v1_Base64Value_fieldAccessorTable = new
+      com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
+        internal_static_omni_v1_Base64Value_descriptor,
+        new java.lang.String[] { "Path", "Data", });
+    internal_static_omni_v1_KeyOrder_descriptor =
+      getDescriptor().getMessageTypes().get(2);
     internal_static_omni_v1_KeyOrder_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_KeyOrder_descriptor,
         new java.lang.String[] { "Path", "Keys", });
     internal_static_omni_v1_RawValue_descriptor =
-      getDescriptor().getMessageTypes().get(2);
+      getDescriptor().getMessageTypes().get(3);
     internal_static_omni_v1_RawValue_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_RawValue_descriptor,
         new java.lang.String[] { "Path", "Json", });
     internal_static_omni_v1_UnknownPayload_descriptor =
-      getDescriptor().getMessageTypes().get(3);
+      getDescriptor().getMessageTypes().get(4);
     internal_static_omni_v1_UnknownPayload_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_UnknownPayload_descriptor,
         new java.lang.String[] { "Type", "Json", "EnvelopeType", });
     internal_static_omni_v1_SessionMeta_descriptor =
-      getDescriptor().getMessageTypes().get(4);
+      getDescriptor().getMessageTypes().get(5);
     internal_static_omni_v1_SessionMeta_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_SessionMeta_descriptor,
         new java.lang.String[] { "SessionId", "Provider", "ModelId", "ModelContextWindowTokens", "ModelContextWindowLabel", "SystemPrompt", "Tools", "ThinkingLevel", "AgentState", "Workspace", "Source", "ModelContextWindow", "ThinkingLevel", });
     internal_static_omni_v1_ToolDefinition_descriptor =
-      getDescriptor().getMessageTypes().get(5);
+      getDescriptor().getMessageTypes().get(6);
     internal_static_omni_v1_ToolDefinition_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_ToolDefinition_descriptor,
         new java.lang.String[] { "Name", "Description", "Parameters", });
     internal_static_omni_v1_Text_descriptor =
-      getDescriptor().getMessageTypes().get(6);
+      getDescriptor().getMessageTypes().get(7);
     internal_static_omni_v1_Text_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_Text_descriptor,
         new java.lang.String[] { "Role", "Text", "StopReason", "Fidelity", "Sender", "Phase", "Signature", "FidelityJson", "Phase", "Signature", });
     internal_static_omni_v1_ImageUrl_descriptor =
-      getDescriptor().getMessageTypes().get(7);
+      getDescriptor().getMessageTypes().get(8);
     internal_static_omni_v1_ImageUrl_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_ImageUrl_descriptor,
         new java.lang.String[] { "Role", "ImageUrl", "StopReason", });
     internal_static_omni_v1_InlineData_descriptor =
-      getDescriptor().getMessageTypes().get(8);
+      getDescriptor().getMessageTypes().get(9);
     internal_static_omni_v1_InlineData_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_InlineData_descriptor,
         new java.lang.String[] { "Role", "Data", "MimeType", "StopReason", "Fidelity", "Signature", "FidelityJson", "Signature", });
     internal_static_omni_v1_Thinking_descriptor =
-      getDescriptor().getMessageTypes().get(9);
+      getDescriptor().getMessageTypes().get(10);
     internal_static_omni_v1_Thinking_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_Thinking_descriptor,
         new java.lang.String[] { "Role", "Thinking", "StopReason", "Fidelity", "Signature", "FidelityJson", "Signature", });
     internal_static_omni_v1_InlineThinking_descriptor =
-      getDescriptor().getMessageTypes().get(10);
+      getDescriptor().getMessageTypes().get(11);
     internal_static_omni_v1_InlineThinking_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_InlineThinking_descriptor,
         new java.lang.String[] { "Role", "Data", "MimeType", "StopReason", "Fidelity", "Signature", "FidelityJson", "Signature", });
     internal_static_omni_v1_ToolCall_descriptor =
-      getDescriptor().getMessageTypes().get(11);
+      getDescriptor().getMessageTypes().get(12);
     internal_static_omni_v1_ToolCall_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_ToolCall_descriptor,
         new java.lang.String[] { "Role", "Name", "Arguments", "ToolCallId", "StopReason", "Fidelity", "Signature", "FidelityJson", "Signature", });
     internal_static_omni_v1_ToolCallOutput_descriptor =
-      getDescriptor().getMessageTypes().get(12);
+      getDescriptor().getMessageTypes().get(13);
     internal_static_omni_v1_ToolCallOutput_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_ToolCallOutput_descriptor,
         new java.lang.String[] { "Role", "Output", "Images", "ToolCallId", "StopReason", });
     internal_static_omni_v1_PartialText_descriptor =
-      getDescriptor().getMessageTypes().get(13);
+      getDescriptor().getMessageTypes().get(14);
     internal_static_omni_v1_PartialText_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_PartialText_descriptor,
         new java.lang.String[] { "Role", "EventType", "Text", "StopReason", });
     internal_static_omni_v1_PartialThinking_descriptor =
-      getDescriptor().getMessageTypes().get(14);
+      getDescriptor().getMessageTypes().get(15);
     internal_static_omni_v1_PartialThinking_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_PartialThinking_descriptor,
         new java.lang.String[] { "Role", "EventType", "Thinking", "StopReason", });
     internal_static_omni_v1_PartialToolCall_descriptor =
-      getDescriptor().getMessageTypes().get(15);
+      getDescriptor().getMessageTypes().get(16);
     internal_static_omni_v1_PartialToolCall_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_PartialToolCall_descriptor,
         new java.lang.String[] { "Role", "EventType", "Name", "Arguments", "ToolCallId", "StopReason", });
     internal_static_omni_v1_PartialToolCallOutput_descriptor =
-      getDescriptor().getMessageTypes().get(16);
+      getDescriptor().getMessageTypes().get(17);
     internal_static_omni_v1_PartialToolCallOutput_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_PartialToolCallOutput_descriptor,
         new java.lang.String[] { "Role", "EventType", "Output", "Images", "ToolCallId", "StopReason", });
     internal_static_omni_v1_ApprovalDecision_descriptor =
-      getDescriptor().getMessageTypes().get(17);
+      getDescriptor().getMessageTypes().get(18);
     internal_static_omni_v1_ApprovalDecision_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_ApprovalDecision_descriptor,
         new java.lang.String[] { "Decision", "ToolCallId", });
     internal_static_omni_v1_Abort_descriptor =
-      getDescriptor().getMessageTypes().get(18);
+      getDescriptor().getMessageTypes().get(19);
     internal_static_omni_v1_Abort_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_Abort_descriptor,
         new java.lang.String[] { "Reason", "Reason", });
     internal_static_omni_v1_RequestBegin_descriptor =
-      getDescriptor().getMessageTypes().get(19);
+      getDescriptor().getMessageTypes().get(20);
     internal_static_omni_v1_RequestBegin_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_RequestBegin_descriptor,
         new java.lang.String[] { });
     internal_static_omni_v1_RequestEnd_descriptor =
-      getDescriptor().getMessageTypes().get(20);
+      getDescriptor().getMessageTypes().get(21);
     internal_static_omni_v1_RequestEnd_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_RequestEnd_descriptor,
         new java.lang.String[] { "Status", "Message", "ErrorMessage", "Attempt", "RetryInMs", "Message", "ErrorMessage", "Attempt", "RetryInMs", });
     internal_static_omni_v1_TokenUsage_descriptor =
-      getDescriptor().getMessageTypes().get(21);
+      getDescriptor().getMessageTypes().get(22);
     internal_static_omni_v1_TokenUsage_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_TokenUsage_descriptor,
         new java.lang.String[] { "Session", "Request", });
     internal_static_omni_v1_TokenCounts_descriptor =
-      getDescriptor().getMessageTypes().get(22);
+      getDescriptor().getMessageTypes().get(23);
     internal_static_omni_v1_TokenCounts_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_TokenCounts_descriptor,
         new java.lang.String[] { "CacheRead", "CacheWrite", "Output", "Total", });
     internal_static_omni_v1_CompactionBegin_descriptor =
-      getDescriptor().getMessageTypes().get(23);
+      getDescriptor().getMessageTypes().get(24);
     internal_static_omni_v1_CompactionBegin_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_CompactionBegin_descriptor,
         new java.lang.String[] { "Reason", "Mode", "Context", "Turns", });
     internal_static_omni_v1_CompactionEnd_descriptor =
-      getDescriptor().getMessageTypes().get(24);
+      getDescriptor().getMessageTypes().get(25);
     internal_static_omni_v1_CompactionEnd_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_CompactionEnd_descriptor,
         new java.lang.String[] { "Reason", "Mode", "Status", "Attempt", "ErrorMessage", "RetryInMs", "Attempt", "ErrorMessage", "RetryInMs", });
     internal_static_omni_v1_GoalFinished_descriptor =
-      getDescriptor().getMessageTypes().get(25);
+      getDescriptor().getMessageTypes().get(26);
     internal_static_omni_v1_GoalFinished_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_GoalFinished_descriptor,
         new java.lang.String[] { "Outcome", "Rounds", "TokensUsed", });
     internal_static_omni_v1_Subagent_descriptor =
-      getDescriptor().getMessageTypes().get(26);
+      getDescriptor().getMessageTypes().get(27);
     internal_static_omni_v1_Subagent_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_Subagent_descriptor,
         new java.lang.String[] { "SessionId", });
     internal_static_omni_v1_ToolListReady_descriptor =
-      getDescriptor().getMessageTypes().get(27);
+      getDescriptor().getMessageTypes().get(28);
     internal_static_omni_v1_ToolListReady_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_ToolListReady_descriptor,
         new java.lang.String[] { "Tools", });
     internal_static_omni_v1_McpConnectBegin_descriptor =
-      getDescriptor().getMessageTypes().get(28);
+      getDescriptor().getMessageTypes().get(29);
     internal_static_omni_v1_McpConnectBegin_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_McpConnectBegin_descriptor,
         new java.lang.String[] { "Servers", });
     internal_static_omni_v1_McpConnectEnd_descriptor =
-      getDescriptor().getMessageTypes().get(29);
+      getDescriptor().getMessageTypes().get(30);
     internal_static_omni_v1_McpConnectEnd_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_McpConnectEnd_descriptor,
         new java.lang.String[] { "Status", "Results", });
     internal_static_omni_v1_McpServerResult_descriptor =
-      getDescriptor().getMessageTypes().get(30);
+      getDescriptor().getMessageTypes().get(31);
     internal_static_omni_v1_McpServerResult_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_McpServerResult_descriptor,

@@ -15,6 +15,7 @@ __all__ = (
     "ApproveResponse",
     "AttachRequest",
     "AttachResponse",
+    "Base64Value",
     "CompactionBegin",
     "CompactionEnd",
     "CompactionMode",
@@ -671,6 +672,23 @@ default_message_pool.register_message("omni.v1", "AttachResponse", AttachRespons
 
 
 @dataclass(eq=False, repr=False)
+class Base64Value(betterproto2.Message):
+    """
+    A string value kept as the bytes its base64 text decodes to.
+    """
+
+    path: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
+    """
+    JSON Pointer from the envelope, as in KeyOrder and RawValue.
+    """
+
+    data: "bytes" = betterproto2.field(2, betterproto2.TYPE_BYTES)
+
+
+default_message_pool.register_message("omni.v1", "Base64Value", Base64Value)
+
+
+@dataclass(eq=False, repr=False)
 class CompactionBegin(betterproto2.Message):
     reason: "CompactionReason" = betterproto2.field(
         1, betterproto2.TYPE_ENUM, default_factory=lambda: CompactionReason(0)
@@ -1108,6 +1126,21 @@ class OmniMessage(betterproto2.Message):
     it for a record it makes smaller (large base64 blobs and JSON Schemas),
     and a reader inflates it and parses the result as the record (which
     never holds zlib_record again). See docs/traces.md.
+    """
+
+    base64_values: "list[Base64Value]" = betterproto2.field(
+        105, betterproto2.TYPE_MESSAGE, repeated=True
+    )
+    """
+    Base64 strings of fidelity stored as the bytes they stand for, in .binpb
+    records only (the gRPC API never carries them): a Struct string value of
+    128 characters or more that is canonical base64 (RFC 4648 standard
+    alphabet, padded, so encoding the bytes gives back the very text), such
+    as OpenAI reasoning's encrypted_content or Anthropic's signature. The
+    Struct holds "" at the path; the string there is the base64 of data.
+    Used only while the Struct still holds "" there (an edit wins). Readers
+    in every language read it with their standard base64 encoder; see
+    docs/traces.md.
     """
 
 

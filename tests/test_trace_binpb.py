@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 from google.protobuf.internal.decoder import _DecodeVarint  # the reference varint reader
+from google.protobuf.message import DecodeError
 
 from omni_grpc.trace import FrameError, read_binpb, read_jsonl, write_binpb, write_jsonl
-from omni_grpc.trace.binpb import encode_varint
+from omni_grpc.trace.binpb import MARK, encode_varint
 from omni_grpc_proto.omni.v1.omni_pb2 import OmniMessage
 
 CORPUS = Path(__file__).parent / "conformance"
@@ -34,18 +35,30 @@ def test_jsonl_binpb_jsonl_is_byte_identical(path: Path) -> None:
     assert again.getvalue() == binpb.getvalue()
 
 
-def test_framing_is_the_standard_delimited_format() -> None:
-    """Each record is varint(len) + the message bytes, as parseDelimitedFrom reads it."""
+@pytest.mark.parametrize("plain", [True, False], ids=["plain", "default"])
+def test_framing_is_the_standard_delimited_format(plain: bool) -> None:
+    """Each record is varint(len) + the message bytes, as parseDelimitedFrom
+    reads it; by default a record of tool definitions is stored compressed
+    in the marked form, which a stub-only parser refuses (never reads as an
+    empty message), and ``plain`` writes it as the message too."""
     buf = io.BytesIO()
-    write_binpb((r.message for r in read_jsonl(CORPUS / "trace_basic_tool_turn_001.jsonl")), buf)
+    records = read_jsonl(CORPUS / "trace_basic_tool_turn_001.jsonl")
+    write_binpb((r.message for r in records), buf, plain=plain)
     data = buf.getvalue()
-    pos, n = 0, 0
+    pos, n, marked = 0, 0, 0
     while pos < len(data):
         size, pos = _DecodeVarint(data, pos)
-        OmniMessage.FromString(data[pos : pos + size])
+        body = data[pos : pos + size]
+        if body[:1] == MARK:
+            marked += 1
+            with pytest.raises(DecodeError):
+                OmniMessage.FromString(body)
+        else:
+            OmniMessage.FromString(body)
         pos += size
         n += 1
     assert pos == len(data) and n == 15
+    assert marked == (0 if plain else 1)  # the tool list
 
 
 @pytest.mark.parametrize("value", [0, 1, 127, 128, 300, 2**21, 2**63 - 1])

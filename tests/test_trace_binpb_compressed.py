@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from omni_grpc.convert import ConversionError, parse_message, serialize_message
 from omni_grpc.convert._base64 import pack as pack_base64
 from omni_grpc.trace import FrameError, read_binpb, write_binpb
-from omni_grpc.trace.binpb import COMPRESS_FROM, encode_frame, encode_varint
+from omni_grpc.trace.binpb import COMPRESS_FROM, MARK, encode_frame, encode_varint
 from omni_grpc.trace.convert import binpb_to_jsonl, jsonl_to_binpb
 from omni_grpc_proto.omni.v1.omni_pb2 import OmniMessage
 
@@ -212,15 +212,20 @@ def test_cli_convert_writes_compressed_and_plain(tmp_path: Path) -> None:
     lines = style_lines("schema-heavy", 2, 1)
     source = tmp_path / "in.jsonl"
     source.write_bytes(b"\n".join(lines) + b"\n")
-    for flags, compressed in (([], False), (["--compress"], True), (["--no-compress"], False)):
+    # by default the tool list is stored in the marked form (test_trace_binpb_schemas.py)
+    cases = [([], "marked"), (["--compress"], "zlib_record"), (["--plain"], None)]
+    cases.append((["--no-compress"], "marked"))
+    for flags, form in cases:
         out = tmp_path / "out.binpb"
         done = subprocess.run(
             [CLI, "convert", str(source), str(out), *flags], capture_output=True, check=False
         )
         assert done.returncode == 0, done.stderr
         data = out.read_bytes()
-        assert (len(data) < 0.5 * source.stat().st_size) is compressed
-        assert any(OmniMessage.FromString(b).zlib_record for b in frames(data)) is compressed
+        assert (len(data) < 0.5 * source.stat().st_size) is (form is not None)
+        assert any(body[:1] == MARK for body in frames(data)) is (form == "marked")
+        zlibbed = any(OmniMessage.FromString(b).zlib_record for b in frames(data) if b[:1] != MARK)
+        assert zlibbed is (form == "zlib_record")
         again = tmp_path / "again.jsonl"
         done = subprocess.run(
             [CLI, "convert", str(out), str(again)], capture_output=True, check=False

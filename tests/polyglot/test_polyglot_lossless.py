@@ -55,10 +55,13 @@ def lines() -> list[str]:
     return found
 
 
-@pytest.fixture(scope="module")
-def binpb(lines: list[str]) -> bytes:
+@pytest.fixture(scope="module", params=["compress", "default"])
+def binpb(request: pytest.FixtureRequest, lines: list[str]) -> bytes:
+    """The file as ``convert --compress`` writes it (zlib_record), and as
+    ``convert`` does by default (records of tool definitions marked and
+    compressed); both store fidelity's long base64 as bytes."""
     sink = io.BytesIO()
-    write_binpb((parse_message(line) for line in lines), sink, compress=True)
+    write_binpb((parse_message(line) for line in lines), sink, compress=request.param == "compress")
     return sink.getvalue()
 
 
@@ -66,18 +69,33 @@ def test_the_crafted_lines_reach_the_hard_cases(lines: list[str], binpb: bytes) 
     arms = [parse_message(line).WhichOneof("payload") for line in lines]
     assert arms.count("unknown") >= 2
     assert len(lines) > 250
-    # Records stored compressed (zlib_record) and plain both reach the readers.
+    # Records stored compressed (zlib_record or marked), plain, and with
+    # base64 as bytes all reach the readers.
     from google.protobuf.internal.decoder import _DecodeVarint
 
+    from omni_grpc.trace.binpb import MARK
     from omni_grpc_proto.omni.v1.omni_pb2 import OmniMessage
 
-    stored, pos = [], 0
+    stored, marked, base64ed, pos = [], 0, 0, 0
     while pos < len(binpb):
         length, pos = _DecodeVarint(binpb, pos)
-        stored.append(bool(OmniMessage.FromString(binpb[pos : pos + length]).zlib_record))
+        body = binpb[pos : pos + length]
         pos += length
+        if body[:1] == MARK:
+            marked += 1
+            stored.append(True)
+            continue
+        record = OmniMessage.FromString(body)
+        stored.append(bool(record.zlib_record))
+        base64ed += bool(record.base64_values)
     assert len(stored) == len(lines)
-    assert 10 <= sum(stored) < len(lines), sum(stored)
+    if marked:
+        # records of tool definitions only (tool lists, legacy metas with tools)
+        schemas = arms.count("tool_list_ready") + arms.count("session_meta")
+        assert 1 <= sum(stored) == marked <= schemas, marked
+        assert base64ed >= 1
+    else:
+        assert 10 <= sum(stored) < len(lines), sum(stored)
 
 
 def test_round_trip_through_each_language_is_byte_identical(

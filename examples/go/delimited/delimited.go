@@ -34,7 +34,8 @@ func NewReader(r io.Reader) *Reader {
 // Next decodes the next record into m. It returns io.EOF at a clean end of
 // stream and a descriptive error for a truncated or oversized record. A
 // record stored compressed (an OmniMessage holding only zlib_record, the
-// zlib stream of the record's bytes) is inflated and decoded as the record.
+// zlib stream of the record's bytes, or a 0x00 byte and that stream) is
+// inflated and decoded as the record.
 func (d *Reader) Next(m proto.Message) error {
 	size, err := d.readVarint()
 	if err != nil {
@@ -48,6 +49,18 @@ func (d *Reader) Next(m proto.Message) error {
 	if _, err := io.ReadFull(d.r, buf); err != nil {
 		return fmt.Errorf("record %d: truncated (want %d bytes): %w", d.record, size, err)
 	}
+	// snippet:start go-marked
+	// A record of tool definitions is stored compressed by default: a 0x00
+	// byte (field number 0, which proto.Unmarshal refuses), then the zlib
+	// stream of the record's bytes.
+	if len(buf) > 0 && buf[0] == 0 {
+		record, err := inflate(buf[1:])
+		if err != nil {
+			return fmt.Errorf("record %d: the marked record: %w", d.record, err)
+		}
+		buf = record
+	}
+	// snippet:end go-marked
 	if err := proto.Unmarshal(buf, m); err != nil {
 		return fmt.Errorf("record %d: %w", d.record, err)
 	}

@@ -3,7 +3,7 @@ import { inflateSync } from "node:zlib";
 import type { Readable, Writable } from "node:stream";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { fromBinary } from "@bufbuild/protobuf";
-import { sizeDelimitedDecodeStream, sizeDelimitedEncode } from "@bufbuild/protobuf/wire";
+import { sizeDelimitedEncode, sizeDelimitedPeek } from "@bufbuild/protobuf/wire";
 import { OmniMessageSchema, type OmniMessage } from "./gen/omni/v1/omni_pb.js";
 
 // Prints one line per message of a varint-delimited .binpb trace: number,
@@ -11,22 +11,74 @@ import { OmniMessageSchema, type OmniMessage } from "./gen/omni/v1/omni_pb.js";
 export async function printTrace(path: string): Promise<void> {
   // snippet:start node-trace
   let n = 0;
-  for await (const r of sizeDelimitedDecodeStream(OmniMessageSchema, createReadStream(path))) {
-    const m = inflated(r);
+  for await (const m of readRecords(createReadStream(path))) {
     process.stdout.write(`#${++n} ${m.timestamp} ${describe(m)}\n`);
   }
   // snippet:end node-trace
 }
 
-// A large record may be stored compressed: an OmniMessage holding only
-// zlibRecord, the zlib stream of the record's bytes. This gives the record.
+// The records of a .binpb stream. A large record may be stored compressed:
+// a 0x00 byte then the zlib stream of the record's bytes (records of tool
+// definitions, by default: field number 0, so no message parser reads it by
+// mistake), or an OmniMessage holding only zlibRecord (written with
+// --compress). Each is inflated and parsed as the record.
 // snippet:start node-record
-export function inflated(m: OmniMessage): OmniMessage {
+export async function* readRecords(input: AsyncIterable<Uint8Array>): AsyncGenerator<OmniMessage> {
+  let buf = new Uint8Array(0);
+  for await (const chunk of input) {
+    buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
+    for (;;) {
+      const { size, offset } = sizeDelimitedPeek(buf);
+      if (size === null || offset === null) break; // the length is not all here yet
+      if (size > 64 << 20) throw new Error(`record of ${size} bytes exceeds 64 MiB`);
+      if (buf.length < offset + size) break;
+      yield record(buf.subarray(offset, offset + size));
+      buf = buf.subarray(offset + size);
+    }
+  }
+  if (buf.length > 0) throw new Error(`truncated record: ${buf.length} bytes left over`);
+}
+
+function record(body: Uint8Array): OmniMessage {
+  const limit = { maxOutputLength: 64 << 20 };
+  const m = fromBinary(
+    OmniMessageSchema,
+    body.length > 0 && body[0] === 0 ? inflateSync(body.subarray(1), limit) : body,
+  );
   if (m.zlibRecord.length === 0) return m;
-  const record = inflateSync(m.zlibRecord, { maxOutputLength: 64 << 20 });
-  return fromBinary(OmniMessageSchema, record);
+  return fromBinary(OmniMessageSchema, inflateSync(m.zlibRecord, limit));
 }
 // snippet:end node-record
+
+// Puts back each fidelity string a .binpb record stores as bytes
+// (base64Values): at its path the Struct holds "", and the text is the
+// standard base64 of the bytes. A value that is no longer "" was edited.
+export function withBase64(view: JsonObject, m: OmniMessage): JsonObject {
+  const prefix = "/payload/fidelity/";
+  for (const h of m.base64Values) {
+    if (!h.path.startsWith(prefix)) continue;
+    const text = Buffer.from(h.data).toString("base64");
+    const parts = h.path.slice(prefix.length).split("/");
+    let node: unknown = view;
+    parts.forEach((raw, i) => {
+      const part = raw.replaceAll("~1", "/").replaceAll("~0", "~");
+      const last = i === parts.length - 1;
+      if (Array.isArray(node)) {
+        if (!/^\d{1,9}$/.test(part)) return void (node = undefined);
+        const index = Number(part);
+        if (last && node[index] === "") node[index] = text;
+        node = node[index];
+      } else if (node !== null && typeof node === "object") {
+        const obj = node as Record<string, unknown>;
+        if (last && Object.hasOwn(obj, part) && obj[part] === "") obj[part] = text;
+        node = Object.hasOwn(obj, part) ? obj[part] : undefined;
+      } else {
+        node = undefined;
+      }
+    });
+  }
+  return view;
+}
 
 function describe(m: OmniMessage): string {
   const p = m.payload;
@@ -53,7 +105,7 @@ function describe(m: OmniMessage): string {
       break;
   }
   // protobuf-es v2 gives google.protobuf.Struct as a plain JsonObject.
-  if (fidelity !== undefined) parts.push(`fidelity=${JSON.stringify(fidelity)}`);
+  if (fidelity !== undefined) parts.push(`fidelity=${JSON.stringify(withBase64(fidelity, m))}`);
   return parts.join(" ");
 }
 
@@ -61,8 +113,8 @@ function describe(m: OmniMessage): string {
 // re-serialized from the typed message.
 export async function echo(input: Readable, output: Writable): Promise<void> {
   const chunks: Uint8Array[] = [];
-  for await (const m of sizeDelimitedDecodeStream(OmniMessageSchema, input)) {
-    chunks.push(sizeDelimitedEncode(OmniMessageSchema, inflated(m)));
+  for await (const m of readRecords(input)) {
+    chunks.push(sizeDelimitedEncode(OmniMessageSchema, m));
   }
   await new Promise<void>((resolve, reject) =>
     output.write(Buffer.concat(chunks), (err) => (err ? reject(err) : resolve())),

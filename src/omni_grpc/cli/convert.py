@@ -65,9 +65,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--plain",
         action="store_true",
-        help="keep fidelity's long base64 strings as text in .binpb records, the form "
-        "readers built from stubs older than base64_values read whole "
-        "(default: stored as their bytes, base64_values)",
+        help="write every .binpb record as its message with base64 as text, the form readers "
+        "built from older stubs read whole (default: fidelity's long base64 as bytes, "
+        "base64_values; large tool lists compressed in the marked form)",
     )
     parser.add_argument(
         "--progress",

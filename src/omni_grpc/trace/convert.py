@@ -23,6 +23,7 @@ from omni_grpc.trace.binpb import (
     compress_frames,
     decode_frame,
     encode_frame,
+    mark_schema_frames,
     unwritable,
 )
 from omni_grpc.trace.jsonl import LineParser
@@ -79,7 +80,11 @@ def jsonl_to_binpb(
                     frames, stop, records = NATIVE.jsonl_to_binpb(data, pos, max_line_bytes)
                     if records:
                         lines.accepted()
-                        write(compress_frames(frames) if compress else frames)
+                        if compress:
+                            frames = compress_frames(frames)
+                        elif not plain:
+                            frames = mark_schema_frames(frames)
+                        write(frames)
                         count += records
                     if stop > pos:
                         number += data.count(b"\n", pos, stop)

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/omni-grpc/omni-grpc/examples/go/delimited"
@@ -67,7 +69,9 @@ func describe(msg *omniv1.OmniMessage) (string, error) {
 	}
 	if fidelity != nil {
 		// AsMap gives plain Go values; encoding/json sorts the keys.
-		b, err := json.Marshal(fidelity.AsMap())
+		view := fidelity.AsMap()
+		withBase64(view, msg.GetBase64Values())
+		b, err := json.Marshal(view)
 		if err != nil {
 			return "", err
 		}
@@ -94,6 +98,44 @@ func echo(in io.Reader, out io.Writer) error {
 		}
 		if err := delimited.Write(out, msg); err != nil {
 			return err
+		}
+	}
+}
+
+// withBase64 puts back each fidelity string a .binpb record stores as bytes
+// (base64_values): at its path the Struct holds "", and the text is the
+// standard base64 of the bytes. A value that is no longer "" was edited.
+func withBase64(view map[string]any, hints []*omniv1.Base64Value) {
+	const prefix = "/payload/fidelity/"
+	for _, h := range hints {
+		if !strings.HasPrefix(h.GetPath(), prefix) {
+			continue
+		}
+		text := base64.StdEncoding.EncodeToString(h.GetData())
+		parts := strings.Split(h.GetPath()[len(prefix):], "/")
+		var node any = view
+		for i, part := range parts {
+			part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
+			last := i == len(parts)-1
+			switch n := node.(type) {
+			case map[string]any:
+				if s, ok := n[part].(string); last && ok && s == "" {
+					n[part] = text
+				}
+				node = n[part]
+			case []any:
+				idx, err := strconv.Atoi(part)
+				if err != nil || idx < 0 || idx >= len(n) {
+					node = nil
+					continue
+				}
+				if s, ok := n[idx].(string); last && ok && s == "" {
+					n[idx] = text
+				}
+				node = n[idx]
+			default:
+				node = nil
+			}
 		}
 	}
 }

@@ -1,23 +1,36 @@
 package io.omnigrpc.examples;
 
 import com.google.gson.Gson;
+import com.google.gson.GsonBuilder;
+import com.google.gson.JsonArray;
+import com.google.gson.JsonElement;
+import com.google.gson.JsonParser;
+import com.google.gson.JsonPrimitive;
+import com.google.protobuf.CodedInputStream;
 import com.google.protobuf.Struct;
 import com.google.protobuf.util.JsonFormat;
+import io.omnigrpc.omni.v1.Base64Value;
 import io.omnigrpc.omni.v1.OmniMessage;
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
+import java.io.ByteArrayInputStream;
+import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.Base64;
+import java.util.List;
 import java.util.Locale;
 import java.util.zip.InflaterInputStream;
 
 /** Reads varint-delimited .binpb traces (the format `omni-grpc convert` writes). */
 final class TraceCommand {
   private static final Gson GSON = new Gson();
+  // The Struct's nulls are values: keep them.
+  private static final Gson VIEW = new GsonBuilder().serializeNulls().create();
   private static final JsonFormat.Printer JSON = JsonFormat.printer().omittingInsignificantWhitespace();
 
   /** One line per message: number, timestamp, payload kind, then text and fidelity when present. */
@@ -37,21 +50,41 @@ final class TraceCommand {
 
   /**
    * The next record of a .binpb stream, or null at its end. A large record may be stored
-   * compressed (zlib_record alone: the zlib stream of the record's bytes); it is inflated and
+   * compressed: a 0x00 byte then the zlib stream of the record's bytes (records of tool
+   * definitions, by default), or zlib_record alone (written with --compress). It is inflated and
    * parsed as the record.
    */
   // snippet:start java-record
   static OmniMessage readRecord(InputStream in) throws IOException {
-    OmniMessage m = OmniMessage.parseDelimitedFrom(in);
-    if (m == null || m.getZlibRecord().isEmpty()) {
+    int first = in.read();
+    if (first == -1) {
+      return null;
+    }
+    int size = CodedInputStream.readRawVarint32(first, in);
+    if (size < 0 || size > MAX_RECORD) {
+      throw new IOException("record length " + size + " exceeds " + MAX_RECORD + " bytes");
+    }
+    byte[] body = in.readNBytes(size);
+    if (body.length < size) {
+      throw new EOFException("truncated record: " + size + " bytes announced, " + body.length);
+    }
+    if (size > 0 && body[0] == 0) { // field number 0: no message starts so
+      body = inflate(new ByteArrayInputStream(body, 1, size - 1));
+    }
+    OmniMessage m = OmniMessage.parseFrom(body);
+    if (m.getZlibRecord().isEmpty()) {
       return m;
     }
-    try (InputStream zlib = new InflaterInputStream(m.getZlibRecord().newInput())) {
+    return OmniMessage.parseFrom(inflate(m.getZlibRecord().newInput()));
+  }
+
+  private static byte[] inflate(InputStream packed) throws IOException {
+    try (InputStream zlib = new InflaterInputStream(packed)) {
       byte[] record = zlib.readNBytes(MAX_RECORD + 1);
       if (record.length > MAX_RECORD) {
-        throw new IOException("zlib_record inflates past " + MAX_RECORD + " bytes");
+        throw new IOException("a compressed record inflates past " + MAX_RECORD + " bytes");
       }
-      return OmniMessage.parseFrom(record);
+      return record;
     }
   }
   // snippet:end java-record
@@ -76,9 +109,53 @@ final class TraceCommand {
       default -> {}
     }
     if (fidelity != null) {
-      line.append(" fidelity=").append(JSON.print(fidelity));
+      JsonElement view = JsonParser.parseString(JSON.print(fidelity));
+      line.append(" fidelity=").append(VIEW.toJson(withBase64(view, m.getBase64ValuesList())));
     }
     return line.toString();
+  }
+
+  /**
+   * Puts back each fidelity string a .binpb record stores as bytes (base64_values): at its path
+   * the Struct holds "", and the text is the standard base64 of the bytes. A value that is no
+   * longer "" was edited and stays.
+   */
+  static JsonElement withBase64(JsonElement view, List<Base64Value> hints) {
+    String prefix = "/payload/fidelity/";
+    for (Base64Value h : hints) {
+      if (!h.getPath().startsWith(prefix)) {
+        continue;
+      }
+      String text = Base64.getEncoder().encodeToString(h.getData().toByteArray());
+      String[] parts = h.getPath().substring(prefix.length()).split("/", -1);
+      JsonElement node = view;
+      for (int i = 0; i < parts.length && node != null; i++) {
+        String part = parts[i].replace("~1", "/").replace("~0", "~");
+        boolean last = i == parts.length - 1;
+        JsonElement child = null;
+        if (node.isJsonObject()) {
+          child = node.getAsJsonObject().get(part);
+          if (last && isEmptyString(child)) {
+            node.getAsJsonObject().addProperty(part, text);
+          }
+        } else if (node.isJsonArray() && part.matches("\\d{1,9}")) {
+          JsonArray items = node.getAsJsonArray();
+          int index = Integer.parseInt(part);
+          if (index < items.size()) {
+            child = items.get(index);
+            if (last && isEmptyString(child)) {
+              items.set(index, new JsonPrimitive(text));
+            }
+          }
+        }
+        node = child;
+      }
+    }
+    return view;
+  }
+
+  private static boolean isEmptyString(JsonElement e) {
+    return e != null && e.isJsonPrimitive() && e.getAsJsonPrimitive().isString() && e.getAsString().isEmpty();
   }
 
   /** Parses every delimited OmniMessage on in and writes it back, re-serialized from the typed message. */

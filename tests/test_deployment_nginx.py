@@ -2,23 +2,21 @@
 
 ``nginx -t`` must accept ``docs/deployment/nginx.conf`` as written (only the
 addresses, the port and the certificate paths are replaced), and nginx
-running it must carry gRPC streams over TLS and HTTP/2 to two replicas on one
-Redis, and SSE without buffering: the first frame of a run arrives while the
-run is still going.
+running it must carry gRPC streams over TLS and HTTP/2 to three replicas on
+one Redis, and SSE without buffering: the first frame of a run arrives while
+the run is still going. Its passive health checks take a killed replica out:
+the request that finds it dead goes on to another replica, and no later one
+is sent to it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import shutil
-import socket
+import signal
 import ssl
 import struct
-import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,127 +25,49 @@ import httpx
 import pytest
 from conftest import ServeProcess
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from nginx_front import CONFIG, Nginx, make_certs, require_nginx, site_config
 from redis_server import RedisServer, free_port
 
 from omni_grpc.client import AgentClient
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 
-CONFIG = Path(__file__).parent.parent / "docs" / "deployment" / "nginx.conf"
-NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
 WAIT = 60.0
-
-
-def require_nginx() -> str:
-    if NGINX is None:
-        message = "nginx is not installed (scripts/setup installs it)"
-        if os.environ.get("OMNI_REQUIRE_TOOLCHAINS") or os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return NGINX
-
-
-def openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def make_certs(d: Path) -> None:
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
-    openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "1",
-            "-subj", "/CN=omni-grpc nginx test CA", cwd=d)  # fmt: skip
-    (d / "server.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    openssl("req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost",
-            cwd=d)  # fmt: skip
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", "server.pem", "-days", "1", "-extfile", "server.ext",
-            cwd=d)  # fmt: skip
-
-
-def site_config(
-    grpc_addresses: list[str], http_addresses: list[str], port: int, certs: Path
-) -> str:
-    """The guide's file with this machine's addresses, port and certificates."""
-    text = CONFIG.read_text()
-
-    def upstream(name: str, addresses: list[str]) -> None:
-        nonlocal text
-        block = re.search(rf"upstream {name} \{{.*?\n\}}", text, re.S)
-        assert block is not None, name
-        servers = "".join(f"    server {a};\n" for a in addresses)
-        body = re.sub(r"(    server [^\n]*\n)+", servers, block.group(0))
-        text = text.replace(block.group(0), body)
-
-    upstream("omni_grpc", grpc_addresses)
-    upstream("omni_http", http_addresses)
-    text, n = re.subn(r"listen 443 ", f"listen 127.0.0.1:{port} ", text)
-    assert n == 1
-    text = text.replace("/etc/ssl/omni-grpc/", f"{certs}/")
-    return text
-
-
-def main_config(prefix: Path, site: Path) -> str:
-    temp = "\n".join(
-        f"    {kind}_temp_path {prefix}/{kind};"
-        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    )
-    return f"""worker_processes 1;
-pid {prefix}/nginx.pid;
-error_log {prefix}/error.log;
-events {{ worker_connections 256; }}
-http {{
-    access_log off;
-{temp}
-    include {site};
-}}
-"""
 
 
 @pytest.fixture
 def nginx_front(
+    nginx_site: tuple[Nginx, Path, list[ServeProcess]],
+) -> tuple[int, Path, list[ServeProcess]]:
+    nginx, certs, replicas = nginx_site
+    return nginx.port, certs, replicas
+
+
+@pytest.fixture
+def nginx_site(
     serve_process: Callable[..., ServeProcess], tmp_path: Path
-) -> Iterator[tuple[int, Path, list[ServeProcess]]]:
-    binary = require_nginx()
+) -> Iterator[tuple[Nginx, Path, list[ServeProcess]]]:
+    require_nginx()
     redis = RedisServer(tmp_path / "redis")
     redis.start()
     replicas = [
         serve_process(
             "--redis-url", redis.url, "--data-dir", str(tmp_path / "data"), "--pacing", "0.02"
         )
-        for _ in range(2)
+        for _ in range(3)
     ]
     certs = tmp_path / "certs"
     certs.mkdir()
     make_certs(certs)
-    prefix = tmp_path / "nginx"
-    prefix.mkdir()
     port = free_port()
-    site = prefix / "omni-grpc.conf"
-    site.write_text(
-        site_config(
-            [r.grpc_address for r in replicas],
-            [r.http_address or "" for r in replicas],
-            port,
-            certs,
-        )
+    site = site_config(
+        [r.grpc_address for r in replicas], [r.http_address or "" for r in replicas], port, certs
     )
-    main = prefix / "nginx.conf"
-    main.write_text(main_config(prefix, site))
-    base = [binary, "-p", str(prefix), "-c", str(main), "-e", str(prefix / "startup.log")]
-    checked = subprocess.run([*base, "-t"], capture_output=True, text=True)
-    assert checked.returncode == 0, checked.stderr
-    assert "syntax is ok" in checked.stderr and "test is successful" in checked.stderr
-    proc = subprocess.Popen([*base, "-g", "daemon off;"], stderr=subprocess.PIPE)
+    nginx = Nginx(tmp_path / "nginx", site, port)
     try:
-        for _ in range(500):  # until it accepts connections (a count, not a clock)
-            assert proc.poll() is None, (prefix / "error.log").read_text()
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.02)
-        yield port, certs, replicas
+        nginx.start()
+        yield nginx, certs, replicas
     finally:
-        proc.terminate()
-        proc.wait(10)
+        nginx.stop()
         redis.stop()
 
 
@@ -210,3 +130,56 @@ def test_the_guide_shows_the_checked_config_unchanged() -> None:
     block = re.search(r"```nginx\n(.*?)```", guide, re.S)
     assert block is not None
     assert block.group(1) == CONFIG.read_text()
+
+
+async def test_a_killed_replica_is_taken_out_of_rotation(
+    nginx_site: tuple[Nginx, Path, list[ServeProcess]],
+) -> None:
+    nginx, certs, replicas = nginx_site
+    target = f"localhost:{nginx.port}"
+    ca = (certs / "ca.pem").read_bytes()
+    context = ssl.create_default_context(cadata=ca.decode())
+    http = httpx.AsyncClient(base_url=f"https://{target}", verify=context)
+    async with AgentClient(target, tls_ca=ca) as client, http:
+        # Every replica has served, so nginx holds a connection to each.
+        for _ in range(2 * len(replicas)):
+            await client.list_sessions()
+            assert (await http.get("/api/sessions")).status_code == 200
+        dead = replicas[0]
+        dead.process.send_signal(signal.SIGKILL)
+        dead.process.wait(30)
+        before = len(nginx.upstreams_used())
+        # Every new request is served; a run goes to its end.
+        for _ in range(3 * len(replicas)):
+            await client.list_sessions()
+            assert (await http.get("/api/sessions")).status_code == 200
+        kinds = [e.kind async for e in client.run("after the kill")]
+        assert kinds[-1] == "@task_state"
+    dead_addresses = {dead.grpc_address, dead.http_address}
+    after = [line.split(", ") for line in nginx.upstreams_used()[before:]]
+    tried_dead = [tried for tried in after if dead_addresses & set(tried)]
+    # max_fails=1: only the first request to each upstream (gRPC, HTTP) finds
+    # it dead, and that one went on to a live replica; none after was sent there.
+    assert sorted(a for tried in tried_dead for a in tried if a in dead_addresses) == sorted(
+        dead_addresses
+    ), after
+    for tried in tried_dead:
+        assert tried[-1] not in dead_addresses, after
+    served_after = [tried[-1] for tried in after]
+    assert not dead_addresses & set(served_after)
+    assert len(set(served_after)) == 2 * (len(replicas) - 1), after  # both others, both ports
+
+
+def test_debians_nginx_has_no_active_health_checks(tmp_path: Path) -> None:
+    """The guide says `health_check` (active checks) is NGINX Plus only: the
+    nginx the guide is tested with refuses it."""
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    make_certs(certs)
+    site = site_config(["127.0.0.1:1"], ["127.0.0.1:2"], free_port(), certs).replace(
+        "grpc_pass grpc://omni_grpc;\n    }",
+        "grpc_pass grpc://omni_grpc;\n        health_check type=grpc;\n    }",
+    )
+    assert "health_check type=grpc" in site
+    with pytest.raises(AssertionError, match='unknown directive "health_check"'):
+        Nginx(tmp_path / "nginx", site).start()

@@ -1,14 +1,16 @@
 // How a Node service uses the omni-grpc stubs (protobuf-es v2 + Connect):
 //
-//   node dist/client.js run [--addr HOST:PORT] [--protocol P] [--approve] [--abort-after N]
-//                           [--drop-after N] [--print-json] PROMPT
+//   node dist/client.js run [--addr HOST:PORT] [--protocol P] [--tls-ca FILE] [--approve]
+//                           [--abort-after N] [--drop-after N] [--print-json] [--print-ids] PROMPT
 //     --protocol grpc (HTTP/2, the gRPC port; the default), connect (proto),
-//     connect-json or grpc-web (HTTP/1.1, the HTTP port)
+//     connect-json or grpc-web (HTTP/1.1, the HTTP port); --tls-ca FILE: over TLS,
+//     trusting that CA (a load balancer's)
 //   node dist/client.js trace FILE.binpb   # print a trace written by `omni-grpc convert`
 //   node dist/client.js echo               # delimited OmniMessages: stdin -> parse -> stdout
 //
 // run prints the streamed assistant text on stdout and what happens around
 // it (session, tool calls, approvals, reconnects, abort) on stderr.
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { createClient } from "@connectrpc/connect";
 import type { Transport } from "@connectrpc/connect";
@@ -50,6 +52,8 @@ async function main(argv: string[]): Promise<void> {
       "drop-after": { type: "string", default: "0" },
       protocol: { type: "string", default: "grpc" },
       "print-json": { type: "boolean", default: false },
+      "print-ids": { type: "boolean", default: false },
+      "tls-ca": { type: "string" },
     },
   });
   if (positionals.length !== 1) {
@@ -57,11 +61,14 @@ async function main(argv: string[]): Promise<void> {
   }
   // snippet:start node-client
   // Connect's gRPC transport speaks HTTP/2 (h2c on loopback).
-  const transport = transportFor(values.protocol ?? "grpc", `http://${values.addr}`);
+  const ca = values["tls-ca"] === undefined ? undefined : readFileSync(values["tls-ca"]);
+  const baseUrl = `${ca === undefined ? "http" : "https"}://${values.addr}`;
+  const transport = transportFor(values.protocol ?? "grpc", baseUrl, ca);
   await runPrompt(createClient(AgentService, transport), positionals[0], {
   // snippet:end node-client
     approve: values.approve ?? false,
     printJson: values["print-json"] ?? false,
+    printIds: values["print-ids"] ?? false,
     abortAfter: Number(values["abort-after"]),
     dropAfter: Number(values["drop-after"]),
   });
@@ -74,16 +81,17 @@ async function main(argv: string[]): Promise<void> {
 // The server's message size limit (2 x the 64 MiB record limit + 1 MiB).
 const maxBytes = { readMaxBytes: 129 * 1024 * 1024, writeMaxBytes: 129 * 1024 * 1024 };
 
-function transportFor(protocol: string, baseUrl: string): Transport {
+function transportFor(protocol: string, baseUrl: string, ca?: Buffer): Transport {
+  const options = { baseUrl, ...maxBytes, ...(ca === undefined ? {} : { nodeOptions: { ca } }) };
   switch (protocol) {
     case "grpc":
-      return createGrpcTransport({ baseUrl, ...maxBytes });
+      return createGrpcTransport(options);
     case "connect":
-      return createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: true, ...maxBytes });
+      return createConnectTransport({ ...options, httpVersion: "1.1", useBinaryFormat: true });
     case "connect-json":
-      return createConnectTransport({ baseUrl, httpVersion: "1.1", useBinaryFormat: false, ...maxBytes });
+      return createConnectTransport({ ...options, httpVersion: "1.1", useBinaryFormat: false });
     case "grpc-web":
-      return createGrpcWebTransport({ baseUrl, httpVersion: "1.1", ...maxBytes });
+      return createGrpcWebTransport({ ...options, httpVersion: "1.1" });
   }
   throw new Error(`--protocol must be grpc, connect, connect-json or grpc-web, not ${protocol}`);
 }

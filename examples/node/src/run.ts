@@ -13,9 +13,31 @@ export interface RunOptions {
   abortAfter: number; // call Abort after this many responses (0: never)
   dropAfter: number; // drop the call after this many responses, then Attach
   printJson?: boolean; // print each message's exact JSON (include_json) instead of its text
+  printIds?: boolean; // print each response's event id instead of the text
 }
 
 const dropped = new Error("connection dropped on purpose");
+
+// Re-attaches in a row that bring nothing new before giving up.
+const maxAttempts = 8;
+
+// Tells a broken path from the server's answer. A proxy reports its
+// upstream's death as INTERNAL (nginx resets the stream: RST_STREAM
+// INTERNAL_ERROR), and having no upstream as UNAVAILABLE (502, 503, 504) or
+// UNKNOWN (another HTTP status); the server says UNAVAILABLE while its store
+// is away. Any other code is the server's answer, which a retry would not
+// change. Attach only reads, so retrying a server's own INTERNAL is harmless,
+// and maxAttempts ends a retry that keeps failing.
+export function resumable(err: unknown): boolean {
+  if (err === dropped) return true;
+  if (!(err instanceof ConnectError)) return false;
+  return err.code === Code.Unavailable || err.code === Code.Internal || err.code === Code.Unknown;
+}
+
+// Waits before the next attempt: not at all after the first break, then
+// 0.25 s doubling up to 4 s, so a replica restarting is not flooded.
+const pause = (failed: number): Promise<void> =>
+  new Promise((resolve) => setTimeout(resolve, failed === 0 ? 0 : Math.min(250 * 2 ** (failed - 1), 4000)));
 
 // Runs a prompt and follows the task to its end, re-attaching from the last
 // event id when the call breaks.
@@ -36,7 +58,9 @@ export async function runPrompt(
     if (!sessionId) console.error(`[session] ${r.sessionId}`);
     sessionId = r.sessionId;
     if (r.eventId) lastEventId = r.eventId;
+    if (options.printIds) process.stdout.write(`${r.eventId} ${r.kind.case}\n`);
     if (r.kind.case === "message") {
+      if (options.printIds) return false;
       if (options.printJson) process.stdout.write(`${r.json}\n`);
       else streamedText = print(r.kind.value, streamedText);
       return false;
@@ -101,16 +125,18 @@ export async function runPrompt(
     { prompt, approvalMode: mode, detachOnCancel: true, includeJson: options.printJson },
     { signal: call.signal },
   );
-  for (;;) {
+  for (let failed = 0; ; failed++) {
+    const before = received;
     try {
       await follow(stream, call, attached);
       return;
     } catch (err) {
-      const lost = err === dropped || ConnectError.from(err).code === Code.Unavailable;
+      if (received > before) failed = 0; // it got further: a later break starts the count again
       // After the task end an error is how the run ended, not a lost connection.
-      if (!lost || !sessionId || over) throw err;
+      if (!resumable(err) || !sessionId || over || failed === maxAttempts) throw err;
+      console.error(`[reconnect] attach after ${lastEventId}: ${(err as Error).message}`);
     }
-    console.error(`[reconnect] attach after ${lastEventId}`);
+    await pause(failed);
     options.dropAfter = 0;
     call = new AbortController();
     stream = client.attach(

@@ -1,6 +1,7 @@
 // Command omni-client shows how a Go service uses the omni-grpc stubs:
 //
-//	omni-client run [-addr HOST:PORT] [-approve] [-abort-after N] [-drop-after N] PROMPT
+//	omni-client run [-addr HOST:PORT] [-tls-ca FILE] [-approve] [-abort-after N] [-drop-after N]
+//	                [-print-ids] PROMPT
 //	omni-client trace FILE.binpb   # print a trace written by `omni-grpc convert`
 //	omni-client echo               # delimited OmniMessages: stdin -> parse -> stdout
 //
@@ -18,6 +19,7 @@ import (
 
 	omniv1 "github.com/omni-grpc/omni-grpc/generated/go/omni/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 )
 
 func main() {
@@ -55,6 +57,8 @@ func runCommand(args []string) error {
 	approve := fs.Bool("approve", false, "approve tool calls (runs in ASK approval mode)")
 	abortAfter := fs.Int("abort-after", 0, "call Abort after N responses")
 	dropAfter := fs.Int("drop-after", 0, "drop the connection after N responses, then Attach")
+	tlsCA := fs.String("tls-ca", "", "connect over TLS, trusting this CA file (a load balancer's)")
+	printIDs := fs.Bool("print-ids", false, "print each response's event id instead of the text")
 	_ = fs.Parse(args)
 	if fs.NArg() != 1 {
 		return fmt.Errorf("run needs exactly one PROMPT")
@@ -69,7 +73,15 @@ func runCommand(args []string) error {
 	// The server's message size limit (2 x the 64 MiB record limit + 1 MiB):
 	// a message at the record limit fits, with its JSON beside it.
 	const maxMessage = 129 << 20
-	conn, err := grpc.DialContext(dialCtx, *addr, grpc.WithInsecure(), grpc.WithBlock(),
+	security := grpc.WithInsecure()
+	if *tlsCA != "" {
+		creds, err := credentials.NewClientTLSFromFile(*tlsCA, "")
+		if err != nil {
+			return fmt.Errorf("-tls-ca: %w", err)
+		}
+		security = grpc.WithTransportCredentials(creds)
+	}
+	conn, err := grpc.DialContext(dialCtx, *addr, security, grpc.WithBlock(),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)))
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", *addr, err)
@@ -81,5 +93,6 @@ func runCommand(args []string) error {
 		approve: *approve, abortAfter: *abortAfter, dropAfter: *dropAfter,
 	}
 	// snippet:end go-dial
+	r.printIDs = *printIDs
 	return r.run(ctx, fs.Arg(0))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	omniv1 "github.com/omni-grpc/omni-grpc/generated/go/omni/v1"
 	"google.golang.org/grpc/codes"
@@ -23,8 +24,9 @@ type runner struct {
 	client     omniv1.AgentServiceClient
 	out, log   io.Writer
 	approve    bool
-	abortAfter int // call Abort after this many responses (0: never)
-	dropAfter  int // cancel the stream after this many responses, then Attach
+	abortAfter int  // call Abort after this many responses (0: never)
+	dropAfter  int  // cancel the stream after this many responses, then Attach
+	printIDs   bool // print each response's event id instead of the text
 
 	seen, lastEventID, sessionID string
 	received                     int
@@ -56,11 +58,14 @@ func (r *runner) run(ctx context.Context, prompt string) error {
 	err = r.follow(ctx, func() (response, error) { return stream.Recv() }, drop, false)
 	// Re-attach only to a task still going: after its task_state IDLE, an
 	// error is how the run ended (UNAVAILABLE too: a read-only data dir).
-	for !r.over && (errors.Is(err, errDropped) || status.Code(err) == codes.Unavailable) {
-		if r.sessionID == "" {
+	for failed := 0; !r.over && resumable(err); failed++ {
+		if r.sessionID == "" || failed == maxAttempts {
 			return err
 		}
-		fmt.Fprintf(r.log, "[reconnect] attach after %s\n", r.lastEventID)
+		if perr := pause(ctx, failed); perr != nil {
+			return perr
+		}
+		fmt.Fprintf(r.log, "[reconnect] attach after %s: %v\n", r.lastEventID, err)
 		r.dropAfter = 0
 		callCtx, drop = context.WithCancel(ctx)
 		defer drop()
@@ -68,15 +73,63 @@ func (r *runner) run(ctx context.Context, prompt string) error {
 			SessionId: r.sessionID, AfterEventId: r.lastEventID,
 		})
 		if aerr != nil {
-			return aerr
+			err = aerr
+			continue
 		}
+		before := r.received
 		err = r.follow(ctx, func() (response, error) { return attach.Recv() }, drop, true)
+		if r.received > before {
+			failed = -1 // it got further: a later break starts the count again
+		}
 	}
 	// snippet:end go-run
 	return err
 }
 
 var errDropped = errors.New("connection dropped on purpose")
+
+// maxAttempts bounds the re-attaches in a row that bring nothing new.
+const maxAttempts = 8
+
+// resumable tells a broken path from the server's answer. A proxy reports
+// its upstream's death as INTERNAL (nginx resets the stream: RST_STREAM
+// INTERNAL_ERROR), and having no upstream as UNAVAILABLE (502, 503, 504) or
+// UNKNOWN (another HTTP status); the server says UNAVAILABLE while its store
+// is away. Any other code is the server's answer, which a retry would not
+// change. Attach only reads, so retrying a server's own INTERNAL is harmless,
+// and maxAttempts ends a retry that keeps failing.
+func resumable(err error) bool {
+	if errors.Is(err, errDropped) {
+		return true
+	}
+	s, ok := status.FromError(err)
+	if !ok || err == nil {
+		return false
+	}
+	switch s.Code() {
+	case codes.Unavailable, codes.Internal, codes.Unknown:
+		return true
+	}
+	return false
+}
+
+// pause waits before the next attempt: not at all after the first break,
+// then 0.25 s doubling up to 4 s, so a replica restarting is not flooded.
+func pause(ctx context.Context, failed int) error {
+	if failed == 0 {
+		return nil
+	}
+	wait := 250 * time.Millisecond << (failed - 1)
+	if wait > 4*time.Second {
+		wait = 4 * time.Second
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(wait):
+		return nil
+	}
+}
 
 // follow handles responses until the stream ends, or (stopAtIdle, for an
 // Attach stream, which stays open across tasks) until the task is over.
@@ -125,8 +178,15 @@ func (r *runner) handle(ctx context.Context, resp response) (bool, error) {
 		r.lastEventID = id
 	}
 	if msg := resp.GetMessage(); msg != nil {
-		r.print(msg)
+		if r.printIDs {
+			fmt.Fprintf(r.out, "%s message\n", resp.GetEventId())
+		} else {
+			r.print(msg)
+		}
 		return false, nil
+	}
+	if r.printIDs {
+		fmt.Fprintf(r.out, "%s event\n", resp.GetEventId())
 	}
 	ev := resp.GetEvent()
 	switch {

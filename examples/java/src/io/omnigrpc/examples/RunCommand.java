@@ -51,6 +51,7 @@ final class RunCommand {
   private boolean aborting;
   private boolean streamedText;
   private boolean over; // the task_state IDLE closing the task arrived
+  private RuntimeException lost; // why the last call broke
 
   RunCommand(AgentServiceBlockingStub stub, Options options) {
     this.stub = stub;
@@ -69,8 +70,17 @@ final class RunCommand {
     // A Run call ends by itself after the task; its status tells a failed run
     // (the server could not write the trace) from a finished one.
     boolean attached = false;
+    int failed = 0;
+    int before = received;
     while (!follow(updates, call, attached)) {
-      System.err.println("[reconnect] attach after " + lastEventId);
+      // A break after new events starts the count of attempts again.
+      failed = received > before ? 0 : failed + 1;
+      if (failed == MAX_ATTEMPTS) {
+        throw lost;
+      }
+      pause(failed);
+      before = received;
+      System.err.println("[reconnect] attach after " + lastEventId + ": " + lost.getMessage());
       options.dropAfter = 0;
       AttachRequest attach =
           AttachRequest.newBuilder().setSessionId(sessionId).setAfterEventId(lastEventId).build();
@@ -99,6 +109,7 @@ final class RunCommand {
         received++;
         if (options.dropAfter > 0 && received == options.dropAfter) {
           call.cancel(null);
+          lost = new IllegalStateException("connection dropped on purpose");
           return false;
         }
         if (options.abortAfter > 0 && received == options.abortAfter) {
@@ -113,10 +124,39 @@ final class RunCommand {
       return true;
     } catch (StatusRuntimeException e) {
       // After the task end an error is how the run ended, not a lost connection.
-      if (e.getStatus().getCode() == Status.Code.UNAVAILABLE && !sessionId.isEmpty() && !over) {
+      if (resumable(e.getStatus().getCode()) && !sessionId.isEmpty() && !over) {
+        lost = e;
         return false;
       }
       throw e;
+    }
+  }
+
+  /** Re-attaches in a row that bring nothing new before giving up. */
+  private static final int MAX_ATTEMPTS = 8;
+
+  /**
+   * Tells a broken path from the server's answer. A proxy reports its upstream's death as
+   * INTERNAL (nginx resets the stream: RST_STREAM INTERNAL_ERROR), and having no upstream as
+   * UNAVAILABLE (502, 503, 504) or UNKNOWN (another HTTP status); the server says UNAVAILABLE
+   * while its store is away. Any other code is the server's answer, which a retry would not
+   * change. Attach only reads, so retrying a server's own INTERNAL is harmless, and MAX_ATTEMPTS
+   * ends a retry that keeps failing.
+   */
+  static boolean resumable(Status.Code code) {
+    return code == Status.Code.UNAVAILABLE || code == Status.Code.INTERNAL || code == Status.Code.UNKNOWN;
+  }
+
+  /** Waits before attempt `failed`: not after the first break, then 0.25 s doubling up to 4 s. */
+  private static void pause(int failed) {
+    if (failed == 0) {
+      return;
+    }
+    try {
+      Thread.sleep(Math.min(250L << (failed - 1), 4000L));
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted while waiting to re-attach", e);
     }
   }
 

@@ -174,10 +174,6 @@ async def sessions(address: str) -> list[pb.SessionInfo]:
 async def test_a_grpc_reader_slowed_past_the_window_is_told_and_never_ends_ok(
     serve: Serve, request: pytest.FixtureRequest
 ) -> None:
-    if "redis" in request.node.callspec.id:
-        # Known open problem: on Redis a gRPC reader stalled by HTTP/2 flow
-        # control holds the run (it does not end); left for the next round.
-        pytest.skip("a stalled gRPC reader on Redis holds the run: open")
     # A window of 64 KiB and a 30 MiB answer (far more than gRPC's buffers
     # hold): the reader holds the run back for the stall timeout, is let go,
     # and is cut off.

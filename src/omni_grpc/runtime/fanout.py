@@ -133,9 +133,11 @@ class Subscriber:
         self._queue.append(event)
         self._bytes += event.body.size
 
-    def cut_off(self, resync: HubEvent) -> None:
+    def cut_off(self, resync: HubEvent, then: HubEvent | None = None) -> None:
         """Drops the backlog this subscriber can no longer be served from:
-        ``resync`` (a seq newer than all of it) takes its place."""
+        ``resync`` (a seq at least as new as all of it) takes its place, and
+        ``then``, when given, the event newer than the resync that stays
+        queued behind it."""
         if self._closed:
             return
         self.cutoffs += 1
@@ -145,6 +147,9 @@ class Subscriber:
         # that has stopped holds the writer back once, not once per window.
         self._after = max(self._after or 0, resync.seq)
         self._append(resync)
+        if then is not None and then.seq > resync.seq:
+            self._after = max(self._after, then.seq)
+            self._append(then)
         self._wakeup.set()
         self._fanout.room_changed()
         if self._fanout.pressed_by is self:

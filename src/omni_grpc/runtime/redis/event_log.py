@@ -460,16 +460,23 @@ class RedisEventLog:
         # keeping evicted events alive for it.
         behind = self._fanout.deliver(event)
         behind.extend(s for s in self._fanout.overflowing() if s not in behind)
+        if not behind:
+            return
+        # The resync takes the id of the last event it stands for (the one
+        # before ``event``), and ``event`` follows it. The reader sees a
+        # backlog pass the window only once it has read the event that pushed
+        # it there, and any seq newer than that one may already belong to
+        # events on their way (the task end a Run call waits for among them):
+        # a resync that took one would silently skip them.
+        missed = event.prev if event.prev is not None else max(event.seq - 1, 0)
+        resync = HubEvent(
+            missed,
+            format_event_id(event.event_id.rsplit("-", 1)[0], missed),
+            bodies.resync_required_body(),
+            False,
+        )
         for sub in behind:
-            with unavailable_on_failure():
-                seq = await self._conn.commands.hincrby(self._meta, "next", 1)
-            resync = HubEvent(
-                seq,
-                format_event_id(event.event_id.rsplit("-", 1)[0], seq),
-                bodies.resync_required_body(),
-                False,
-            )
-            sub.cut_off(resync)
+            sub.cut_off(resync, then=event)
 
     async def close(self) -> None:
         self._closed = True

@@ -15,9 +15,11 @@ reference builders write them:
   calls and outputs, usage;
 * ``schema-heavy``: a session whose tool list carries large JSON Schemas.
 
-Each ``.binpb`` is written as ``omni-grpc convert --compress`` writes it
-(large records stored compressed, ``zlib_record``); each style's line also
-gives the size with every record plain (the default) and, for comparison, the JSONL
+Each ``.binpb`` is written as ``omni-grpc convert`` writes it by default
+(fidelity's long base64 as bytes, large tool lists compressed in the marked
+form); each style's line also gives the size as ``convert --plain`` writes
+it (every record its message, base64 as text), as ``convert --compress``
+does (every large record ``zlib_record``) and, for comparison, the JSONL
 gzipped whole (level 6), which no reader can stream record by record.
 
 Usage: python benchmarks/sizes.py [--schema-lines 5] [--tools 900] [--turns 40] [--seed 1]
@@ -242,33 +244,34 @@ def _times(lines: list[bytes]) -> str:
 
 
 def _convert_times(lines: list[bytes]) -> str:
-    """``omni-grpc convert``'s whole-trace functions, compressed against plain
-    records, best of 5 each."""
+    """``omni-grpc convert``'s whole-trace functions, the default form
+    against ``--plain``, best of 5 each (two rounds, the better ratio)."""
     text = b"".join(line + b"\n" for line in lines)
     ratios = []
     for _ in range(2):
-        packed, plain = io.BytesIO(), io.BytesIO()
-        jsonl_to_binpb(io.BytesIO(text), packed)
-        jsonl_to_binpb(io.BytesIO(text), plain, compress=False)
+        default, plain = io.BytesIO(), io.BytesIO()
+        jsonl_to_binpb(io.BytesIO(text), default)
+        jsonl_to_binpb(io.BytesIO(text), plain, plain=True)
 
-        def there(compress: bool) -> float:
+        def there(as_plain: bool) -> float:
             return best_seconds(
-                lambda: jsonl_to_binpb(io.BytesIO(text), io.BytesIO(), compress=compress), 5
+                lambda: jsonl_to_binpb(io.BytesIO(text), io.BytesIO(), plain=as_plain), 5
             )
 
         def back(data: bytes) -> float:
             return best_seconds(lambda: binpb_to_jsonl(io.BytesIO(data), io.BytesIO()), 5)
 
         ratios.append(
-            (there(True) / there(False), back(packed.getvalue()) / back(plain.getvalue()))
+            (there(False) / there(True), back(default.getvalue()) / back(plain.getvalue()))
         )
     to, fro = min(r[0] for r in ratios), min(r[1] for r in ratios)
-    return f"convert, compressed records against plain: to .binpb {to:.2f}x, back {fro:.2f}x"
+    return f"convert, default against --plain: to .binpb {to:.2f}x, back {fro:.2f}x"
 
 
-def sizes(lines: list[bytes], *, compress: bool = True) -> tuple[int, int]:
+def sizes(lines: list[bytes], **kw: bool) -> tuple[int, int]:
+    """The JSONL's size and the .binpb's, written with ``write_binpb(**kw)``."""
     sink = io.BytesIO()
-    write_binpb((parse_message(line) for line in lines), sink, compress=compress)
+    write_binpb((parse_message(line) for line in lines), sink, **kw)
     binpb = sink.getvalue()
     back = [serialize_message(r.message) for r in read_binpb(io.BytesIO(binpb))]
     assert back == lines, "the .binpb must give the JSONL back byte for byte"
@@ -289,21 +292,23 @@ def main() -> None:
 
     corpus = corpus_lines()
     jsonl, binpb = sizes(corpus)
-    _, plain = sizes(corpus, compress=False)
+    _, plain = sizes(corpus, plain=True)
+    _, packed = sizes(corpus, compress=True)
     print(f"conformance corpus: {len(corpus)} lines")
     print(
         f"  JSONL {jsonl:,} bytes, .binpb {binpb:,} bytes: {binpb / jsonl:.2f} of the JSONL "
-        f"(plain records {plain / jsonl:.2f})"
+        f"(--plain {plain / jsonl:.2f}, --compress {packed / jsonl:.2f})"
     )
     print(f"provider styles, {args.turns} turns each:")
     for style in STYLES:
         lines = style_lines(style, args.turns, args.seed)
         jsonl, binpb = sizes(lines)
-        _, plain = sizes(lines, compress=False)
+        _, plain = sizes(lines, plain=True)
+        _, packed = sizes(lines, compress=True)
         print(
             f"  {style:17} {len(lines):4} lines, JSONL {jsonl:>10,} B, .binpb {binpb:>10,} B: "
-            f"{binpb / jsonl:.3f} of the JSONL (plain records {plain / jsonl:.3f}, "
-            f"JSONL gzipped whole {_gzipped(lines) / jsonl:.3f})"
+            f"{binpb / jsonl:.3f} of the JSONL (--plain {plain / jsonl:.3f}, "
+            f"--compress {packed / jsonl:.3f}, JSONL gzipped whole {_gzipped(lines) / jsonl:.3f})"
         )
         print(f"  {'':17} {_times(lines)}")
         print(f"  {'':17} {_convert_times(lines)}")
@@ -311,12 +316,12 @@ def main() -> None:
     heavy = schema_heavy_lines(args.schema_lines, args.tools, args.seed)
     lines = [*corpus[:20], *heavy, *corpus[20:40]]
     jsonl, binpb = sizes(lines)
-    _, plain = sizes(lines, compress=False)
+    _, plain = sizes(lines, plain=True)
     mean = sum(map(len, heavy)) / len(heavy)
     print(f"schema-heavy trace: {len(lines)} lines, {len(heavy)} tool lists of {mean / 1e6:.1f} MB")
     print(
         f"  JSONL {jsonl:,} bytes, .binpb {binpb:,} bytes: {binpb / jsonl:.2f} of the JSONL "
-        f"(plain records {plain / jsonl:.2f})"
+        f"(--plain {plain / jsonl:.2f})"
     )
 
     messages = [parse_message(line) for line in heavy]

@@ -48,6 +48,9 @@ COMMAND_CONNECTIONS = 24
 READ_CONNECTIONS = 12
 BLOCKING_CONNECTIONS = 4
 HEALTH_CHECK_SECONDS = 10
+# The health probe's socket timeout, and how long its key lives.
+PROBE_TIMEOUT = 1.0
+PROBE_KEY_MS = 60_000
 # How long a caller waits for a free connection of a full pool: a queue, not
 # a refusal (each busy connection is freed within its socket timeout).
 POOL_WAIT = 20.0
@@ -62,14 +65,54 @@ _UNAVAILABLE = (
 )
 
 
+# Error replies that say Redis cannot serve writes now, whatever the command
+# (its first word), and what each means for an operator. Anything else is a
+# bug in a command of ours and stays an internal error.
+_REFUSALS = {
+    "OOM": "Redis is out of memory (maxmemory reached; the backend needs noeviction)",
+    "LOADING": "Redis is loading its data",
+    "MISCONF": "Redis cannot persist its data",
+    "READONLY": "Redis is a read-only replica",
+    "BUSY": "Redis is busy running a script",
+    "MASTERDOWN": "Redis lost its primary",
+    "NOREPLICAS": "Redis has too few replicas to accept writes",
+    "CLUSTERDOWN": "Redis Cluster is down",
+    "TRYAGAIN": "Redis asked to try again",
+}
+
+
+# redis-py strips the first word of the replies it has a class for.
+_CLASSES: tuple[tuple[type[Exception], str], ...] = (
+    (redis_errors.OutOfMemoryError, "OOM"),
+    (redis_errors.ReadOnlyError, "READONLY"),
+    (redis_errors.ClusterDownError, "CLUSTERDOWN"),
+    (redis_errors.MasterDownError, "MASTERDOWN"),
+    (redis_errors.TryAgainError, "TRYAGAIN"),
+)
+
+
+def refusal(exc: redis_errors.ResponseError) -> str | None:
+    """What an error reply means when it says Redis cannot serve now."""
+    text = str(exc)
+    word = next((w for cls, w in _CLASSES if isinstance(exc, cls)), None)
+    if word is None:
+        # A script's call refused inside it: "ERR ... OOM command not allowed".
+        first = text.split(" ", 1)[0]
+        word = "OOM" if "OOM command not allowed" in text else first
+    meaning = _REFUSALS.get(word)
+    return None if meaning is None else f"{meaning}: {text}"
+
+
 @contextlib.contextmanager
 def unavailable_on_failure() -> Iterator[None]:
-    """Redis being down (or still loading its AOF) becomes BackendUnavailable."""
+    """Redis being down, full or otherwise unable to serve becomes
+    BackendUnavailable (UNAVAILABLE, HTTP 503, health NOT_SERVING)."""
     try:
         yield
     except redis_errors.ResponseError as exc:
-        if "LOADING" in str(exc) or "MISCONF" in str(exc) or "READONLY" in str(exc):
-            raise BackendUnavailable(str(exc)) from exc
+        meaning = refusal(exc)
+        if meaning is not None:
+            raise BackendUnavailable(meaning) from exc
         raise
     except _UNAVAILABLE as exc:
         raise BackendUnavailable(
@@ -119,6 +162,9 @@ class RedisConnection:
         self.blocking: Any = _pool(
             url, BLOCKING_CONNECTIONS, socket_timeout=BLOCK_MS / 1000 + COMMAND_TIMEOUT, retries=0
         )
+        # The health probe's own connection, with a short timeout: it never
+        # queues behind the load on ``commands`` (see ``ping``).
+        self.probe: Any = _pool(url, 1, socket_timeout=PROBE_TIMEOUT, retries=0)
         # What else lives on this connection and ends with it (the stream
         # reader, ``stream_reader.streams_of``), closed first.
         self._closers: list[Callable[[], Awaitable[None]]] = []
@@ -133,13 +179,15 @@ class RedisConnection:
         return f"{self.prefix}{part}"
 
     async def ping(self) -> None:
+        """A write, not a PING: a Redis that answers but refuses writes (out
+        of memory, read-only, unable to persist) cannot serve a run either."""
         with unavailable_on_failure():
-            await self.commands.ping()
+            await self.probe.set(self.global_key("probe"), b"1", px=PROBE_KEY_MS)
 
     async def aclose(self) -> None:
         for closer in self._closers:
             await closer()
-        for client in (self.commands, self.reads, self.blocking):
+        for client in (self.commands, self.reads, self.blocking, self.probe):
             with contextlib.suppress(Exception):
                 await client.aclose()
                 await client.connection_pool.disconnect()

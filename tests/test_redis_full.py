@@ -95,9 +95,8 @@ REFUSING = [
 
 @pytest.mark.parametrize("error", REFUSING, ids=lambda e: str(e)[:16])
 def test_every_cannot_serve_reply_is_backend_unavailable(error: Exception) -> None:
-    with pytest.raises(BackendUnavailable):
-        with unavailable_on_failure():
-            raise error
+    with pytest.raises(BackendUnavailable), unavailable_on_failure():
+        raise error
 
 
 @given(st.text(min_size=1).filter(lambda t: "OOM command not allowed" not in t))
@@ -107,10 +106,8 @@ def test_other_error_replies_stay_errors_of_ours(text: str) -> None:
              "NOREPLICAS", "CLUSTERDOWN", "TRYAGAIN"}  # fmt: skip
     error = redis_errors.ResponseError(text)
     if text.split(" ", 1)[0] in words:
-        with pytest.raises(BackendUnavailable):
-            with unavailable_on_failure():
-                raise error
+        with pytest.raises(BackendUnavailable), unavailable_on_failure():
+            raise error
     else:
-        with pytest.raises(redis_errors.ResponseError):
-            with unavailable_on_failure():
-                raise error
+        with pytest.raises(redis_errors.ResponseError), unavailable_on_failure():
+            raise error

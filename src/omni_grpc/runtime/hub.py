@@ -104,6 +104,7 @@ class Hub:
             abort_grace=abort_grace,
         )
         self._runs = self.tasks.runs
+        self.recovery.local_runs = self.tasks.runs
         self.commands = Commands(self.backend, self._runs)
         self.new_sessions = NewSessions(self.backend, self.traces, self.recorder, self.limits)
         self.retention = Retention(

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -65,6 +65,9 @@ class Recovery:
         self.replica_id = replica_id
         # Closing attempts for runs whose end could not be published yet.
         self.pending_closes: set[asyncio.Task[None]] = set()
+        # The runs this process executes (``RunTasks.runs``, set by the hub):
+        # the sweep never takes over one of them.
+        self.local_runs: Mapping[str, Run] = {}
 
     async def restore(self) -> None:
         """Indexes the sessions recorded under the data dir (after a restart, or
@@ -220,11 +223,27 @@ class Recovery:
             await asyncio.sleep(self.backend.sweep_interval)
             try:
                 for session_id in await self.backend.leases.orphans():
+                    if await self._renewed_here(session_id):
+                        continue
                     await self.close_orphan(session_id)
             except BackendUnavailable:
                 continue
             except Exception:
                 log.exception("looking for orphaned runs failed")
+
+    async def _renewed_here(self, session_id: str) -> bool:
+        """An orphan this process still runs is one whose renewal came late
+        (a loaded replica): it is renewed, not fenced by its own sweep. The
+        renewal is refused if another replica took the run over meanwhile."""
+        run = self.local_runs.get(session_id)
+        if run is None or run.lost:
+            return False
+        renewed = await self.backend.leases.renew(run.lease)
+        if renewed is None:
+            return False
+        log.warning("session %s: the run lease was renewed late; renewed by the sweep", session_id)
+        run.lease = renewed
+        return True
 
     async def close_orphan(self, session_id: str) -> None:
         """Closes a run whose owner died: as an abort would, from the log and

@@ -47,8 +47,16 @@ log = logging.getLogger(__name__)
 BACKEND_LOST_REASON = "the session store became unavailable"
 # Recorded (once the storage works again) to close a run stopped by it.
 UNRECORDED_REASON = "the trace could not be written; the server stopped the run"
-# Seconds between pings of a shared backend (health follows it).
+# Seconds between probes of a shared backend (health follows it), and the
+# most one probe may take, connecting included: a backend that answers
+# nothing (paused, or a host gone without a reset) fails its probe then.
 BACKEND_PING_SECONDS = 1.0
+BACKEND_PROBE_TIMEOUT = 1.0
+# So health is NOT_SERVING at most this long after the backend stops
+# answering (docs/deployment.md, tests/test_health_under_load.py). The probe
+# has its own connection and this loop its own timer, so neither queues
+# behind the runs a loaded replica serves.
+BACKEND_HEALTH_BOUND = BACKEND_PING_SECONDS + BACKEND_PROBE_TIMEOUT
 # Idle logs are looked for this often (memory is freed on a timer, not only
 # when the next request happens to come).
 RECLAIM_EVERY = 60.0
@@ -206,7 +214,12 @@ class Recovery:
         """Health follows the shared backend: NOT_SERVING while it is down."""
         while True:
             try:
-                await self.backend.ping()
+                try:
+                    await asyncio.wait_for(self.backend.ping(), BACKEND_PROBE_TIMEOUT)
+                except TimeoutError as exc:
+                    raise BackendUnavailable(
+                        f"no answer within {BACKEND_PROBE_TIMEOUT:g} s"
+                    ) from exc
             except BackendUnavailable as exc:
                 if self.health.problem(BACKEND) is None:
                     log.error("the session store is unreachable: %s", exc.detail)

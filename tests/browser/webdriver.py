@@ -98,6 +98,11 @@ class Browser:
                 raise AssertionError(f"timed out waiting for: {script}\npage: {page}")
             await asyncio.sleep(0.1)
 
+    async def console(self) -> list[dict[str, Any]]:
+        """The page's console entries since the last call (level, message)."""
+        entries: list[dict[str, Any]] = await self._call("POST", "/se/log", {"type": "browser"})
+        return entries
+
     async def screenshot(self) -> bytes:
         return base64.b64decode(await self._call("GET", "/screenshot"))
 
@@ -125,6 +130,8 @@ async def chromium() -> AsyncIterator[Browser]:
                     "binary": binary,
                     "args": [*CHROMIUM_ARGS, f"--user-data-dir={profile}"],
                 },
+                # Keeps the console's entries for Browser.console().
+                "goog:loggingPrefs": {"browser": "ALL"},
             }
             r = await http.post("/session", json={"capabilities": {"alwaysMatch": caps}})
             assert r.status_code == 200, r.text

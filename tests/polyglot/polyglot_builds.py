@@ -1,4 +1,4 @@
-"""Builds the Go, Java and Node examples once per source state.
+"""Builds the Go, Java, Node and browser examples once per source state.
 
 Each build lands in ``.cache/polyglot/<lang>-<hash>``, where the hash covers
 every input (example sources, generated stubs, lock files, tool versions), so
@@ -152,3 +152,24 @@ def build_node() -> list[str]:
     )
     out = _cached_build("node", key, lambda out: _run([str(src / "build.sh"), str(out)], src))
     return ["node", str(out / "dist" / "client.js")]
+
+
+@functools.cache
+def build_browser() -> Path:
+    """The browser example's built page: a directory holding index.html and app.js."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        missing_toolchain("Node.js and npm")
+    src = EXAMPLES / "browser"
+    key = _hash(
+        [
+            # src/gen links to generated/ts, hashed once under its own name.
+            *_files(src / "src", GENERATED / "ts", exclude=["gen"]),
+            *(
+                src / name
+                for name in ("build.sh", "index.html", "package.json", "package-lock.json")
+            ),
+            src / "tsconfig.json",
+        ],
+        _version("node", "--version"),
+    )
+    return _cached_build("browser", key, lambda out: _run([str(src / "build.sh"), str(out)], src))

@@ -45,6 +45,9 @@ export function connectAgent(protocol: Protocol, baseUrl: string, token: string)
 // What a followed run tells the page, as it happens.
 export interface RunEvents {
   session(id: string): void;
+  // Every event as it arrives (messages, approval requests, task states): the
+  // id a re-attach resumes after.
+  event(eventId: string): void;
   // A whole or partial message; json is its exact trace line (include_json).
   message(m: OmniMessage, json: string, eventId: string): void;
   // A tool call waits for Approve. Sent again after a re-attach while it still waits.
@@ -83,7 +86,10 @@ export async function followRun(
   const handle = (r: RunResponse | AttachResponse): boolean => {
     if (!sessionId) events.session(r.sessionId);
     sessionId = r.sessionId;
-    if (r.eventId) lastEventId = r.eventId;
+    if (r.eventId) {
+      lastEventId = r.eventId;
+      events.event(r.eventId);
+    }
     attempts = 0;
     if (r.kind.case === "message") {
       events.message(r.kind.value, r.json, r.eventId);

@@ -129,6 +129,9 @@ $<HTMLFormElement>("run").addEventListener("submit", async (e) => {
           sessionId = id;
           body.session = id;
         },
+        event(eventId) {
+          body.lastEvent = eventId;
+        },
         message(m, json, eventId) {
           // Partial messages stream the text; no trace records them.
           if (!m.payload.case?.startsWith("partial")) window.omniReceived.push({ eventId, json });

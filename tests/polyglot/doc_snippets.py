@@ -1,5 +1,5 @@
-"""Keeps the code in docs/polyglot.md and the README identical to the
-examples the tests run.
+"""Keeps the code in docs/polyglot.md, docs/connect.md (the browser example)
+and the README identical to the examples the tests run.
 
 Example sources mark regions with ``snippet:start NAME`` / ``snippet:end NAME``
 comments. In the doc, a ``<!-- snippet: PATH#NAME -->`` line is followed by a
@@ -16,6 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "polyglot.md"
+CONNECT_DOC = ROOT / "docs" / "connect.md"
 README = ROOT / "README.md"
 _REGION = re.compile(r"^[ \t]*(?://|#) snippet:(start|end) (\S+)[ \t]*$")
 _BLOCK = re.compile(r"<!-- snippet: (\S+)#(\S+) -->\n```(\w*)\n(.*?)```\n", re.DOTALL)
@@ -56,6 +57,6 @@ def referenced(doc: str) -> set[tuple[str, str]]:
 
 
 if __name__ == "__main__":
-    for doc in (DOC, README):
+    for doc in (DOC, CONNECT_DOC, README):
         doc.write_text(rendered(doc.read_text()))
     sys.exit(0)

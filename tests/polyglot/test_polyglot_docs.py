@@ -1,9 +1,9 @@
-"""docs/polyglot.md and the README show the very code the polyglot tests
-build and run."""
+"""docs/polyglot.md, docs/connect.md and the README show the very code the
+polyglot and browser tests build and run."""
 
 from __future__ import annotations
 
-from polyglot.doc_snippets import DOC, README, ROOT, referenced, regions, rendered
+from polyglot.doc_snippets import CONNECT_DOC, DOC, README, ROOT, referenced, regions, rendered
 
 SOURCES = [
     p
@@ -37,3 +37,13 @@ def test_readme_snippets_match_the_example_sources() -> None:
     }
     fix = "run python tests/polyglot/doc_snippets.py"
     assert readme == rendered(readme), f"README.md drifted from examples/: {fix}"
+
+
+def test_the_browser_example_in_connect_md_is_its_source() -> None:
+    sources = sorted((ROOT / "examples" / "browser" / "src").glob("*.ts"))
+    marked = {(str(path.relative_to(ROOT)), name) for path in sources for name in regions(path)}
+    assert marked, "no snippet regions found in examples/browser"
+    doc = CONNECT_DOC.read_text()
+    assert marked == referenced(doc)
+    fix = "run python tests/polyglot/doc_snippets.py"
+    assert doc == rendered(doc), f"docs/connect.md drifted from examples/browser: {fix}"

@@ -173,3 +173,101 @@ def build_browser() -> Path:
         _version("node", "--version"),
     )
     return _cached_build("browser", key, lambda out: _run([str(src / "build.sh"), str(out)], src))
+
+
+# Readers built from the generated stubs and the protobuf runtime alone (no
+# example helper code), as a third party would write them: what a default
+# .binpb looks like to a reader that knows nothing of this project's framing.
+STUBONLY = Path(__file__).parent / "stubonly"
+
+
+@functools.cache
+def build_stubonly_go() -> Path:
+    go = shutil.which("go")
+    if go is None or not (GOCODE / "google.golang.org/grpc").is_dir():
+        missing_toolchain("Go with Debian's golang-google-grpc-dev")
+    key = _hash([STUBONLY / "reader.go", *_files(GENERATED / "go")], _version("go", "version"))
+    env = {
+        **os.environ,
+        "GOFLAGS": "-mod=vendor",
+        "GOPROXY": "off",
+        "GOCACHE": str(CACHE / "gocache"),
+    }
+
+    def build(out: Path) -> None:
+        # The same offline vendoring as examples/go/vendor.sh, for a module
+        # of its own: Debian's Go packages and the generated stubs, linked.
+        mod = out / "mod"
+        vendor = mod / "vendor"
+        (vendor / "github.com/omni-grpc/omni-grpc/generated").mkdir(parents=True)
+        for pkg in (
+            "google.golang.org/grpc",
+            "google.golang.org/protobuf",
+            "google.golang.org/genproto",
+            "github.com/golang/protobuf",
+            "golang.org/x/net",
+            "golang.org/x/sys",
+            "golang.org/x/text",
+        ):
+            (vendor / pkg).parent.mkdir(parents=True, exist_ok=True)
+            (vendor / pkg).symlink_to(GOCODE / pkg)
+        (vendor / "github.com/omni-grpc/omni-grpc/generated/go").symlink_to(GENERATED / "go")
+        generated = "github.com/omni-grpc/omni-grpc/generated/go"
+        (mod / "go.mod").write_text(
+            "module stubonly\n\ngo 1.19\n\nrequire (\n"
+            f"\t{generated} v0.0.0\n\tgoogle.golang.org/protobuf v1.28.1\n)\n\n"
+            f"replace {generated} => {GENERATED / 'go'}\n"
+        )
+        (vendor / "modules.txt").write_text(
+            f"# {generated} v0.0.0 => {GENERATED / 'go'}\n## explicit\n"
+            "# google.golang.org/grpc v1.33.3\n"
+            "# google.golang.org/protobuf v1.28.1\n## explicit\n"
+            "# google.golang.org/genproto v0.0.0\n# github.com/golang/protobuf v1.5.2\n"
+            "# golang.org/x/net v0.7.0\n# golang.org/x/sys v0.5.0\n# golang.org/x/text v0.7.0\n"
+            f"# {generated} => {GENERATED / 'go'}\n"
+        )
+        shutil.copy(STUBONLY / "reader.go", mod / "main.go")
+        _run(["go", "build", "-o", str(out / "reader"), "."], mod, env)
+
+    return _cached_build("stubonly-go", key, build) / "reader"
+
+
+@functools.cache
+def build_stubonly_java() -> list[str]:
+    """The command that runs StubOnlyReader, compiled against the generated
+    stubs' classes alone."""
+    if shutil.which("javac") is None or not (JAVA_JARS / "protobuf.jar").exists():
+        missing_toolchain("a JDK (javac) with Debian's libprotobuf-java")
+    examples = build_java()  # its classes dir holds the compiled stubs
+    classpath = examples[examples.index("-cp") + 1]
+    stubs = _files(GENERATED / "java")
+    key = _hash([STUBONLY / "StubOnlyReader.java", *stubs], _version("javac", "-version"))
+
+    def build(out: Path) -> None:
+        (out / "classes").mkdir()
+        _run(
+            [
+                "javac",
+                "-nowarn",
+                "-encoding",
+                "UTF-8",
+                "-d",
+                str(out / "classes"),
+                "-cp",
+                classpath,
+                str(STUBONLY / "StubOnlyReader.java"),
+            ],
+            out,
+        )
+
+    out = _cached_build("stubonly-java", key, build)
+    return ["java", "-cp", f"{out / 'classes'}:{classpath}", "StubOnlyReader"]
+
+
+@functools.cache
+def build_stubonly_node() -> list[str]:
+    """The command that runs reader.mjs beside the compiled stubs."""
+    client = build_node()  # compiles the stubs (dist/gen) and links node_modules
+    out = Path(client[-1]).parents[1]
+    shutil.copy(STUBONLY / "reader.mjs", out / "stubonly-reader.mjs")
+    return ["node", str(out / "stubonly-reader.mjs")]

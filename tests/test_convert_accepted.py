@@ -11,7 +11,11 @@ and on the pure path:
   back byte for byte;
 * the message's wire bytes give that line too (what ``.binpb`` stores);
 * parsing that line gives the identical message (proto -> JSON -> proto);
-* the trace validator reads the record (it is not called malformed).
+* the trace validator reads the record (it is not called malformed);
+* its ``.binpb`` record as ``omni-grpc convert`` writes it by default
+  (fidelity's long base64 as bytes, large tool lists in the marked form),
+  and with ``--plain``, reads back to that line and that message, and the
+  batch converter writes the same record (issue 28: the default form).
 
 A line the parser refuses must be refused by both paths alike (the
 differential tests in test_convert_native.py check the error text).
@@ -19,6 +23,8 @@ differential tests in test_convert_native.py check the error text).
 
 from __future__ import annotations
 
+import base64
+import io
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,13 +33,17 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from google.protobuf.internal.decoder import _DecodeVarint
+from hypothesis import HealthCheck, find, given, settings
 from hypothesis import strategies as st
-from test_convert_properties import envelopes, json_values, strings
+from test_convert_properties import envelopes, json_values, objects, strings
 
 from omni_grpc.convert import ConversionError, _message, parse_message, serialize_message
 from omni_grpc.convert import _jsontext as jt
+from omni_grpc.convert._schema import ENVELOPE_TYPE_OF_ARM, PAYLOADS
 from omni_grpc.trace import convert as trace_convert
+from omni_grpc.trace import read_binpb
+from omni_grpc.trace.binpb import MARK, encode_frame
 from omni_grpc.trace.records import TraceRecord
 from omni_grpc.trace.validate import validate_records
 from omni_grpc_proto.omni.v1 import omni_pb2
@@ -72,7 +82,15 @@ def accepted_converts_back(line: bytes) -> tuple[str, Any]:
     assert again == msg
     issues = list(validate_records([TraceRecord(1, msg)], trace=False))
     assert all(issue.code != "malformed" for issue in issues)
-    return "ok", wire(msg)
+    frame = encode_frame(msg)  # the default .binpb form
+    for written in (frame, encode_frame(msg, plain=True)):
+        (record,) = read_binpb(io.BytesIO(written))
+        assert serialize_message(record.message) == expected
+        assert wire(record.message) == wire(msg)
+    batch = io.BytesIO()
+    trace_convert.jsonl_to_binpb(io.BytesIO(expected + b"\n"), batch)
+    assert batch.getvalue() == frame
+    return "ok", wire(msg), frame
 
 
 def check_both_paths(line: bytes) -> None:
@@ -154,6 +172,91 @@ def test_odd_shapes_convert_back_or_are_refused(obj: dict[str, Any]) -> None:
 @given(envelopes() | odd_envelopes(), st.randoms(use_true_random=False))
 def test_other_spellings_convert_back(obj: dict[str, Any], rng: random.Random) -> None:
     check_both_paths(respelled(obj, rng).encode())
+
+
+# ---- the default .binpb form ---------------------------------------------------
+
+FIDELITY_SPECS = [p for p in PAYLOADS if any(f.key == "fidelity" for f in p.fields)]
+TOOL_LIST = next(p for p in PAYLOADS if p.arm == "tool_list_ready")
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+# Canonical base64 long enough to be stored as bytes, and near misses that
+# must stay text: URL-safe, unpadded, padding bits set, short, a line break.
+base64_texts = st.one_of(
+    st.binary(min_size=96, max_size=400).map(_b64),
+    st.binary(min_size=96, max_size=400).map(lambda b: _b64(b).replace("+", "-").replace("/", "_")),
+    st.binary(min_size=97, max_size=400).map(lambda b: _b64(b).rstrip("=")),
+    st.binary(min_size=97, max_size=400)
+    .filter(lambda b: len(b) % 3 == 1)
+    .map(lambda b: _b64(b)[:-3] + "B=="),
+    st.binary(min_size=1, max_size=95).map(_b64),
+    st.binary(min_size=96, max_size=200).map(lambda b: _b64(b)[:76] + "\n" + _b64(b)[76:]),
+)
+fidelity_values = st.recursive(
+    base64_texts | json_values,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(strings, inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@st.composite
+def default_form_envelopes(draw: st.DrawFn) -> dict[str, Any]:
+    """Lines a default .binpb stores differently: fidelity holding base64
+    (top level, nested, in lists, under keys that need pointer escapes), and
+    tool lists large enough to be stored in the marked form."""
+    spec = draw(st.sampled_from([*FIDELITY_SPECS, TOOL_LIST]))
+    payload = draw(objects(spec))
+    if spec is TOOL_LIST:
+        tool = {"name": "t", "description": "d " * 40, "parameters": draw(json_values)}
+        tools = payload.get("tools")
+        payload["tools"] = [
+            *(tools if isinstance(tools, list) else []),
+            *[tool] * draw(st.integers(1, 6)),
+        ]
+    else:
+        keys = strings | st.sampled_from(["encrypted_content", "signature", "a/b", "~0", ""])
+        fidelity = draw(st.dictionaries(keys, fidelity_values, min_size=1, max_size=4))
+        old = payload.get("fidelity")
+        if isinstance(old, dict) and draw(st.booleans()):
+            fidelity = {**old, **fidelity}
+        payload["fidelity"] = fidelity
+    items = [("timestamp", draw(strings)), ("type", ENVELOPE_TYPE_OF_ARM[str(spec.arm)])]
+    items.append(("payload", payload))
+    if draw(st.integers(0, 4)) == 0:
+        items = draw(st.permutations(items))
+    return dict(items)
+
+
+@PROFILE
+@given(default_form_envelopes(), st.randoms(use_true_random=False))
+def test_default_form_lines_convert_back(obj: dict[str, Any], rng: random.Random) -> None:
+    check_both_paths(jt.dump_value(obj).encode())
+    check_both_paths(respelled(obj, rng).encode())
+
+
+def stored_form(obj: dict[str, Any]) -> str:
+    """How a default .binpb stores the line: "marked", "base64" or "plain"."""
+    try:
+        frame = encode_frame(parse_message(jt.dump_value(obj).encode()))
+    except ConversionError:
+        return "refused"
+    _, start = _DecodeVarint(frame, 0)
+    body = frame[start:]
+    if body[:1] == MARK:
+        return "marked"
+    return "base64" if omni_pb2.OmniMessage.FromString(body).base64_values else "plain"
+
+
+@pytest.mark.parametrize("form", ["marked", "base64", "plain"])
+def test_the_default_form_strategy_reaches(form: str) -> None:
+    """The strategy above makes records of each stored form, so the property
+    over it is not vacuous."""
+    found = find(default_form_envelopes(), lambda obj: stored_form(obj) == form)
+    assert stored_form(found) == form
 
 
 def corpus_lines() -> list[bytes]:

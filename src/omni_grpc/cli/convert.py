@@ -60,7 +60,8 @@ def register(subparsers: Any) -> None:
         action=argparse.BooleanOptionalAction,
         default=False,
         help="store each large .binpb record compressed (zlib_record) when that is smaller; "
-        "only readers that inflate zlib_record can read such a file (default: none compressed)",
+        "only readers that inflate zlib_record can read such a file (default: only large "
+        "tool lists, in the marked form)",
     )
     parser.add_argument(
         "--plain",

@@ -11,6 +11,7 @@ type, no hints) convert both ways with identical protobuf bytes.
 
 from __future__ import annotations
 
+import base64
 import io
 import subprocess
 import sys
@@ -231,6 +232,7 @@ def js_edit(line: str, key: str, value: object) -> str:
 
 
 P = f'{{{T},"type":"model_msg","payload":'
+B64 = base64.b64encode(bytes(range(200))).decode()  # stored as bytes by default
 # (name, line, key, value, op, what we write, whether that is what JavaScript writes)
 PLACEMENTS = [
     (
@@ -263,6 +265,29 @@ PLACEMENTS = [
         "set-stop-reason=1",
         P + '{"fidelity":{"phase":"a"},"type":"text","role":"assistant","text":"x",'
         '"stop_reason":"completed"}}',
+        True,
+    ),
+    (
+        # the default .binpb form: the blob is base64_values, "" in the Struct
+        "fidelity-with-base64-as-bytes",
+        P + '{"type":"thinking","role":"assistant","thinking":"","stop_reason":"completed",'
+        f'"fidelity":{{"id":"rs_1","encrypted_content":"{B64}"}}}}}}',
+        "enc",
+        "go",
+        'set-fidelity=enc="go"',
+        P + '{"type":"thinking","role":"assistant","thinking":"","stop_reason":"completed",'
+        f'"fidelity":{{"id":"rs_1","encrypted_content":"{B64}","enc":"go"}}}}}}',
+        True,
+    ),
+    (
+        "base64-as-bytes-edited",  # an edit of the value itself wins over its hint
+        P + '{"type":"thinking","role":"assistant","thinking":"","stop_reason":"completed",'
+        f'"fidelity":{{"id":"rs_1","encrypted_content":"{B64}"}}}}}}',
+        "encrypted_content",
+        "go",
+        'set-fidelity=encrypted_content="go"',
+        P + '{"type":"thinking","role":"assistant","thinking":"","stop_reason":"completed",'
+        '"fidelity":{"id":"rs_1","encrypted_content":"go"}}}',
         True,
     ),
     (
@@ -326,6 +351,8 @@ def test_an_added_key_goes_where_the_rule_says_in_go_and_java(
     place there, which JavaScript's differs from."""
     line, record = _placement_source(line)
     assert serialize_message(parse_message(line)).decode() == line
+    if B64 in line:  # the record is in the default form Go and Java read
+        assert B64.encode() not in record and b"/payload/fidelity/encrypted_content" in record
     assert edited_by([str(go_build.edit)], [op], record) == [after]
     assert edited_by([*build_java(), "edit"], [op], record) == [after]
     javascript = js_edit(line, key, value)

@@ -462,6 +462,34 @@ def test_compressed_records_agree() -> None:
         convert_both(binpb_outcome(bytes(cut), rng.choice([400, 64 * 1024 * 1024])))
 
 
+def test_default_form_records_agree() -> None:
+    """The default .binpb form (fidelity's long base64 as base64_values, tool
+    lists in the marked form), from JSONL and back, and mutated: the same
+    frames, lines and errors on both paths (issue 28)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    from fuzz import default_form
+    from sizes import STYLES, style_lines
+
+    lines = [line for style in STYLES for line in style_lines(style, 2, 5)]
+    lines += default_form.LINES
+    text = b"\n".join(lines) + b"\n"
+    convert_both(jsonl_outcome(text, False, 64 * 1024 * 1024))
+    sink = io.BytesIO()
+    trace_convert.jsonl_to_binpb(io.BytesIO(text), sink)
+    data = sink.getvalue()
+    convert_both(binpb_outcome(data))
+    for seed in default_form.frames().values():
+        convert_both(binpb_outcome(seed))
+    rng = random.Random(13)
+    for _ in range(200):
+        cut = bytearray(data)
+        for _ in range(rng.randrange(1, 4)):
+            cut[rng.randrange(len(cut))] = rng.randrange(256)
+        convert_both(binpb_outcome(bytes(cut), rng.choice([400, 64 * 1024 * 1024])))
+
+
 def test_repeated_singular_fields_agree() -> None:
     """Wire bytes that set a field twice (protobuf merges them: the last
     scalar wins, messages merge), inside the payload and in the envelope."""

@@ -93,6 +93,11 @@ def write_seeds(into: Path) -> int:
     from omni_grpc.convert import ConversionError, parse_message
     from omni_grpc.trace import encode_frame
 
+    if __package__:
+        from . import default_form
+    else:  # run as a script: this folder is first on sys.path
+        import default_form
+
     into.mkdir(parents=True, exist_ok=True)
     count = 0
 
@@ -118,6 +123,11 @@ def write_seeds(into: Path) -> int:
         put(f"binpb-{n}", frames[:16384])
     for n, line in enumerate(ODD_LINES):
         put(f"odd-{n}", line)
+    # The default .binpb form: base64 stored as bytes, tool lists marked.
+    for n, line in enumerate(default_form.LINES):
+        put(f"default-form-{n}", line)
+    for name, data in default_form.frames().items():
+        put(name, data)
     return count
 
 

@@ -18,6 +18,8 @@ import pytest
 from omni_grpc.convert import parse_message
 from omni_grpc.trace import write_binpb
 
+from . import default_form
+
 HERE = Path(__file__).parent
 CORPUS = HERE.parent / "conformance"
 RUNS = 20_000
@@ -49,6 +51,11 @@ def seeds(into: Path) -> None:
     # never writes, a tool schema and fidelity holding them.
     for n, line in enumerate(ODD_LINES):
         (into / f"odd-{n}").write_bytes(line)
+    # The default .binpb form: base64 stored as bytes, tool lists marked.
+    for n, line in enumerate(default_form.LINES):
+        (into / f"default-form-{n}").write_bytes(line)
+    for name, data in default_form.frames().items():
+        (into / name).write_bytes(data)
 
 
 ODD_LINES = [

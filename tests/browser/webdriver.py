@@ -117,12 +117,17 @@ async def chromium() -> AsyncIterator[Browser]:
     )
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
-            for _ in range(100):
+            # chromedriver can take many seconds to listen on a loaded machine: wait for
+            # its readiness (bounded only against a hang), and say so if it never comes.
+            deadline = asyncio.get_running_loop().time() + 60
+            while True:
                 try:
                     if (await http.get("/status")).json()["value"]["ready"]:
                         break
                 except httpx.TransportError:
                     pass
+                assert proc.poll() is None, f"chromedriver exited with {proc.returncode}"
+                assert asyncio.get_running_loop().time() < deadline, "chromedriver never ready"
                 await asyncio.sleep(0.1)
             caps = {
                 "browserName": "chrome",

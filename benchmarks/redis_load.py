@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import collections
 import itertools
+import os
 import sys
 import tempfile
 import time
@@ -46,6 +47,29 @@ class Tally:
     peak_clients: int = 0
     peak_blocked: int = 0
     missed_samples: int = 0
+    # Seconds from each Run's call to its first event, and to its end.
+    first: list[float] = field(default_factory=list)
+    whole: list[float] = field(default_factory=list)
+
+
+# One detail per failing status, for the report.
+DETAILS: dict[str, str] = {}
+
+# A run not ended by then is counted as hung (a failure), not waited for.
+RUN_DEADLINE = 120.0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a live process (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def kind_of(response: pb.RunResponse) -> str:
@@ -54,27 +78,44 @@ def kind_of(response: pb.RunResponse) -> str:
     return str(response.event.WhichOneof("kind"))
 
 
-async def one_run(stub: agent_service_pb2_grpc.AgentServiceStub) -> tuple[str, list[str], bool]:
-    """(status, kinds seen, ids strictly increasing)."""
+async def one_run(
+    stub: agent_service_pb2_grpc.AgentServiceStub,
+) -> tuple[str, list[str], bool, float, float]:
+    """(status, kinds seen, ids strictly increasing, seconds to the first
+    event, seconds to the end)."""
     kinds: list[str] = []
     last = -1
     ordered = True
+    start = time.monotonic()
+    first = float("nan")
+
+    async def read() -> str:
+        nonlocal last, ordered, first
+        try:
+            async for response in stub.Run(pb.RunRequest(prompt="load")):
+                if not kinds:
+                    first = time.monotonic() - start
+                seq = int(response.event_id.rsplit("-", 1)[1])
+                ordered = ordered and seq > last
+                last = seq
+                kinds.append(kind_of(response))
+                ev = response.event
+                if (
+                    response.WhichOneof("kind") == "event"
+                    and ev.WhichOneof("kind") == "task_state"
+                    and ev.task_state.state == pb.SESSION_STATE_IDLE
+                ):
+                    return "OK"
+        except grpc.aio.AioRpcError as exc:
+            DETAILS.setdefault(exc.code().name, str(exc.details()))
+            return str(exc.code().name)
+        return "ENDED_EARLY"
+
     try:
-        async for response in stub.Run(pb.RunRequest(prompt="load")):
-            seq = int(response.event_id.rsplit("-", 1)[1])
-            ordered = ordered and seq > last
-            last = seq
-            kinds.append(kind_of(response))
-            ev = response.event
-            if (
-                response.WhichOneof("kind") == "event"
-                and ev.WhichOneof("kind") == "task_state"
-                and ev.task_state.state == pb.SESSION_STATE_IDLE
-            ):
-                return "OK", kinds, ordered
-    except grpc.aio.AioRpcError as exc:
-        return exc.code().name, kinds, ordered
-    return "ENDED_EARLY", kinds, ordered
+        status = await asyncio.wait_for(read(), RUN_DEADLINE)
+    except TimeoutError:
+        status = "HUNG"
+    return status, kinds, ordered, first, time.monotonic() - start
 
 
 async def load(
@@ -83,12 +124,15 @@ async def load(
     tally = Tally()
     channels = [grpc.aio.insecure_channel(a) for a in addresses]
     stubs = [agent_service_pb2_grpc.AgentServiceStub(c) for c in channels]
-    _, expected, _ = await one_run(stubs[0])
+    _, expected, _, _, _ = await one_run(stubs[0])
     end = time.monotonic() + seconds
 
-    def account(result: tuple[str, list[str], bool]) -> None:
-        status, kinds, ordered = result
+    def account(result: tuple[str, list[str], bool, float, float]) -> None:
+        status, kinds, ordered, first, whole = result
         tally.runs += 1
+        if first == first:  # not NaN: the run saw an event
+            tally.first.append(first)
+        tally.whole.append(whole)
         tally.events += len(kinds)
         if status != "OK":
             tally.failed[status] += 1
@@ -143,7 +187,9 @@ async def load(
 
 def run_case(
     backend: str, replicas: int, args: argparse.Namespace, workdir: Path
-) -> tuple[Tally, float]:
+) -> tuple[Tally, float, float, float]:
+    """The tally, the seconds it took, and the CPU seconds the replicas and
+    redis-server spent (where the time goes on a shared machine)."""
     data = workdir / f"{backend}-{replicas}"
     data.mkdir()
     redis_proc = None
@@ -159,7 +205,10 @@ def run_case(
         tally = asyncio.run(
             load([s.address for s in servers], args.sessions, args.rate, args.seconds, url)
         )
-        return tally, time.monotonic() - start
+        took = time.monotonic() - start
+        serve_cpu = sum(cpu_seconds(s.process.pid) for s in servers)
+        redis_cpu = cpu_seconds(redis_proc.pid) if redis_proc is not None else 0.0
+        return tally, took, serve_cpu, redis_cpu
     finally:
         for server in servers:
             server.stop()
@@ -185,23 +234,34 @@ def main() -> int:
     )
     print(
         "| backend | replicas | runs | events | failed | lost "
-        "| Redis connections (peak) | blocked (peak) | runs/s |"
+        "| Redis connections (peak) | blocked (peak) | runs/s "
+        "| first event p50 / p99 (s) | run p50 / p99 (s) "
+        "| CPU ms per run: replicas / redis-server |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     bad = False
     with tempfile.TemporaryDirectory() as tmp:
         for backend, replicas in cases:
-            tally, took = run_case(backend, replicas, args, Path(tmp))
+            load_avg = os.getloadavg()[0]
+            tally, took, serve_cpu, redis_cpu = run_case(backend, replicas, args, Path(tmp))
             failed = sum(tally.failed.values())
             bad = bad or failed > 0 or tally.lost > 0
             conns = f"{tally.peak_clients}" if backend == "redis" else "-"
             blocked = f"{tally.peak_blocked}" if backend == "redis" else "-"
             print(
                 f"| {backend} | {replicas} | {tally.runs} | {tally.events} | {failed} "
-                f"| {tally.lost} | {conns} | {blocked} | {tally.runs / took:.1f} |"
+                f"| {tally.lost} | {conns} | {blocked} | {tally.runs / took:.1f} "
+                f"| {percentile(tally.first, 0.5):.2f} / {percentile(tally.first, 0.99):.2f} "
+                f"| {percentile(tally.whole, 0.5):.2f} / {percentile(tally.whole, 0.99):.2f} "
+                f"| {1000 * serve_cpu / max(1, tally.runs):.0f} "
+                f"/ {1000 * redis_cpu / max(1, tally.runs):.0f} |"
             )
+            print(f"  {took:.0f} s, load average {load_avg:.1f} at the start")
             if tally.failed:
                 print(f"  failures: {dict(tally.failed)}")
+                for code, detail in DETAILS.items():
+                    print(f"  {code}: {detail}")
+                DETAILS.clear()
     return 1 if bad else 0
 
 

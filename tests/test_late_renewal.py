@@ -2,8 +2,8 @@
 load) never fences its own live run: its sweep finds the run without a lease,
 sees that it runs it itself, and renews it instead of taking it over.
 
-Real redis-server; the lateness is injected by stopping the run's renewal
-task, which is what a renewal stuck behind the load looks like from Redis.
+Real redis-server; the lateness is injected by stalling the replica's
+renewal rounds, which is what a starved renewal looks like from Redis.
 Every wait is on a condition; the timeouts only stop a hang.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -22,7 +23,7 @@ from omni_grpc.convert import message_from_dict
 from omni_grpc.engines.demo import DemoEngine
 from omni_grpc.runtime.hub import Hub, RunRequest
 from omni_grpc.runtime.redis import redis_backend
-from omni_grpc.runtime.run import Run
+from omni_grpc.runtime.run_lease import Lease
 from omni_grpc.vocabulary import ApprovalMode
 
 WAIT = 60.0
@@ -42,10 +43,11 @@ async def test_a_run_renewed_late_is_renewed_by_its_own_sweep_not_fenced(
     backend = redis_backend(redis_server.url, prefix=prefix, owner_loss_timeout=1.0)
     hub = Hub(DemoEngine(), tmp_path / "data", backend=backend)
 
-    async def stuck(run: Run) -> None:
-        await asyncio.Event().wait()  # a renewal that never gets a connection
+    async def stuck(leases: list[Lease]) -> list[Lease | None]:
+        await asyncio.Event().wait()  # a renewal round that never gets an answer
+        raise AssertionError("unreachable")
 
-    monkeypatch.setattr(hub.tasks, "_renew", stuck)
+    monkeypatch.setattr(backend.leases, "renew_many", stuck)
     admin = aioredis.Redis.from_url(redis_server.url)
     await hub.start()
     try:
@@ -83,3 +85,53 @@ async def test_a_run_renewed_late_is_renewed_by_its_own_sweep_not_fenced(
         await hub.shutdown()
         await backend.aclose()
         await admin.aclose()
+
+
+async def test_a_claim_slow_to_become_a_run_is_kept_not_released_by_the_sweep(
+    redis_server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under load the step between the claim and the task's start (opening
+    the run's stream) can outlast the lease: the lease is renewed from the
+    claim on, so the sweep neither releases the claim as a run that never
+    started nor fences the run that follows."""
+    prefix = f"claim-{tmp_path.name}:"
+    backend = redis_backend(redis_server.url, prefix=prefix, owner_loss_timeout=1.0)
+    hub = Hub(DemoEngine(), tmp_path / "data", backend=backend)
+    rounds = 0
+    renew_many = backend.leases.renew_many
+
+    async def counted(leases: list[Lease]) -> list[Lease | None]:
+        nonlocal rounds
+        rounds += 1
+        return await renew_many(leases)
+
+    monkeypatch.setattr(backend.leases, "renew_many", counted)
+    open_stream = hub.streams.open
+
+    async def slow_open(session_id: str, subscribing: Any) -> Any:
+        # Six renewal rounds (each a quarter of the lease's TTL): the claim's
+        # first lease has long run out, and the sweep (every quarter second)
+        # has looked at it several times.
+        while rounds < 6:
+            await asyncio.sleep(0.02)  # polling a condition
+        return await open_stream(session_id, subscribing)
+
+    monkeypatch.setattr(hub.streams, "open", slow_open)
+    await hub.start()
+    try:
+        request = RunRequest(input=[message_from_dict(protocol.user_text("hi"))])
+        _, sub = await asyncio.wait_for(hub.run(request), WAIT)
+        kinds: list[str] = []
+        while True:
+            event = await asyncio.wait_for(sub.next(), WAIT)
+            assert event is not None
+            kinds.append(kind(event.data))
+            if kinds[-1] == "@task_state:idle" and event.buffered:
+                break
+        assert rounds >= 6
+        assert "abort" not in kinds, kinds
+        assert "@task_state:running" in kinds and "tool_call_output" in kinds, kinds
+        assert "token_usage" in kinds, kinds
+    finally:
+        await hub.shutdown()
+        await backend.aclose()

@@ -15,11 +15,7 @@ from pathlib import Path
 
 from redis_server import require_redis
 
-from omni_grpc.runtime.redis.connection import (
-    BLOCKING_CONNECTIONS,
-    COMMAND_CONNECTIONS,
-    READ_CONNECTIONS,
-)
+from omni_grpc.runtime.redis.connection import MAX_CONNECTIONS
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "redis_load.py"
 ROW = re.compile(
@@ -37,7 +33,7 @@ def test_load_on_one_and_three_replicas_fails_nothing_and_stays_bounded() -> Non
     assert done.returncode == 0, done.stdout + done.stderr
     rows = ROW.findall(done.stdout)
     assert [(r[0], r[1]) for r in rows] == [("memory", "1"), ("redis", "1"), ("redis", "3")]
-    per_replica = COMMAND_CONNECTIONS + READ_CONNECTIONS + BLOCKING_CONNECTIONS
+    per_replica = MAX_CONNECTIONS
     for backend, replicas, runs, events, failed, lost, conns, blocked in rows:
         assert int(runs) >= 40 and int(events) > 40 * int(runs), (backend, runs, events)
         assert (failed, lost) == ("0", "0")

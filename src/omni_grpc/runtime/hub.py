@@ -48,6 +48,7 @@ from omni_grpc.runtime.recovery import BACKEND_LOST_REASON, Recovery, current_ru
 from omni_grpc.runtime.retention import Retention
 from omni_grpc.runtime.run import Run
 from omni_grpc.runtime.run_input import check_input, stamped
+from omni_grpc.runtime.run_lease import Claim
 from omni_grpc.runtime.run_task import RunTasks, abort_local
 from omni_grpc.runtime.session_index import SessionRecord
 from omni_grpc.runtime.session_infos import session_infos
@@ -104,7 +105,6 @@ class Hub:
             abort_grace=abort_grace,
         )
         self._runs = self.tasks.runs
-        self.recovery.local_runs = self.tasks.runs
         self.commands = Commands(self.backend, self._runs)
         self.new_sessions = NewSessions(self.backend, self.traces, self.recorder, self.limits)
         self.retention = Retention(
@@ -327,15 +327,21 @@ class Hub:
             raise
         if lease is None:
             raise SessionBusy(session_id)
+        # Renewed from the claim on, not from the task's start: under load the
+        # subscription below can take longer than the lease lives.
+        claim = Claim(lease)
+        self.recovery.keeper.keep(claim)
         logs = self.backend.logs
         event_log = logs.get(session_id)
         logs.hold(session_id)
         try:
             subscription = await self.streams.open(session_id, event_log.subscribe())
         except BaseException:
+            self.recovery.keeper.drop(claim)
             logs.release(session_id)
-            await self.recovery.drop_lease(lease)
+            await self.recovery.drop_lease(claim.lease)
             raise
+        lease = claim.lease  # as last renewed
         broker = ApprovalBroker(session_id, self.limits.approval_wait)
         run = Run(record, lease, event_log, AbortSignal(), broker)
         self.tasks.start(run, [stamped(m) for m in request.input], request)
@@ -419,6 +425,7 @@ class Hub:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         self.recorder.stop()
+        await self.recovery.keeper.close()
         pending = [*self._background, *self.recovery.pending_closes]
         for task in pending:
             task.cancel()

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,7 +36,7 @@ from omni_grpc.runtime.health import BACKEND, HealthState, RunFailure
 from omni_grpc.runtime.recorder import Recorder, TraceRejected
 from omni_grpc.runtime.run import Run
 from omni_grpc.runtime.run_guard import RunGuard
-from omni_grpc.runtime.run_lease import Lease
+from omni_grpc.runtime.run_lease import Lease, LeaseKeeper
 from omni_grpc.runtime.trace_store import utc_now
 from omni_grpc.trace.resume import INTERRUPTED_REASON, recover_shard
 from omni_grpc.vocabulary import AbortKind, SessionState
@@ -73,9 +73,9 @@ class Recovery:
         self.replica_id = replica_id
         # Closing attempts for runs whose end could not be published yet.
         self.pending_closes: set[asyncio.Task[None]] = set()
-        # The runs this process executes (``RunTasks.runs``, set by the hub):
-        # the sweep never takes over one of them.
-        self.local_runs: Mapping[str, Run] = {}
+        # The leases this process holds, claims and runs: it renews them, and
+        # its sweep never takes one of them over.
+        self.keeper = LeaseKeeper(backend.leases)
 
     async def restore(self) -> None:
         """Indexes the sessions recorded under the data dir (after a restart, or
@@ -149,19 +149,26 @@ class Recovery:
         task.add_done_callback(self.pending_closes.discard)
 
     async def _finish_later(self, run: Run, closing: list[EventBody], catch_up: bool) -> None:
+        # Still renewed (a write that failed for want of a connection, under
+        # load, must not leave the run to this replica's own sweep); the lease
+        # runs out only while the backend cannot be reached at all.
+        self.keeper.keep(run)
         delay = 0.5
-        while run.lease.still_valid():
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
-            try:
-                await self.recorder.count(run)  # counts lost while the backend was down
-                end = await self.catch_up(run, closing) if catch_up else closing
-                await self.publish_end(run.session_id, run.log, run.lease, end)
-                return
-            except Fenced:
-                return
-            except BackendUnavailable:
-                continue
+        try:
+            while run.lease.still_valid():
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                try:
+                    await self.recorder.count(run)  # counts lost while the backend was down
+                    end = await self.catch_up(run, closing) if catch_up else closing
+                    await self.publish_end(run.session_id, run.log, run.lease, end)
+                    return
+                except Fenced:
+                    return
+                except BackendUnavailable:
+                    continue
+        finally:
+            self.keeper.drop(run)
 
     # ---- runs that never started ----------------------------------------------------
 
@@ -245,17 +252,15 @@ class Recovery:
                 log.exception("looking for orphaned runs failed")
 
     async def _renewed_here(self, session_id: str) -> bool:
-        """An orphan this process still runs is one whose renewal came late
-        (a loaded replica): it is renewed, not fenced by its own sweep. The
-        renewal is refused if another replica took the run over meanwhile."""
-        run = self.local_runs.get(session_id)
-        if run is None or run.lost:
+        """An orphan whose lease this process holds (a claim or a run) is one
+        whose renewal came late (a starved process): it is renewed, never
+        fenced by its own sweep. The renewal is refused if another replica
+        took the run over meanwhile."""
+        if not self.keeper.holds(session_id):
             return False
-        renewed = await self.backend.leases.renew(run.lease)
-        if renewed is None:
+        if not await self.keeper.renew_now(session_id):
             return False
         log.warning("session %s: the run lease was renewed late; renewed by the sweep", session_id)
-        run.lease = renewed
         return True
 
     async def close_orphan(self, session_id: str) -> None:

@@ -29,7 +29,6 @@ class Run:
     # What the observer hears of the run.
     observed: RunObservation = field(default_factory=RunObservation)
     task: asyncio.Task[None] | None = None
-    renewal: asyncio.Task[None] | None = None
     # Set once the lease is lost: nothing more is written, anywhere.
     lost: bool = False
     # The last event queued with publish_nowait (its failure stops the run).

@@ -17,9 +17,18 @@ and then again until the backend answers (``Recovery.drop_claim``).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
+
+from omni_grpc.runtime.errors import BackendUnavailable
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,11 @@ class RunLease(Protocol):
 
     async def renew(self, lease: Lease) -> Lease | None:
         """Extends the lease; None when its token is no longer current."""
+        ...
+
+    async def renew_many(self, leases: list[Lease]) -> list[Lease | None]:
+        """``renew`` for each lease, in one round trip, on a connection of its
+        own (never queued behind the writes of a loaded replica)."""
         ...
 
     async def release(self, lease: Lease) -> bool:
@@ -101,6 +115,9 @@ class MemoryRunLease:
     async def renew(self, lease: Lease) -> Lease | None:
         return lease if self._open.get(lease.session_id) == lease else None
 
+    async def renew_many(self, leases: list[Lease]) -> list[Lease | None]:
+        return [await self.renew(lease) for lease in leases]
+
     async def release(self, lease: Lease) -> bool:
         return self.release_token(lease.session_id, lease.token)
 
@@ -131,3 +148,112 @@ class MemoryRunLease:
 
     async def take_over(self, session_id: str, owner: str) -> Lease | None:
         return None
+
+
+class Holder(Protocol):
+    """What holds a lease in this process: a claim, then the run it became."""
+
+    lease: Lease
+
+
+@dataclass
+class Claim:
+    """A lease claimed for a run that has not started yet."""
+
+    lease: Lease
+
+
+@dataclass
+class _Kept:
+    holder: Holder
+    on_lost: Callable[[], None]
+
+
+class LeaseKeeper:
+    """Renews every lease this process holds, from its claim until its run's
+    end is published, in one round trip per round (``renew_many``).
+
+    One keeper per process rather than one renewal per run: under load, a
+    renewal queued behind the writes of hundreds of runs came late, and the
+    process's own sweep then took its live runs over (#29). The keeper's
+    round trip has a connection of its own, and the sweep asks the keeper
+    first (``holds``), so a process never takes over a run it holds."""
+
+    def __init__(self, leases: RunLease) -> None:
+        self._leases = leases
+        self._kept: dict[str, _Kept] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def keep(self, holder: Holder, on_lost: Callable[[], None] = lambda: None) -> None:
+        """Renews ``holder.lease`` until ``drop``; ``on_lost`` once the
+        backend refuses a renewal (another process took the run over).
+        Replaces what was kept for the session."""
+        self._kept[holder.lease.session_id] = _Kept(holder, on_lost)
+        if self._task is None and not math.isinf(self._leases.ttl):
+            self._task = asyncio.create_task(self._loop(), name="omni-lease-keeper")
+
+    def drop(self, holder: Holder) -> None:
+        kept = self._kept.get(holder.lease.session_id)
+        if kept is not None and kept.holder is holder:
+            del self._kept[holder.lease.session_id]
+
+    def holds(self, session_id: str) -> bool:
+        return session_id in self._kept
+
+    async def renew_now(self, session_id: str) -> bool:
+        """Renews the lease held for ``session_id`` at once (the sweep found it
+        expired): False when none is held or it was lost."""
+        kept = self._kept.get(session_id)
+        if kept is None:
+            return False
+        try:
+            renewed = await self._leases.renew(kept.holder.lease)
+        except BackendUnavailable:
+            return True  # not refused: the keeper goes on trying
+        self._settle([kept], [renewed])
+        return renewed is not None
+
+    async def _loop(self) -> None:
+        interval = self._leases.ttl / 4
+        try:
+            while self._kept:
+                await asyncio.sleep(interval)
+                kept = list(self._kept.values())
+                if not kept:
+                    break
+                try:
+                    renewed = await self._leases.renew_many([k.holder.lease for k in kept])
+                except BackendUnavailable:
+                    # No answer is not a refusal: the leases are kept and tried
+                    # again next round (a renewal succeeds even after the key
+                    # expired, unless another replica took the run over). Till
+                    # then a run's trace writes stop at its lease's local
+                    # expiry (``Recorder.check_lease``), and its log writes are
+                    # fenced by the token in Redis.
+                    continue
+                self._settle(kept, renewed)
+        except Exception:  # a bug here must not leave the leases unrenewed silently
+            log.exception("renewing the run leases failed")
+        finally:
+            self._task = None
+            if self._kept and not math.isinf(self._leases.ttl):
+                self._task = asyncio.create_task(self._loop(), name="omni-lease-keeper")
+
+    def _settle(self, kept: list[_Kept], renewed: list[Lease | None]) -> None:
+        for item, lease in zip(kept, renewed, strict=True):
+            session_id = item.holder.lease.session_id
+            if self._kept.get(session_id) is not item:
+                continue  # dropped (or replaced) while the renewal was out
+            if lease is None:
+                del self._kept[session_id]
+                item.on_lost()
+            elif lease.token == item.holder.lease.token:
+                item.holder.lease = lease
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        self._kept.clear()
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -66,13 +66,13 @@ class RunTasks:
         self.runs: dict[str, Run] = {}
 
     def start(self, run: Run, inputs: list[omni_pb2.OmniMessage], request: RunRequest) -> None:
-        """Starts the run's task (and its lease renewal, for a lease that expires)."""
+        """Starts the run's task; its lease is renewed (it took the claim's
+        place in the keeper) until the run's end is published."""
         self.runs[run.session_id] = run
+        self.recovery.keeper.keep(run, lambda: self._lease_lost(run))
         run.task = asyncio.create_task(
             self._drive(run, inputs, request), name=f"omni-run-{run.session_id}"
         )
-        if self.backend.leases.ttl != float("inf"):
-            run.renewal = asyncio.create_task(self._renew(run))
 
     async def _drive(
         self, run: Run, inputs: list[omni_pb2.OmniMessage], request: RunRequest
@@ -86,6 +86,7 @@ class RunTasks:
             if run.record.unclosed is not None:
                 await self.recovery.close_unrecorded(run, run.record.unclosed)
             if run.record.message_count == 0:
+                await self._confirm_lease(run)
                 meta = message_from_dict(self.recorder.session_meta(run.record))
                 await self.recorder.record(run, meta)
             for msg in inputs:
@@ -117,14 +118,16 @@ class RunTasks:
             with contextlib.suppress(Exception):
                 closing = await self._close_failed(run, AbortKind.SERVER_FAILURE.default_reason)
         finally:
-            if run.renewal is not None:
-                run.renewal.cancel()
             run.approvals.end_all()
             self.runs.pop(run.session_id, None)
             run.observed.finished(failed=failure is not None or failed is not None or crashed)
-            if not run.lost:
-                await self._finish(run, failed, failure, closing)
-            self.backend.logs.release(run.session_id)
+            try:
+                if not run.lost:
+                    # Still renewed: publishing the end may queue behind load.
+                    await self._finish(run, failed, failure, closing)
+            finally:
+                self.recovery.keeper.drop(run)
+                self.backend.logs.release(run.session_id)
 
     async def _finish(
         self,
@@ -210,6 +213,7 @@ class RunTasks:
         """``encoded``: ``msg``'s body, when it was encoded with its decoding."""
         if run.lost:
             raise Fenced(run.session_id, run.lease.token)
+        await self._confirm_lease(run)
         # Partials and child-session messages are never recorded; skipping them
         # here keeps the writer's full check off the hot path of every delta.
         arm = msg.WhichOneof("payload") or ""
@@ -238,23 +242,18 @@ class RunTasks:
             await run.last_publish
         run.observed.message(msg, arm, kind)
 
-    async def _renew(self, run: Run) -> None:
-        """Keeps the lease while the task runs; a lost lease stops the task."""
-        interval = self.backend.leases.ttl / 4
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                renewed = await self.backend.leases.renew(run.lease)
-            except BackendUnavailable:
-                if run.lease.still_valid():
-                    continue  # it may come back before the lease runs out
-                renewed = None
-            if renewed is None:
-                log.warning("session %s: lost the run lease; stopping the task", run.session_id)
-                run.lost = True
-                abort_local(run, None, AbortKind.REPLICA_LOST)
-                return
-            run.lease = renewed
+    async def _confirm_lease(self, run: Run) -> None:
+        """Before a trace write: a lease past its local expiry (its renewal
+        came late, the process was starved) is renewed at once if the backend
+        still says it is ours; else the write is refused (``check_lease``)."""
+        if not run.lost and not run.lease.still_valid():
+            await self.recovery.keeper.renew_now(run.session_id)
+
+    def _lease_lost(self, run: Run) -> None:
+        """Another replica took the run over: it stops, writing nothing more."""
+        log.warning("session %s: lost the run lease; stopping the task", run.session_id)
+        run.lost = True
+        abort_local(run, None, AbortKind.REPLICA_LOST)
 
     async def _run_engine(
         self, run: Run, inputs: list[omni_pb2.OmniMessage], request: RunRequest

@@ -11,6 +11,11 @@ The connections a replica holds are bounded by design, whatever its load:
 * ``blocking``: blocking stream reads, a small pool of their own: one reader
   per replica multiplexes every watched session's stream
   (``stream_reader.py``), and the control channel reads its inbox.
+* ``renewals``: the run leases' renewals, one connection: one round trip
+  renews every lease the replica holds (``LeaseKeeper``), never queued
+  behind the writes of a loaded replica (a late renewal loses the run).
+* ``probe``: the health probe's write, one connection (it answers for Redis,
+  not for this replica's queue).
 
 A pooled connection is checked before each use: one Redis closed (a restart)
 is replaced before a command goes out on it, so a write never fails on a
@@ -47,6 +52,16 @@ CONNECT_TIMEOUT = 3.0
 COMMAND_CONNECTIONS = 24
 READ_CONNECTIONS = 12
 BLOCKING_CONNECTIONS = 4
+RENEWAL_CONNECTIONS = 1
+PROBE_CONNECTIONS = 1
+# Every connection one replica may hold, whatever its load.
+MAX_CONNECTIONS = (
+    COMMAND_CONNECTIONS
+    + READ_CONNECTIONS
+    + BLOCKING_CONNECTIONS
+    + RENEWAL_CONNECTIONS
+    + PROBE_CONNECTIONS
+)
 HEALTH_CHECK_SECONDS = 10
 # The health probe's socket timeout, and how long its key lives.
 PROBE_TIMEOUT = 1.0
@@ -162,9 +177,12 @@ class RedisConnection:
         self.blocking: Any = _pool(
             url, BLOCKING_CONNECTIONS, socket_timeout=BLOCK_MS / 1000 + COMMAND_TIMEOUT, retries=0
         )
+        self.renewals: Any = _pool(
+            url, RENEWAL_CONNECTIONS, socket_timeout=COMMAND_TIMEOUT, retries=0
+        )
         # The health probe's own connection, with a short timeout: it never
         # queues behind the load on ``commands`` (see ``ping``).
-        self.probe: Any = _pool(url, 1, socket_timeout=PROBE_TIMEOUT, retries=0)
+        self.probe: Any = _pool(url, PROBE_CONNECTIONS, socket_timeout=PROBE_TIMEOUT, retries=0)
         # What else lives on this connection and ends with it (the stream
         # reader, ``stream_reader.streams_of``), closed first.
         self._closers: list[Callable[[], Awaitable[None]]] = []
@@ -187,7 +205,7 @@ class RedisConnection:
     async def aclose(self) -> None:
         for closer in self._closers:
             await closer()
-        for client in (self.commands, self.reads, self.blocking, self.probe):
+        for client in (self.commands, self.reads, self.blocking, self.renewals, self.probe):
             with contextlib.suppress(Exception):
                 await client.aclose()
                 await client.connection_pool.disconnect()

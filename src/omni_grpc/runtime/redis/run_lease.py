@@ -22,7 +22,8 @@ class RedisRunLease:
         self._ttl_ms = max(1, int(ttl * 1000))
         r = conn.commands
         self._acquire = r.register_script(scripts.ACQUIRE)
-        self._renew = r.register_script(scripts.RENEW)
+        # On the renewals' own connection (``renew_many``).
+        self._renew = conn.renewals.register_script(scripts.RENEW)
         self._release = r.register_script(scripts.RELEASE)
         self._release_claim = r.register_script(scripts.RELEASE_CLAIM)
         self._take_over = r.register_script(scripts.TAKE_OVER)
@@ -56,6 +57,24 @@ class RedisRunLease:
                 args=[str(lease.token), lease.owner, self._ttl_ms],
             )
         return self._lease(lease.session_id, lease.owner, lease.token, sent) if int(ok) else None
+
+    async def renew_many(self, leases: list[Lease]) -> list[Lease | None]:
+        if not leases:
+            return []
+        sent = time.monotonic()
+        with unavailable_on_failure():
+            pipe = self._conn.renewals.pipeline(transaction=False)
+            for lease in leases:
+                await self._renew(
+                    keys=self._keys(lease.session_id),
+                    args=[str(lease.token), lease.owner, self._ttl_ms],
+                    client=pipe,
+                )
+            found = await pipe.execute()
+        return [
+            self._lease(lease.session_id, lease.owner, lease.token, sent) if int(ok) else None
+            for lease, ok in zip(leases, found, strict=True)
+        ]
 
     async def release(self, lease: Lease) -> bool:
         with unavailable_on_failure():

@@ -1,28 +1,47 @@
-"""The durable path under faults: three replicas on one Redis, sessions of
-several runs driven through different replicas while one fault at a time is
-injected, then every session checked four ways.
+"""The durable path under faults: three replicas on one Redis behind nginx,
+sessions of several runs driven through different replicas while a fault (or
+a combination of faults) is injected, then every session checked four ways.
 
-Faults (``--faults``, any of): ``sigkill`` (the owner of a third of the
-sessions is killed), ``sigstop`` (it is stopped past its lease, then let go
-on), ``redis`` (redis-server is killed mid-run and started again on its AOF),
-``kill-during-redis`` (redis-server is killed, an owner is killed while it is
-down, Redis comes back).
+Faults (``--faults``, any of the names in ``FAULTS``):
 
-For every session, after the fault and a second run on another replica:
+* ``sigkill``: the owner of a third of the sessions is killed;
+* ``sigstop``: it is stopped past its lease, then let go on;
+* ``redis``: redis-server is killed mid-run and started again on its AOF;
+* ``kill-during-redis``: redis-server is killed, an owner is killed while it
+  is down, Redis comes back;
+* ``freeze``: the owner's link to Redis is frozen past its lease (it reaches
+  Redis through ``link_proxy.py``, which is stopped), then thawed;
+* ``oom``: Redis runs out of memory (``maxmemory`` set below what it uses,
+  with ``noeviction``) for a while, then gets room again;
+* ``drop``: client connections are cut: the nginx worker every SSE reader
+  goes through is killed (they reconnect with ``Last-Event-ID``, through
+  nginx, to whichever replica it picks), and every Run call is cancelled;
+  half of them asked ``detach_on_cancel`` and go on with an Attach on another
+  replica, the other half abort their run by leaving;
+* ``sigstop-during-oom``: the owner is stopped while Redis is out of memory;
+* ``freeze-and-drop``: the owner's link is frozen and client connections cut.
 
-* every client's stream (the Run on its replica, a witness Attach on
-  another) is a part of the log: each event id the client got is in the log
-  with the same bytes, ids in order, none twice;
+Each session has its first run on one replica (its Run call), a witness
+Attach on another replica, and an SSE reader through nginx
+(``GET /api/sessions/{id}/stream``); after the fault, a second run of every
+session on another replica. Then, for every session:
+
+* every client's stream is a part of the log: each event id the client got
+  is in the log with the same bytes (an SSE message's JSON byte for byte as
+  the log's), ids in order, none twice, no ``resync_required``;
 * the log's recordable messages are the trace's records, in order;
 * ``omni-grpc validate`` reports no error and no warning for the trace;
-* no tool call id is used twice.
+* no tool call id is used twice;
+* the reference's ``resumeTrace`` rules (``trace/resume.py``) keep every
+  output: resuming the trace adds nothing and changes nothing.
 
 Printed: sessions, events seen by clients, faults injected, each mismatch
 class (0 is the goal), and the time from the fault until each affected
-session's witness saw its run closed, min/median/max per fault. The script
-exits 1 when any mismatch is found.
+session's witness saw its run closed, min/median/max per fault, against the
+fault's bound (``BOUND``; docs/deployment.md). The script exits 1 when any
+mismatch is found or a close took longer than its bound plus ``--slack``.
 
-    .venv/bin/python benchmarks/durable_chaos.py [--sessions 12] [--faults sigkill,sigstop,redis]
+    .venv/bin/python benchmarks/durable_chaos.py [--sessions 12] [--faults sigkill,oom,...]
 """
 
 from __future__ import annotations
@@ -30,8 +49,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -42,28 +63,69 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
+import httpx
+import redis
 from _common import free_port
-from scale_out import Proc, start_serve
+from httpx_sse import aconnect_sse
 
-from omni_grpc.convert import message_to_dict, serialize_message
+from omni_grpc.convert import message_to_dict, parse_message, parse_server_event, serialize_message
 from omni_grpc.trace import read_jsonl
+from omni_grpc.trace.resume import resume_trace
 from omni_grpc.trace.validate import validate_records
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc
 
+# nginx with the deployment guide's own site file (one home for it).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from nginx_front import Nginx, make_certs, site_config
+
+HERE = Path(__file__).resolve().parent
 WAIT = 120.0  # a guard against a hang, never a figure
-OWNER_LOSS = "2"
-OUTAGE = 1.0  # seconds redis-server stays down in the Redis faults
-# The documented bound on closing a run a fault hit (docs/deployment.md):
-# --owner-loss-timeout after the owner stopped renewing, or after Redis
-# answers again; SLACK is this shared machine's scheduling, not the design's.
-BOUND = {
-    "sigkill": float(OWNER_LOSS),
-    "sigstop": float(OWNER_LOSS),
-    "redis": OUTAGE + float(OWNER_LOSS),
-    "kill-during-redis": OUTAGE + float(OWNER_LOSS),
+OWNER_LOSS = 2.0
+OUTAGE = 1.0  # seconds Redis stays down, or full, in the outage faults
+# An SSE reader that hears nothing for this long (not even the 1 s heartbeat)
+# reconnects: its replica is stopped.
+SSE_QUIET = 4.0
+
+
+@dataclass(frozen=True)
+class Fault:
+    kill: bool = False  # the victim replica is killed (SIGKILL)
+    stop: bool = False  # the victim is stopped (SIGSTOP) until every hit run is closed
+    freeze: bool = False  # the victim's link to Redis is frozen until then
+    redis_down: bool = False  # redis-server killed, restarted on its AOF after OUTAGE
+    oom: bool = False  # Redis out of memory for OUTAGE
+    drop: bool = False  # client connections cut (nginx's worker, every Run call)
+
+    @property
+    def outage(self) -> bool:
+        return self.redis_down or self.oom
+
+    @property
+    def bound(self) -> float:
+        """The documented bound on closing a run it hit (docs/deployment.md):
+        --owner-loss-timeout after the owner stopped renewing, or after Redis
+        serves writes again; a run its client left is closed at once, by its
+        own replica, within DROP_BOUND."""
+        if self.outage:
+            return OUTAGE + OWNER_LOSS
+        if self.kill or self.stop or self.freeze:
+            return OWNER_LOSS
+        return DROP_BOUND
+
+
+DROP_BOUND = 1.0
+FAULTS = {
+    "sigkill": Fault(kill=True),
+    "sigstop": Fault(stop=True),
+    "redis": Fault(redis_down=True),
+    "kill-during-redis": Fault(redis_down=True, kill=True),
+    "freeze": Fault(freeze=True),
+    "oom": Fault(oom=True),
+    "drop": Fault(drop=True),
+    "sigstop-during-oom": Fault(oom=True, stop=True),
+    "freeze-and-drop": Fault(freeze=True, drop=True),
 }
-SLACK = 5.0
 
 
 @dataclass
@@ -99,6 +161,74 @@ class Redis:
             os.kill(self.process.pid, signal.SIGKILL)
             self.process.wait()
 
+    def set_maxmemory(self, value: str) -> None:
+        client = redis.Redis(port=self.port)
+        try:
+            client.config_set("maxmemory", value)
+        finally:
+            client.close()
+
+
+class LinkProxy:
+    """``link_proxy.py`` in front of redis-server: one replica's link."""
+
+    def __init__(self, upstream: int) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(HERE / "link_proxy.py"), str(upstream)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        self.port = int(self.process.stdout.readline())
+
+    def freeze(self) -> None:
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        os.kill(self.process.pid, signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.thaw()
+            self.process.kill()
+            self.process.wait()
+
+
+@dataclass
+class Replica:
+    process: subprocess.Popen[str]
+    address: str
+    http: str
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGCONT)
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_replica(data: Path, redis_url: str) -> Replica:
+    cmd = [sys.executable, "-m", "omni_grpc", "serve", "--grpc-port", "0", "--http-port", "0",
+           "--data-dir", str(data), "--no-metrics", "--redis-url", redis_url,
+           "--owner-loss-timeout", str(OWNER_LOSS), "--pacing", "0.02",
+           "--sse-heartbeat", "1"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    grpc_at = http_at = None
+    for line in proc.stdout:
+        if match := re.search(r"gRPC on grpc://(\S+)", line):
+            grpc_at = match.group(1)
+        if match := re.search(r"HTTP\S* on https?://([^/\s]+)", line):
+            http_at = match.group(1)
+        if line.strip() == "omni-grpc ready":
+            assert grpc_at is not None and http_at is not None
+            return Replica(proc, grpc_at, http_at)
+    raise RuntimeError(f"serve exited: {proc.wait()}")
+
 
 def is_idle(response: pb.RunResponse | pb.AttachResponse) -> bool:
     return (
@@ -120,13 +250,26 @@ def unicast_state(response: pb.RunResponse | pb.AttachResponse) -> bool:
 
 @dataclass
 class Session:
+    index: int
     session_id: str = ""
     epoch: str = ""
-    # Each client's frames (a Run, a witness Attach), as it got them.
+    # Each client's frames (Run, Attach, SSE reader), as it got them.
     streams: list[list[tuple[str, bytes]]] = field(default_factory=list)
-    # Ids of task_state events clients got (an Attach's own are not logged).
+    # SSE messages as they came over the wire: id -> JSON text.
+    sse_json: dict[str, bytes] = field(default_factory=dict)
+    # Ids of task_state events clients got (a subscriber's own are not logged).
     states: set[str] = field(default_factory=set)
+    resyncs: int = 0
     closed_at: float | None = None
+    close_id: str = ""  # the logged idle that closed the first run
+    call: grpc.aio.UnaryStreamCall[pb.RunRequest, pb.RunResponse] | None = None
+    reader: asyncio.Task[None] | None = None
+    cut: bool = False
+
+    @property
+    def detached(self) -> bool:
+        """Its Run asked detach_on_cancel: a cut call leaves the run going."""
+        return self.index % 2 == 1
 
 
 class Cluster:
@@ -136,20 +279,50 @@ class Cluster:
         self.redis = Redis(root / "redis")
         self.redis.directory.mkdir(parents=True)
         self.count = sessions
-        self.replicas: list[Proc] = []
+        self.replicas: list[Replica] = []
         self.channels: dict[str, grpc.aio.Channel] = {}
+        self.link: LinkProxy | None = None
+        self.nginx: Nginx | None = None
+        self.certs = root / "certs"
 
     def start(self) -> None:
         self.redis.start()
-        self.replicas = [self.replica() for _ in range(3)]
+        # replicas[0], the victim of the replica faults, reaches Redis
+        # through a proxy whose link can be frozen.
+        self.link = LinkProxy(self.redis.port)
+        link_url = f"redis://127.0.0.1:{self.link.port}/0"
+        self.replicas = [self.replica(link_url), self.replica(), self.replica()]
+        self.certs.mkdir()
+        make_certs(self.certs)
+        port = free_port()
+        site = site_config(
+            [r.address for r in self.replicas], [r.http for r in self.replicas], port, self.certs
+        )
+        self.nginx = Nginx(self.root / "nginx", site, port)
+        self.nginx.start()
 
-    def replica(self) -> Proc:
-        return start_serve(
-            self.data, "--redis-url", self.redis.url, "--owner-loss-timeout", OWNER_LOSS,
-            "--pacing", "0.02",
-        )  # fmt: skip
+    def replica(self, url: str | None = None) -> Replica:
+        return start_replica(self.data, url or self.redis.url)
 
-    def stub(self, proc: Proc) -> agent_service_pb2_grpc.AgentServiceStub:
+    def http(self) -> httpx.AsyncClient:
+        assert self.nginx is not None
+        ca = (self.certs / "ca.pem").read_text()
+        return httpx.AsyncClient(
+            base_url=f"https://localhost:{self.nginx.port}",
+            verify=ssl.create_default_context(cadata=ca),
+            timeout=httpx.Timeout(10.0, read=SSE_QUIET),
+        )
+
+    def cut_nginx_connections(self) -> None:
+        """Kills nginx's worker: every connection through it is cut at once
+        (the master starts another worker for the reconnects)."""
+        assert self.nginx is not None and self.nginx.process is not None
+        master = self.nginx.process.pid
+        children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+        for pid in children:
+            os.kill(int(pid), signal.SIGKILL)
+
+    def stub(self, proc: Replica) -> agent_service_pb2_grpc.AgentServiceStub:
         channel = self.channels.get(proc.address)
         if channel is None:
             channel = self.channels[proc.address] = grpc.aio.insecure_channel(proc.address)
@@ -158,64 +331,85 @@ class Cluster:
     async def close(self) -> None:
         for channel in self.channels.values():
             await channel.close()
+        if self.link is not None:
+            self.link.thaw()
         for proc in self.replicas:
-            if proc.process.poll() is None:
-                with _suppress():
-                    os.kill(proc.process.pid, signal.SIGCONT)
             proc.stop()
+        if self.nginx is not None:
+            self.nginx.stop()
+        if self.link is not None:
+            self.link.stop()
         self.redis.kill()
 
 
-class _suppress:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> bool:
-        return True
-
-
-async def drive(cluster: Cluster, fault: str) -> tuple[list[Session], list[float], int]:
+async def drive(cluster: Cluster, fault: Fault) -> tuple[list[Session], list[float], int]:
     """One round: ``cluster.count`` sessions, one run each spread over the
     replicas, the fault injected while they stream, then a second run of
     each on another replica. Returns the sessions, the close times of the
-    affected ones, and the events clients saw."""
+    runs the fault hit, and the events clients saw."""
     replicas = list(cluster.replicas)
-    sessions = [Session() for _ in range(cluster.count)]
+    sessions = [Session(i) for i in range(cluster.count)]
     started = asyncio.Event()
     seen = [0]
     victim = replicas[0]
     fault_at: list[float] = []
-    witnesses: list[asyncio.Task[None]] = []
+    followers: list[asyncio.Task[None]] = []
+    http = cluster.http()
 
-    async def first_run(i: int) -> None:
-        s = sessions[i]
+    async def first_run(s: Session) -> None:
+        i = s.index
         owner = replicas[i % 3]
-        # On another replica, never the one the fault stops (a client of a
-        # stopped process hears nothing at all).
-        witness_on = replicas[2] if i % 3 == 1 else replicas[1]
+        # On another replica, never the victim (a client of a stopped
+        # process hears nothing at all).
+        elsewhere = replicas[2] if i % 3 == 1 else replicas[1]
         run_frames: list[tuple[str, bytes]] = []
         s.streams.append(run_frames)
-        call = cluster.stub(owner).Run(pb.RunRequest(prompt=f"session {i}"))
-        try:
-            async for response in call:
+        s.call = cluster.stub(owner).Run(
+            pb.RunRequest(prompt=f"session {i}", detach_on_cancel=s.detached)
+        )
+        last = ""
+
+        async def read() -> None:
+            nonlocal last
+            assert s.call is not None
+            async for response in s.call:
                 run_frames.append(frame(response))
                 seen[0] += 1
+                last = response.event_id
                 if not s.session_id:
                     s.session_id = response.session_id
                     s.epoch = response.event_id.rsplit("-", 1)[0]
-                    witnesses.append(asyncio.create_task(witness(s, witness_on, response.event_id)))
-                if len(run_frames) == 25:
+                    followers.append(asyncio.create_task(witness(s, elsewhere, last)))
+                    followers.append(asyncio.create_task(sse_reader(s, last)))
+                # The fault once the runs stream, every session's followers on.
+                if len(run_frames) >= 25 and all(x.session_id for x in sessions):
                     started.set()
                 if is_idle(response):
-                    break
-        except grpc.aio.AioRpcError:
-            pass  # its replica or Redis went: the witness (or a later Attach) sees the end
+                    return
 
-    async def witness(s: Session, on: Proc, after: str) -> None:
+        s.reader = asyncio.create_task(read())
+        try:
+            await s.reader
+            if not s.cut:
+                return
+        except asyncio.CancelledError:
+            if not s.cut:
+                raise
+        except grpc.aio.AioRpcError:
+            if not s.cut:
+                return  # its replica or Redis went: the witness sees the end
+        if s.detached and last:
+            # The client lost its call, not its run: it goes on with an
+            # Attach on another replica from the last event it got.
+            await attach_until_idle(s, elsewhere, last)
+
+    async def attach_until_idle(s: Session, on: Replica, after: str) -> str:
+        """An Attach from ``after`` until the run's close, again on another
+        replica whenever the call fails; the id of the idle it saw."""
         frames: list[tuple[str, bytes]] = []
         s.streams.append(frames)
         last = after
-        while s.closed_at is None:
+        while True:
             try:
                 call = cluster.stub(on).Attach(
                     pb.AttachRequest(session_id=s.session_id, after_event_id=last)
@@ -227,27 +421,86 @@ async def drive(cluster: Cluster, fault: str) -> tuple[list[Session], list[float
                         frames.append(frame(response))
                         seen[0] += 1
                         last = response.event_id
-                    if is_idle(response) and response.event.task_state.state:
-                        s.closed_at = time.monotonic()
-                        return
+                    if is_idle(response):
+                        return response.event_id
             except grpc.aio.AioRpcError:
                 # Its replica went, or Redis: attach again on one never faulted.
-                on = cluster.replicas[1]
+                on = cluster.replicas[1] if on is not cluster.replicas[1] else cluster.replicas[2]
                 await asyncio.sleep(0.2)
 
-    runs = [asyncio.create_task(first_run(i)) for i in range(cluster.count)]
+    async def witness(s: Session, on: Replica, after: str) -> None:
+        s.close_id = await attach_until_idle(s, on, after)
+        s.closed_at = time.monotonic()
+
+    async def sse_reader(s: Session, after: str) -> None:
+        """The reference stream through nginx, reconnecting with
+        Last-Event-ID (to whichever replica nginx picks) until it has seen
+        the close the witness saw."""
+        frames: list[tuple[str, bytes]] = []
+        s.streams.append(frames)
+        got: set[str] = set()
+        last = after
+        url = f"/api/sessions/{s.session_id}/stream"
+        while not (s.close_id and s.close_id in got):
+            try:
+                async with aconnect_sse(
+                    http, "GET", url, headers={"Last-Event-ID": last}
+                ) as source:
+                    if source.response.status_code != 200:
+                        raise httpx.HTTPError(f"status {source.response.status_code}")
+                    async for sse in source.aiter_sse():
+                        if sse.data:
+                            last = sse.id
+                            got.add(sse.id)
+                            frames.append((sse.id, sse_body(s, sse.event, sse.id, sse.data)))
+                            seen[0] += 1
+                        # Also on a heartbeat (the decoder repeats the last
+                        # id): the close may have come before the witness
+                        # named it.
+                        if s.close_id and s.close_id in got:
+                            return
+            except (httpx.HTTPError, OSError):
+                await asyncio.sleep(0.2)
+
+    def sse_body(s: Session, event: str, event_id: str, data: str) -> bytes:
+        if event == "server_event":
+            parsed = parse_server_event(data)
+            kind = parsed.WhichOneof("kind")
+            if kind == "resync_required":
+                s.resyncs += 1
+            if kind == "task_state":
+                s.states.add(event_id)  # may be its own (never logged)
+            return parsed.SerializeToString(deterministic=True)
+        s.sse_json[event_id] = data.encode()
+        return parse_message(data).SerializeToString(deterministic=True)
+
+    runs = [asyncio.create_task(first_run(s)) for s in sessions]
     await asyncio.wait_for(started.wait(), WAIT)
     fault_at.append(time.monotonic())
-    if fault == "sigkill":
-        os.kill(victim.process.pid, signal.SIGKILL)
-    elif fault == "sigstop":
-        os.kill(victim.process.pid, signal.SIGSTOP)
-    elif fault in ("redis", "kill-during-redis"):
+    assert cluster.link is not None
+    if fault.oom:
+        cluster.redis.set_maxmemory("1")
+    if fault.redis_down:
         cluster.redis.kill()
-        if fault == "kill-during-redis":
-            os.kill(victim.process.pid, signal.SIGKILL)
+    if fault.kill:
+        os.kill(victim.process.pid, signal.SIGKILL)
+    if fault.stop:
+        os.kill(victim.process.pid, signal.SIGSTOP)
+    if fault.freeze:
+        cluster.link.freeze()
+    if fault.drop:
+        cluster.cut_nginx_connections()
+        for s in sessions:
+            # The client goes: its reading is cancelled, and with it the call.
+            if s.reader is not None and not s.reader.done():
+                s.cut = True
+                s.reader.cancel()
+    if fault.outage:
         await asyncio.sleep(OUTAGE)  # an outage, not a blip (the fault's length, not a wait)
-        cluster.redis.start()
+        if fault.redis_down:
+            cluster.redis.start()
+        if fault.oom:
+            cluster.redis.set_maxmemory("0")
 
     async def all_closed() -> None:
         while any(s.closed_at is None for s in sessions):
@@ -256,15 +509,29 @@ async def drive(cluster: Cluster, fault: str) -> tuple[list[Session], list[float
     # Closed, as each session's witness saw it (a stopped owner's own clients
     # hear nothing until it goes on again).
     await asyncio.wait_for(all_closed(), WAIT)
-    if fault == "sigstop":
+    if fault.stop:
         os.kill(victim.process.pid, signal.SIGCONT)
-    await asyncio.wait_for(asyncio.gather(*runs), WAIT)
-    if fault in ("sigkill", "kill-during-redis"):
+    if fault.freeze:
+        cluster.link.thaw()
+    try:
+        await asyncio.wait_for(asyncio.gather(*runs, *followers), WAIT)
+    except TimeoutError:
+        for task in [*runs, *followers]:  # where a hang is, for whoever reads the failure
+            if not task.done():
+                task.print_stack(file=sys.stderr)
+        raise
+    await http.aclose()
+    if fault.kill:
         victim.process.wait()
         cluster.replicas[0] = cluster.replica()
-    # The sessions the fault hit: the victim's (every one, when Redis went).
+    # The sessions the fault hit: every one when Redis went, the victim's,
+    # and those whose client left its run.
     hit = [
-        s for i, s in enumerate(sessions) if fault in ("redis", "kill-during-redis") or i % 3 == 0
+        s
+        for s in sessions
+        if fault.outage
+        or (s.index % 3 == 0 and (fault.kill or fault.stop or fault.freeze))
+        or (fault.drop and not s.detached)
     ]
     closes = [s.closed_at - fault_at[0] for s in hit if s.closed_at]
     # A second run of every session on another replica (not the victim).
@@ -319,9 +586,15 @@ def check(s: Session, log: list[pb.AttachResponse], data: Path) -> Counter[str]:
             known = logged.get(event_id)
             if known is not None and known != data_bytes:
                 found["client event differs from the log"] += 1
+    for event_id, text in s.sse_json.items():
+        entry = log[order[event_id]] if event_id in order else None
+        if entry is not None and serialize_message(entry.message) != text:
+            found["client event differs from the log"] += 1
     missing = {i for stream in s.streams for i, _ in stream} - set(logged) - s.states
-    if missing:  # anything but an Attach's own task_state must be in the log
+    if missing:  # anything but a subscriber's own task_state must be in the log
         found["client events not in the log"] += 1
+    if s.resyncs:
+        found["resync_required sent to a reader"] += 1
     [shard] = sorted((data / "traces").glob(f"*/{s.session_id}_*.jsonl"))
     records = list(read_jsonl(shard))
     traced = [serialize_message(r.message) for r in records[1:]]
@@ -337,64 +610,91 @@ def check(s: Session, log: list[pb.AttachResponse], data: Path) -> Counter[str]:
     issues = list(validate_records(records, trace=True))  # errors and warnings alike
     if issues:
         found["trace does not validate"] += 1
+    messages = [message_to_dict(r.message) for r in records]
     calls = [
-        message_to_dict(r.message)["payload"]["tool_call_id"]
-        for r in records
-        if r.message.WhichOneof("payload") == "tool_call"
+        m["payload"]["tool_call_id"] for m in messages if m["payload"].get("type") == "tool_call"
     ]
     if len(calls) != len(set(calls)):
         found["tool call id used twice"] += 1
+    # resumeTrace keeps every output: each completed call is answered in the
+    # trace itself, so resuming puts no placeholder in anything's place.
+    completed = {
+        m["payload"]["tool_call_id"]
+        for m in messages
+        if m["payload"].get("type") == "tool_call"
+        and m["payload"].get("stop_reason", "completed") == "completed"
+    }
+    outputs = [
+        m["payload"]["tool_call_id"]
+        for m in messages
+        if m["payload"].get("type") == "tool_call_output"
+    ]
+    resumed = resume_trace(messages)
+    carried = [
+        m["payload"]["tool_call_id"]
+        for m in resumed.carry_over
+        if m["payload"].get("type") == "tool_call_output" and m not in messages
+    ]
+    if not completed <= set(outputs) or carried:
+        found["an output resumeTrace would not keep"] += 1
     return found
+
+
+CLASSES = [
+    "duplicated in a client stream",
+    "out of order in a client stream",
+    "client event differs from the log",
+    "client events not in the log",
+    "resync_required sent to a reader",
+    "trace differs from the log",
+    "trace does not validate",
+    "tool call id used twice",
+    "an output resumeTrace would not keep",
+    "closed later than its bound",
+]
 
 
 async def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=12)
-    parser.add_argument("--faults", default="sigkill,sigstop,redis,kill-during-redis")
+    parser.add_argument("--faults", default=",".join(FAULTS))
+    # Scheduling on a loaded machine, on top of each bound (not the design's).
+    parser.add_argument("--slack", type=float, default=5.0)
     args = parser.parse_args()
     totals: Counter[str] = Counter()
     events = sessions_count = 0
     closing: dict[str, list[float]] = {}
-    for fault in args.faults.split(","):
-        print(f"fault {fault} ...", file=sys.stderr, flush=True)
+    for name in args.faults.split(","):
+        fault = FAULTS[name]
+        print(f"fault {name} ...", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory() as root:
             cluster = Cluster(Path(root), args.sessions)
-            cluster.start()
             try:
+                cluster.start()
                 sessions, closes, seen = await drive(cluster, fault)
                 events += seen
                 sessions_count += len(sessions)
-                closing[fault] = closes
+                closing[name] = closes
                 totals["closed later than its bound"] += sum(
-                    1 for c in closes if c > BOUND[fault] + SLACK
+                    1 for c in closes if c > fault.bound + args.slack
                 )
                 for s in sessions:
                     totals.update(check(s, await whole_log(cluster, s), cluster.data))
             finally:
                 await cluster.close()
-    classes = [
-        "duplicated in a client stream",
-        "out of order in a client stream",
-        "client event differs from the log",
-        "client events not in the log",
-        "trace differs from the log",
-        "trace does not validate",
-        "tool call id used twice",
-        "closed later than its bound",
-    ]
-    print(f"sessions                           {sessions_count}")
-    print(f"events seen by clients             {events}")
-    print(f"faults injected                    {len(closing)}")
-    for name in classes:
-        print(f"{name:<35}{totals[name]}")
-    for fault, closes in closing.items():
+    print(f"{'sessions':<40}{sessions_count}")
+    print(f"{'events seen by clients':<40}{events}")
+    print(f"{'faults injected':<40}{len(closing)}")
+    for name in CLASSES:
+        print(f"{name:<40}{totals[name]}")
+    for name, closes in closing.items():
         if closes:
             print(
-                f"time to close after {fault:<18} (bound {BOUND[fault]:.0f} s) "
+                f"time to close after {name:<18} (bound {FAULTS[name].bound:.0f} s) "
                 f"min {min(closes):.2f} s  median {statistics.median(closes):.2f} s  "
                 f"max {max(closes):.2f} s"
             )
-    return 1 if any(totals[name] for name in classes) else 0
+    return 1 if any(totals[name] for name in CLASSES) else 0
 
 
 if __name__ == "__main__":

@@ -231,7 +231,9 @@ async def test_killing_the_owner_mid_run_loses_nothing(replicas: Replicas, tmp_p
     # The run was closed as an abort would close it, then the session went idle.
     messages = [r for r in resumed if r.WhichOneof("kind") == "message"]  # type: ignore[attr-defined]
     abort = messages[-1].message.abort  # type: ignore[attr-defined]
-    assert abort.reason == AbortKind.REPLICA_LOST.default_reason
+    # It says whose run it was and who closed it (tests/test_paused_owner.py).
+    assert abort.reason.startswith(AbortKind.REPLICA_LOST.default_reason + ": replica ")
+    assert "stopped renewing its run lease" in abort.reason, abort.reason
     assert is_idle_end(resumed[-1])  # type: ignore[arg-type]
     # The trace says the same, and validates.
     data_dir = tmp_path / "shared-data"

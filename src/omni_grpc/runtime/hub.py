@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import secrets
+import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
@@ -91,7 +93,11 @@ class Hub:
         self.backend = backend or memory_backend(log_factory=log_factory)
         self.backend.logs.observe(self.observer.event_log)
         # Names this process in run leases and the control channel.
-        self.replica_id = replica_id or secrets.token_hex(6)
+        # Named for an operator reading a take-over's reason: host, pid, and
+        # a random part, unique across restarts.
+        self.replica_id = replica_id or (
+            f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+        )
         self.health = HealthState()
         self.recorder = Recorder(engine, self.traces, self.backend, self.health)
         self.recovery = Recovery(self.backend, self.recorder, self.health, self.replica_id)

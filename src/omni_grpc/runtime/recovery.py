@@ -287,7 +287,8 @@ class Recovery:
             log.warning("session %s: releasing a run that never started", session_id)
             await self.backend.leases.release(lease)
             return
-        log.warning("session %s: its owner was lost; closing the run", session_id)
+        reason = taken_over_reason(lease)
+        log.warning("session %s: closing the run: %s", session_id, reason)
         guard = RunGuard()
         for event in current_run(window):
             message = event.message  # decoded on each access for a kept event
@@ -298,7 +299,7 @@ class Recovery:
         closing = [
             message_from_dict(item)
             for item in guard.closing_messages(
-                aborted=True, reason=lost.default_reason, error=None, answer_calls=True
+                aborted=True, reason=reason, error=None, answer_calls=True
             )
         ]
         if run is not None:
@@ -329,6 +330,19 @@ class Recovery:
             if (message := event.message) is not None:
                 guard.observe(message_to_dict(message))
         return tail_bodies(with_stops(guard, engine_part), AbortKind.SERVER_FAILURE) + closing
+
+
+def taken_over_reason(lease: Lease) -> str:
+    """What the clients of a run taken over are told: whose run it was, that
+    it stopped renewing its lease (and when it last did), and who closed it."""
+    base = AbortKind.REPLICA_LOST.default_reason
+    if lease.taken_from is None:
+        return f"{base}; replica {lease.owner} took the run over"
+    ago = "" if lease.renewed_ago is None else f", last renewed {lease.renewed_ago:.1f} s before"
+    return (
+        f"{base}: replica {lease.taken_from} stopped renewing its run lease{ago}; "
+        f"replica {lease.owner} took the run over"
+    )
 
 
 def tail_bodies(messages: list[omni_pb2.OmniMessage], kind: AbortKind) -> list[EventBody]:

@@ -40,6 +40,10 @@ class Lease:
     # time.monotonic() by which the holder must have renewed. Taken before the
     # claim was sent, so the backend's own expiry is never earlier than this.
     valid_until: float
+    # For a run taken over (``take_over``): the replica that held it, and how
+    # many seconds before the take-over it last renewed it, when known.
+    taken_from: str | None = None
+    renewed_ago: float | None = None
 
     def still_valid(self, margin: float = 0.0) -> bool:
         return time.monotonic() + margin < self.valid_until

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from omni_grpc.runtime.redis import scripts
 from omni_grpc.runtime.redis.connection import RedisConnection, unavailable_on_failure
@@ -37,6 +38,9 @@ class RedisRunLease:
         k = self._conn.session_key
         return [k(session_id, "fence"), k(session_id, "lease"), k(session_id, "run")]
 
+    def _holder(self, session_id: str) -> str:
+        return self._conn.session_key(session_id, "holder")
+
     def _lease(self, session_id: str, owner: str, token: int, sent: float) -> Lease:
         return Lease(session_id, owner, token, sent + self._ttl * _SAFETY)
 
@@ -44,7 +48,7 @@ class RedisRunLease:
         sent = time.monotonic()
         with unavailable_on_failure():
             token = await self._acquire(
-                keys=[*self._keys(session_id), self._runs],
+                keys=[*self._keys(session_id), self._runs, self._holder(session_id)],
                 args=[owner, self._ttl_ms, session_id],
             )
         return self._lease(session_id, owner, int(token), sent) if int(token) else None
@@ -53,7 +57,7 @@ class RedisRunLease:
         sent = time.monotonic()
         with unavailable_on_failure():
             ok = await self._renew(
-                keys=self._keys(lease.session_id),
+                keys=[*self._keys(lease.session_id), self._holder(lease.session_id)],
                 args=[str(lease.token), lease.owner, self._ttl_ms],
             )
         return self._lease(lease.session_id, lease.owner, lease.token, sent) if int(ok) else None
@@ -79,7 +83,7 @@ class RedisRunLease:
     async def release(self, lease: Lease) -> bool:
         with unavailable_on_failure():
             ok = await self._release(
-                keys=[*self._keys(lease.session_id), self._runs],
+                keys=[*self._keys(lease.session_id), self._runs, self._holder(lease.session_id)],
                 args=[str(lease.token), lease.session_id],
             )
         return bool(int(ok))
@@ -87,7 +91,7 @@ class RedisRunLease:
     async def release_claim(self, session_id: str, owner: str, keep: int | None = None) -> bool:
         with unavailable_on_failure():
             ok = await self._release_claim(
-                keys=[*self._keys(session_id), self._runs],
+                keys=[*self._keys(session_id), self._runs, self._holder(session_id)],
                 args=[owner, session_id, "" if keep is None else str(keep)],
             )
         return bool(int(ok))
@@ -136,5 +140,15 @@ class RedisRunLease:
     async def take_over(self, session_id: str, owner: str) -> Lease | None:
         sent = time.monotonic()
         with unavailable_on_failure():
-            token = await self._take_over(keys=self._keys(session_id), args=[owner, self._ttl_ms])
-        return self._lease(session_id, owner, int(token), sent) if int(token) else None
+            reply = await self._take_over(
+                keys=[*self._keys(session_id), self._holder(session_id)], args=[owner, self._ttl_ms]
+            )
+        if not int(reply[0]):
+            return None
+        lease = self._lease(session_id, owner, int(reply[0]), sent)
+        if reply[1]:
+            ago = int(reply[2]) / 1000
+            lease = replace(
+                lease, taken_from=reply[1].decode(), renewed_ago=ago if ago >= 0 else None
+            )
+        return lease

@@ -158,37 +158,45 @@ if seq == nil or seq < evicted or seq > top then return {0} end
 return {1, redis.call('XRANGE', KEYS[1], '(' .. ARGV[2] .. '-0', '+')}
 """
 
-# KEYS: fence, lease, run, runs. ARGV: owner, ttl ms, session id.
-ACQUIRE = """
+# The holder key names the replica that last held or renewed a session's
+# lease, and outlives the lease (HOLDER_LIVES times its TTL, then it expires
+# by itself): the replica taking an orphaned run over tells its clients whose
+# run it was and how long ago that replica last renewed it.
+HOLDER_LIVES = 8
+
+# KEYS: fence, lease, run, runs, holder. ARGV: owner, ttl ms, session id.
+ACQUIRE = f"""
 if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
 local token = redis.call('INCR', KEYS[1])
 redis.call('SET', KEYS[3], token)
 redis.call('SET', KEYS[2], ARGV[1] .. '|' .. token, 'PX', ARGV[2])
+redis.call('SET', KEYS[5], ARGV[1], 'PX', ARGV[2] * {HOLDER_LIVES})
 redis.call('SADD', KEYS[4], ARGV[3])
 return token
 """
 
-# KEYS: fence, lease, run. ARGV: token, owner, ttl ms.
+# KEYS: fence, lease, run, holder. ARGV: token, owner, ttl ms.
 # Renews while the token is current, even after the key expired: a holder that
 # was merely slow keeps its run unless another replica has taken it over.
-RENEW = """
+RENEW = f"""
 local token = ARGV[1]
 if redis.call('GET', KEYS[1]) ~= token or redis.call('GET', KEYS[3]) ~= token then
   return 0
 end
 redis.call('SET', KEYS[2], ARGV[2] .. '|' .. token, 'PX', ARGV[3])
+redis.call('SET', KEYS[4], ARGV[2], 'PX', ARGV[3] * {HOLDER_LIVES})
 return 1
 """
 
-# KEYS: fence, lease, run, runs. ARGV: token, session id.
+# KEYS: fence, lease, run, runs, holder. ARGV: token, session id.
 RELEASE = """
 if redis.call('GET', KEYS[3]) ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[3], KEYS[2])
+redis.call('DEL', KEYS[3], KEYS[2], KEYS[5])
 redis.call('SREM', KEYS[4], ARGV[2])
 return 1
 """
 
-# KEYS: fence, lease, run, runs. ARGV: owner, session id, token to keep|''.
+# KEYS: fence, lease, run, runs, holder. ARGV: owner, session id, token to keep|''.
 # Releases the open run if ``owner`` holds its lease (and it is not the run
 # with the token to keep): a claim whose reply was lost (Redis ran ACQUIRE,
 # the replica never heard), which no task runs.
@@ -198,18 +206,25 @@ local token = redis.call('GET', KEYS[3])
 if not held or not token or held ~= ARGV[1] .. '|' .. token or token == ARGV[3] then
   return 0
 end
-redis.call('DEL', KEYS[3], KEYS[2])
+redis.call('DEL', KEYS[3], KEYS[2], KEYS[5])
 redis.call('SREM', KEYS[4], ARGV[2])
 return 1
 """
 
-# KEYS: fence, lease, run. ARGV: owner, ttl ms.
-TAKE_OVER = """
-if redis.call('EXISTS', KEYS[3]) == 0 or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+# KEYS: fence, lease, run, holder. ARGV: owner, ttl ms.
+# {token, the replica that held it ('' if unknown), ms since it last renewed
+# (-1 if unknown)}, or {0}.
+TAKE_OVER = f"""
+if redis.call('EXISTS', KEYS[3]) == 0 or redis.call('EXISTS', KEYS[2]) == 1 then return {{0}} end
+local holder = redis.call('GET', KEYS[4]) or ''
+local left = redis.call('PTTL', KEYS[4])
+local ago = -1
+if holder ~= '' and left >= 0 then ago = ARGV[2] * {HOLDER_LIVES} - left end
 local token = redis.call('INCR', KEYS[1])
 redis.call('SET', KEYS[3], token)
 redis.call('SET', KEYS[2], ARGV[1] .. '|' .. token, 'PX', ARGV[2])
-return token
+redis.call('SET', KEYS[4], ARGV[1], 'PX', ARGV[2] * {HOLDER_LIVES})
+return {{token, holder, ago}}
 """
 
 # Sets one field of a session that exists (never revives a deleted one as a

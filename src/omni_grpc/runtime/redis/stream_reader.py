@@ -24,6 +24,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from redis import exceptions as redis_errors
+
 from omni_grpc.runtime.errors import BackendUnavailable
 from omni_grpc.runtime.redis.connection import BLOCK_MS, RedisConnection, unavailable_on_failure
 
@@ -113,6 +115,7 @@ class StreamReader:
         return streams
 
     async def _run(self) -> None:
+        timed_out = False
         try:
             while len(streams := self._streams()) > 1:
                 self._blocked = True
@@ -121,8 +124,22 @@ class StreamReader:
                         response = await self._conn.blocking.xread(
                             streams, block=BLOCK_MS, count=_COUNT
                         )
+                except BackendUnavailable as exc:
+                    # A read that timed out is read again (on a fresh
+                    # connection) if Redis answers the probe now: this process
+                    # may have been paused (SIGSTOP, a frozen VM) past the
+                    # timeout while Redis answered all along, and its clients
+                    # are owed what happened meanwhile (a run taken over), not
+                    # "the session store is unavailable". The probe fails
+                    # within a second when Redis is what hangs.
+                    if timed_out or not isinstance(exc.__cause__, redis_errors.TimeoutError):
+                        raise
+                    await self._conn.ping()
+                    timed_out = True
+                    continue
                 finally:
                     self._blocked = False
+                timed_out = False
                 for raw_key, entries in response or []:
                     await self._hand_over(raw_key.decode(), entries)
                 await self._keep_alive()

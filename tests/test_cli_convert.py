@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from google.protobuf.internal.decoder import _DecodeVarint
 
 CORPUS = Path(__file__).parent / "conformance"
 CLI = str(Path(sys.executable).with_name("omni-grpc"))
@@ -168,6 +169,15 @@ def test_what_convert_accepts_it_converts_back_and_validate_agrees(tmp_path: Pat
         b'{"timestamp":"t","type":"","payload":{"type":"future"}}',
         b'{"timestamp":"t","type":"future_msg","payload":{"type":"future","x":1}}',
         b'{"timestamp":"t","type":"model_msg","payload":{"type":"","x":[]}}',
+        # the default .binpb form: base64 stored as bytes, a tool list marked
+        b'{"timestamp":"t","type":"model_msg","payload":{"type":"thinking","role":"assistant",'
+        b'"thinking":"","fidelity":{"id":"r","encrypted_content":"' + b"QUJD" * 64 + b'"}}}',
+        b'{"timestamp":"t","type":"event_msg","payload":{"type":"tool_list_ready","tools":['
+        + b",".join(
+            b'{"name":"t%d","description":"d","parameters":{"type":"object"}}' % i
+            for i in range(12)
+        )
+        + b"]}}",
     ]
     for n, line in enumerate(lines):
         source = tmp_path / f"{n}.jsonl"
@@ -179,8 +189,15 @@ def test_what_convert_accepts_it_converts_back_and_validate_agrees(tmp_path: Pat
             assert back.returncode == 0, back.stderr
             assert (tmp_path / f"{n}.back.jsonl").read_bytes() == line + b"\n"
             assert b"malformed" not in valid.stdout
+            stored = cli("validate", "--stream", tmp_path / f"{n}.binpb")
+            assert stored.returncode == valid.returncode and b"malformed" not in stored.stdout
         else:
             assert forward.returncode == 1 and b"line 1" in forward.stderr
             assert valid.returncode == 1 and b"malformed" in valid.stdout
+    # the last two were stored in the default form: base64 as bytes, marked
+    assert b"QUJD" * 64 not in (tmp_path / "3.binpb").read_bytes()
+    marked = (tmp_path / "4.binpb").read_bytes()
+    _, start = _DecodeVarint(marked, 0)  # the record's length
+    assert marked[start : start + 1] == b"\x00"
     refused = cli("convert", tmp_path / "0.jsonl", tmp_path / "z.binpb")
     assert b"envelope type is empty" in refused.stderr

@@ -63,9 +63,11 @@ class _MeteredTraceWriter(TraceWriter):
         super().__init__(path)
         self._metrics = metrics
 
-    def append_line(self, record: bytes, msg: omni_pb2.OmniMessage | None = None) -> None:
+    def append_line(
+        self, record: bytes, msg: omni_pb2.OmniMessage | None = None, *, fence: int | None = None
+    ) -> None:
         try:
-            super().append_line(record, msg)
+            super().append_line(record, msg, fence=fence)
         except (OSError, ValueError):
             self._metrics.trace_errors.inc()
             raise

@@ -2,7 +2,8 @@
 health of the trace storage.
 
 Every record a run writes passes ``append``: the lease is checked first (a
-fenced replica writes nothing), a record past the readers' line limit stops
+fenced replica writes nothing), and on a shared backend again by the trace's
+own lock (``TraceWriter``'s fence), a record past the readers' line limit stops
 the run instead of being silently lost, and a disk that refuses it marks the
 storage unhealthy until a probe succeeds again.
 """
@@ -26,6 +27,7 @@ from omni_grpc.runtime.health import STORAGE, HealthState, RunFailure, storage_f
 from omni_grpc.runtime.run import Run
 from omni_grpc.runtime.session_index import SessionRecord
 from omni_grpc.runtime.trace_store import TraceStore, utc_now
+from omni_grpc.trace import StaleWriter
 from omni_grpc.trace.lines import DEFAULT_MAX_LINE_BYTES
 from omni_grpc_proto.omni.v1 import omni_pb2
 
@@ -83,8 +85,15 @@ class Recorder:
                     f"record limit ({self.max_record_bytes} bytes); the run was stopped",
                 )
             )
+        # On a shared backend the file system checks the token too, in the
+        # append's own lock: a take-over between the check above and the
+        # write cannot let this record in after its close.
+        fence = run.lease.token if self.backend.shared else None
         try:
-            written = self.traces.append(run.record, msg, line)
+            written = self.traces.append(run.record, msg, line, fence=fence)
+        except StaleWriter as exc:
+            run.lost = True
+            raise Fenced(run.session_id, run.lease.token) from exc
         except OSError as exc:
             raise TraceRejected(self.storage_failed(exc)) from exc
         if written:

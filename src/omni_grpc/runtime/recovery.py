@@ -87,6 +87,11 @@ class Recovery:
         a run whose replica died is closed by the orphan sweep instead."""
         for record in await asyncio.to_thread(self.traces.scan):
             if await self.backend.index.add(record):
+                # A backend that lost the session lost its tokens too: the next
+                # run's must still be above its trace's fence.
+                fenced_at = await asyncio.to_thread(self.traces.fence_of, record)
+                if fenced_at:
+                    await self.backend.leases.seed_fence(record.session_id, fenced_at)
                 count, repaired = await asyncio.to_thread(self.traces.recover, record)
                 if not repaired:  # a read-only or full disk: before the next run
                     await self.backend.index.mark_unclosed(record.session_id, INTERRUPTED_REASON)
@@ -276,6 +281,9 @@ class Recovery:
         run: Run | None = None
         if record is not None:
             self.traces.forget(record)  # the dead owner extended the file
+            # Fence the trace before reading its tail: a paused owner that
+            # comes back writes nothing after what this close lines up.
+            await asyncio.to_thread(self.traces.raise_fence, record, lease.token)
             recorded = await asyncio.to_thread(self.traces.view(record).messages)
             # What the dead owner wrote may not all have been counted.
             record = replace(record, message_count=len(recorded))

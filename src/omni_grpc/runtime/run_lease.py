@@ -95,6 +95,13 @@ class RunLease(Protocol):
         """Claims an orphaned run with a new token; None unless it is one."""
         ...
 
+    async def seed_fence(self, session_id: str, at_least: int) -> None:
+        """Makes every later token larger than ``at_least``: a session whose
+        trace was fenced (``TraceStore.fence_of``) indexed again by a backend
+        that lost its tokens, so its next run is not fenced out by its own
+        trace."""
+        ...
+
 
 class MemoryRunLease:
     """One process: a lease never expires (the process that would renew it is
@@ -152,6 +159,9 @@ class MemoryRunLease:
 
     async def take_over(self, session_id: str, owner: str) -> Lease | None:
         return None
+
+    async def seed_fence(self, session_id: str, at_least: int) -> None:
+        self._tokens[session_id] = max(self._tokens.get(session_id, 0), at_least)
 
 
 class Holder(Protocol):

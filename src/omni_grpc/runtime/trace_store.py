@@ -3,7 +3,10 @@
 Traces stay the reference JSONL on a file system every replica mounts (a
 shared volume when there are several), laid out as the reference lays them
 out. Only the holder of a session's run lease appends, so the store needs no
-locking beyond the writer's one ``write(2)`` per record. Engines get a
+locking beyond the writer's one ``write(2)`` per record under its ``flock``;
+on a shared backend each append carries the lease's token, and a replica
+taking a run over raises the shard's fence first (``raise_fence``), so a
+stale owner's late append is refused by the file system's own lock. Engines get a
 read-only ``SessionTrace`` view (``RunOptions.trace``), never a path to
 derive things from.
 """
@@ -31,6 +34,7 @@ from omni_grpc.trace.index import read_window
 from omni_grpc.trace.paths import parse_shard_name, trace_path_for
 from omni_grpc.trace.resume import read_trace, recover_shard
 from omni_grpc.trace.window import Position, Window
+from omni_grpc.trace.writer import shard_fence
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 log = logging.getLogger(__name__)
@@ -127,9 +131,31 @@ class TraceStore:
     def view(self, record: SessionRecord) -> ShardedTrace:
         return ShardedTrace(self.paths(record))
 
-    def append(self, record: SessionRecord, msg: omni_pb2.OmniMessage, data: bytes) -> bool:
+    def append(
+        self,
+        record: SessionRecord,
+        msg: omni_pb2.OmniMessage,
+        data: bytes,
+        *,
+        fence: int | None = None,
+    ) -> bool:
         """Appends ``msg`` (serialized as ``data``) to the session's last shard;
-        False when it is not recordable. Raises OSError when the disk refuses."""
+        False when it is not recordable. Raises OSError when the disk refuses,
+        ``StaleWriter`` when ``fence`` (the run lease's token) was fenced out
+        by a take-over (``raise_fence``)."""
+        return self._writer(record).write(msg, data, fence=fence)
+
+    def raise_fence(self, record: SessionRecord, token: int) -> None:
+        """A take-over's fence on the session's trace: a write of an older
+        token is refused from now on, and none is under way when this
+        returns (the storage-level half of the lease's fencing)."""
+        self._writer(record).raise_fence(token)
+
+    def fence_of(self, record: SessionRecord) -> int:
+        """The token the session's trace is fenced at (0: never taken over)."""
+        return shard_fence(self.paths(record)[-1])
+
+    def _writer(self, record: SessionRecord) -> TraceWriter:
         path = self.paths(record)[-1]
         writer = self._writers.get(path)
         if writer is None:
@@ -138,7 +164,7 @@ class TraceStore:
                 self._writers.popitem(last=False)
         else:
             self._writers.move_to_end(path)
-        return writer.write(msg, data)
+        return writer
 
     @property
     def cached_writers(self) -> int:

@@ -15,6 +15,13 @@
 * The shard's index (``trace/index.py``) is extended after each record, still
   under the lock, so a window never reads the whole trace. The index is a
   cache: a failure to update it never fails the record.
+* A write may be fenced: ``write(..., fence=token)`` is refused
+  (``StaleWriter``, nothing written) once the shard's fence file
+  (``<shard>.fence``, raised by ``raise_fence`` when another replica takes a
+  run over) holds a larger token. The fence is read and the record written
+  under the same ``flock``, and ``raise_fence`` takes that lock too, so no
+  record of a writer fenced out lands after the fence was raised: the
+  taker reads a tail no stale writer can extend.
 """
 
 from __future__ import annotations
@@ -39,6 +46,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+FENCE_SUFFIX = ".fence"
+
+
+class StaleWriter(Exception):
+    """A fenced write refused: another writer raised the shard's fence past
+    this writer's token."""
+
+    def __init__(self, path: Path, token: int, fence: int) -> None:
+        super().__init__(f"{path}: write with token {token} refused, the fence is at {fence}")
+        self.token = token
+        self.fence = fence
+
 
 class TraceWriter:
     """Serialized appends to one trace shard. Safe to share between threads."""
@@ -54,10 +73,13 @@ class TraceWriter:
     def path(self) -> Path:
         return self._path
 
-    def write(self, msg: OmniMessage, line: bytes | None = None) -> bool:
+    def write(
+        self, msg: OmniMessage, line: bytes | None = None, *, fence: int | None = None
+    ) -> bool:
         """Append ``msg`` if it is recordable; ``False`` (nothing written) otherwise.
 
-        ``line`` is ``msg`` already serialized, for callers that have it.
+        ``line`` is ``msg`` already serialized, for callers that have it;
+        ``fence`` the writer's token (``StaleWriter`` once it is fenced out).
         """
         if not is_recordable(msg):
             return False
@@ -65,10 +87,12 @@ class TraceWriter:
             from omni_grpc.convert import serialize_message
 
             line = serialize_message(msg)
-        self.append_line(line, msg)
+        self.append_line(line, msg, fence=fence)
         return True
 
-    def append_line(self, record: bytes, msg: OmniMessage | None = None) -> None:
+    def append_line(
+        self, record: bytes, msg: OmniMessage | None = None, *, fence: int | None = None
+    ) -> None:
         """Append one already-serialized JSON record (without its newline);
         ``msg`` is that record parsed, for callers that have it."""
         if b"\n" in record:
@@ -78,6 +102,10 @@ class TraceWriter:
             fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
+                if fence is not None:
+                    held = self.fence()
+                    if held > fence:
+                        raise StaleWriter(self._path, fence, held)
                 if self._needs_newline is None:
                     self._needs_newline = _tail_is_torn(fd)
                 data = (b"\n" if self._needs_newline else b"") + record + b"\n"
@@ -125,6 +153,31 @@ class TraceWriter:
             # The next reader catches the index up from the trace.
             log.debug("trace index of %s not updated: %s", self._path, exc)
 
+    @property
+    def fence_path(self) -> Path:
+        return fence_path(self._path)
+
+    def fence(self) -> int:
+        return shard_fence(self._path)
+
+    def raise_fence(self, token: int) -> None:
+        """Refuses, from now on, every fenced write with a token below
+        ``token``. Taken under the shard's lock, so a write that checked the
+        fence before is complete when this returns."""
+        with self._lock:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                if self.fence() >= token:
+                    return
+                # Whole or not at all: a crash leaves the old fence or the new.
+                staged = self.fence_path.with_name(self.fence_path.name + f".{os.getpid()}")
+                staged.write_bytes(str(token).encode())
+                os.replace(staged, self.fence_path)
+            finally:
+                os.close(fd)
+
     def rotate(self) -> Path:
         """Move to the next shard (``_001`` -> ``_002``) in the same date directory."""
         parsed = parse_shard_name(self._path)
@@ -153,6 +206,20 @@ class TraceWriter:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def fence_path(shard: Path) -> Path:
+    return shard.with_name(shard.name + FENCE_SUFFIX)
+
+
+def shard_fence(shard: Path) -> int:
+    """The shard's fence token, 0 when none was raised (no file: one failed
+    open, the common case)."""
+    try:
+        text = fence_path(shard).read_bytes()
+    except FileNotFoundError:
+        return 0
+    return int(text or b"0")
 
 
 def _tail_is_torn(fd: int) -> bool:

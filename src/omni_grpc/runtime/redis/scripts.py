@@ -227,6 +227,15 @@ redis.call('SET', KEYS[4], ARGV[1], 'PX', ARGV[2] * {HOLDER_LIVES})
 return {{token, holder, ago}}
 """
 
+# KEYS: fence. ARGV: the least the counter may hold.
+SEED_FENCE = """
+local at_least = tonumber(ARGV[1])
+if tonumber(redis.call('GET', KEYS[1]) or '0') < at_least then
+  redis.call('SET', KEYS[1], at_least)
+end
+return 1
+"""
+
 # Sets one field of a session that exists (never revives a deleted one as a
 # partial hash): 1, or 0 for an unknown session.
 INDEX_SET_FIELD = """

@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 import pytest
 from google.protobuf.internal.decoder import _DecodeVarint
-from hypothesis import HealthCheck, find, given, settings
+from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 from test_convert_properties import envelopes, json_values, objects, strings
 
@@ -255,7 +255,18 @@ def stored_form(obj: dict[str, Any]) -> str:
 def test_the_default_form_strategy_reaches(form: str) -> None:
     """The strategy above makes records of each stored form, so the property
     over it is not vacuous."""
-    found = find(default_form_envelopes(), lambda obj: stored_form(obj) == form)
+    found = find(
+        default_form_envelopes(),
+        lambda obj: stored_form(obj) == form,
+        # a search, not a property: the first example found will do (no
+        # shrinking), and no health check may stop it on a loaded machine
+        settings=settings(
+            max_examples=2000,
+            deadline=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
     assert stored_form(found) == form
 
 

@@ -102,30 +102,46 @@ async def test_a_lone_grpc_reader_gets_every_event_of_a_large_prompt(
 
 async def test_ten_readers_each_get_every_event_of_an_8_mib_prompt(serve: Serve) -> None:
     server = serve()
-    small, _ = await grpc_run(server.grpc_address, "hi")
-    prompt = prompt_of(8)
     async with AgentClient(server.grpc_address) as client:
-        run = client.run(prompt)
-        sid = await run.session()
-        # Nine more readers of the same run, attached from its first event.
-        baseline = (await client.list_sessions())[0]
-        first = baseline.last_event_id if baseline.session_id == sid else None
+        # A first small run makes the session and the ids to attach from.
+        small = client.run("hi")
+        sid = await small.session()
+        before = [event async for event in small]
+        first = before[0].event_id
+        # Nine more readers of the session, attached from that run's first
+        # event before the large run starts (a reader attached only once the
+        # window has moved past its id is told to resync, by design): each is
+        # replayed the small run, then joins live.
+        joined = [asyncio.Event() for _ in range(9)]
 
-        async def attach() -> list[StreamEvent]:
+        async def attach(joined: asyncio.Event) -> list[StreamEvent]:
             out: list[StreamEvent] = []
-            async for event in client.attach(sid, first or None):
+            running = False  # the large run's first message was seen
+            async for event in client.attach(sid, first):
                 out.append(event)
-                if event.is_task_end and event.event_id != first:
+                if event.event_id == before[-1].event_id:
+                    joined.set()  # the replay is done: the session's state, then live
+                elif joined.is_set() and event.message is not None:
+                    running = True
+                elif running and event.is_task_end:
                     break
             return out
 
-        watchers = [asyncio.create_task(attach()) for _ in range(9)]
-        events = [event async for event in run]
-        attached = await asyncio.gather(*watchers)
-    assert_whole(events, prompt, len(small))
+        watchers = [asyncio.create_task(attach(j)) for j in joined]
+        await asyncio.wait_for(asyncio.gather(*(j.wait() for j in joined)), 120)
+        prompt = prompt_of(8)
+        events = [event async for event in client.run(prompt, session_id=sid)]
+        attached = await asyncio.wait_for(asyncio.gather(*watchers), 300)
+        # How many events a session's second run has (no tool list again).
+        other = client.run("hi")
+        [e async for e in other]
+        second = [e async for e in client.run("hi", session_id=await other.session())]
+    assert_whole(events, prompt, len(second))
     for seen in attached:
         assert "@resync_required" not in [e.kind for e in seen]
+        assert [e.event_id for e in seen[: len(before) - 1]] == [e.event_id for e in before[1:]]
         assert len([t for t in texts(seen) if repr(prompt) in t]) == 2
+        assert {e.event_id for e in events} <= {e.event_id for e in seen}
 
 
 @pytest.mark.parametrize("mib", [3, 16])

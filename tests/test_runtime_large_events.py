@@ -15,6 +15,7 @@ from conftest import MakeLog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from omni_grpc.runtime import bodies
 from omni_grpc.runtime.event_log import EventLog
 from omni_grpc.runtime.events import EventBody, HubEvent
 from omni_grpc.runtime.fanout import Subscriber
@@ -24,6 +25,7 @@ from omni_grpc_proto.omni.v1 import agent_service_pb2
 WINDOW = 2_000  # UTF-16 units
 KEEPS_UP = 10.0  # stall timeout: far longer than a reader that reads needs
 RESYNC = b'{"type":"resync_required"}'
+RESYNC_BODY = bodies.resync_required_body()
 
 
 def sized(n: int, units: int) -> EventBody:
@@ -62,13 +64,18 @@ async def write(log: EventLog, items: list[EventBody], on_write: object = None) 
     await last
 
 
-async def read(sub: Subscriber, count: int, bounds: Bounds | None = None) -> list[HubEvent]:
+async def read(sub: Subscriber, count: int, pace: int = 0) -> list[HubEvent]:
+    """Reads ``count`` events, one per loop turn (slower than the writer);
+    with ``pace``, a further ``pace`` turns per 500 units of each event, as a
+    transport takes longer to send a larger one (so readers of the same
+    message finish it at different times)."""
     out: list[HubEvent] = []
     while len(out) < count:
         event = await asyncio.wait_for(sub.next(), 30)
         assert event is not None
         out.append(event)
-        await asyncio.sleep(0)  # one event per loop turn: slower than the writer
+        for _ in range(1 + pace * event.body.size // 500):
+            await asyncio.sleep(0)  # yielding the loop, not waiting on time
     return out
 
 
@@ -100,6 +107,64 @@ async def test_ten_readers_keep_up_with_messages_past_the_window(make_log: MakeL
         assert sub.cutoffs == 0  # type: ignore[attr-defined]
 
 
+async def test_ten_readers_at_different_paces_keep_up_with_messages_past_the_window(
+    make_log: MakeLog,
+) -> None:
+    # Each reader takes longer over a large message than the one before: when
+    # the reader the writer waits for has read down, the others may still hold
+    # a whole window, and the writer must wait for them too.
+    sizes = [1_000, 4 * WINDOW, 150, 150, 2 * WINDOW, 20, 3 * WINDOW, 1_900, 30] * 2
+    log = await make_log(max_bytes=WINDOW, stall_timeout=KEEPS_UP)
+    subs = [await log.subscribe() for _ in range(10)]
+    items = [sized(n, units) for n, units in enumerate(sizes)]
+    readers = [
+        asyncio.create_task(read(s, len(items), pace))  # type: ignore[arg-type]
+        for pace, s in enumerate(subs)
+    ]
+    await write(log, items)
+    for sub, reader in zip(subs, readers, strict=True):
+        got = await asyncio.wait_for(reader, 60)
+        assert [e.data for e in got] == [i.data for i in items]
+        assert sub.cutoffs == 0  # type: ignore[attr-defined]
+
+
+async def test_the_writer_waits_for_every_reader_near_the_window_not_only_the_first() -> None:
+    log = MemoryEventLog(RESYNC_BODY, max_bytes=WINDOW, stall_timeout=KEEPS_UP)
+    ahead, behind = await log.subscribe(), await log.subscribe()
+    first = await log.publish(sized(0, 100))
+    assert await behind.next() == first  # ``ahead`` has more queued: the writer waits for it
+    log.publish_nowait(sized(1, 3 * WINDOW))
+    assert log.congested
+    assert await ahead.next() == first
+    assert (await ahead.next()) is not None  # ``ahead`` has read down; ``behind`` has not
+    assert log.congested, "writing on now would push ``behind`` past the window"
+    assert (await behind.next()) is not None
+    assert not log.congested
+    log.publish_nowait(sized(2, 10))
+    for sub in (ahead, behind):
+        event = await sub.next()
+        assert event is not None and event.data == sized(2, 10).data
+        assert sub.cutoffs == 0
+
+
+async def test_small_events_after_a_message_past_the_window_cut_off_only_past_another_window() -> (
+    None
+):
+    # Writers that do not wait (an approval's, the task state's) may add small
+    # events behind a message larger than the window that a reader is still
+    # taking: it has not fallen behind until they fill a window of their own.
+    log = MemoryEventLog(RESYNC_BODY, max_bytes=WINDOW, stall_timeout=KEEPS_UP)
+    sub = await log.subscribe()
+    log.publish_nowait(sized(0, 5 * WINDOW))
+    for n in range(1, 10):
+        log.publish_nowait(sized(n, 200))
+    assert sub.cutoffs == 0 and sub.backlog == (10, 5 * WINDOW + 9 * 200)
+    log.publish_nowait(sized(10, 201))  # the small ones now pass the window
+    assert sub.cutoffs == 1
+    event = await sub.next()
+    assert event is not None and event.data == RESYNC
+
+
 async def test_a_reader_that_stops_gets_a_resync_while_the_other_gets_every_large_message(
     make_log: MakeLog,
 ) -> None:
@@ -124,16 +189,17 @@ async def test_a_reader_that_stops_gets_a_resync_while_the_other_gets_every_larg
 )
 @given(
     sizes=st.lists(st.integers(1, 3 * WINDOW), min_size=1, max_size=25),
-    readers=st.integers(1, 3),
+    paces=st.lists(st.integers(0, 4), min_size=1, max_size=3),
 )
 async def test_any_size_sequence_reaches_readers_that_keep_up_within_the_byte_cap(
-    make_log: MakeLog, sizes: list[int], readers: int
+    make_log: MakeLog, sizes: list[int], paces: list[int]
 ) -> None:
+    """One to three readers, each at its own pace."""
     log = await make_log(max_bytes=WINDOW, stall_timeout=KEEPS_UP)
-    subs: list[Subscriber] = [await log.subscribe() for _ in range(readers)]  # type: ignore[misc]
+    subs: list[Subscriber] = [await log.subscribe() for _ in paces]  # type: ignore[misc]
     items = [sized(n, units) for n, units in enumerate(sizes)]
     bounds = Bounds()
-    tasks = [asyncio.create_task(read(s, len(items))) for s in subs]
+    tasks = [asyncio.create_task(read(s, len(items), p)) for s, p in zip(subs, paces, strict=True)]
     await write(log, items, lambda: bounds.sample(log, subs))
     for sub, task in zip(subs, tasks, strict=True):
         got = await asyncio.wait_for(task, 60)

@@ -19,9 +19,12 @@ sees is decided here, once for every backend:
   futures of ``hold``) until it has read down, unless it does not read down
   within the stall timeout (plus a second per MiB it has to send: its
   backlog and the event it took last, ``STALL_RATE``); then it is let go,
-  and cut off once its backlog reaches past the window. What it was handed
-  stays queued when the window evicts it, so a message larger than the
-  window reaches it whole;
+  and cut off once its backlog reaches past the window. The writer goes on
+  only once no subscriber that keeps up is nearly full: when the one it
+  waited for reads down, it waits for the next such one (readers of the same
+  large message read it at the same time, but not at the same pace). What a
+  subscriber was handed stays queued when the window evicts it, so a message
+  larger than the window reaches it whole;
 * room: a backend that trims where the writer cannot hold it (a shared
   stream) waits before each write until its subscribers that keep up have
   been handed what the write would trim (``room``);
@@ -172,14 +175,23 @@ class Subscriber:
         return self._queue[0].seq if self._queue else None
 
     def over_window(self) -> bool:
-        """Its backlog, apart from the newest event, is larger than the window:
-        more than a writer that waits for it (back-pressure) ever lets it hold,
-        so it has not kept up."""
-        if not self._queue:
-            return False
+        """Its backlog, apart from its largest event, is larger than the
+        window: more than a writer that waits for it (back-pressure) ever lets
+        it hold, so it has not kept up.
+
+        Apart from the largest, not the newest: a message larger than the
+        window, still being sent, may be followed by small events (from a
+        writer that does not wait, such as an approval's, or the one write a
+        waiting writer makes before it hears it must wait) without the reader
+        having fallen behind. The backlog stays bounded by the window plus one
+        message (itself bounded by the record limit)."""
         count, units = self._fanout.limits
-        newest = self._queue[-1].body.size
-        return len(self._queue) - 1 > count or self._bytes - newest > units
+        if len(self._queue) - 1 > count:
+            return True
+        if self._bytes <= units:  # the usual case, without a walk of the queue
+            return False
+        largest = max(event.body.size for event in self._queue)
+        return self._bytes - largest > units
 
     def has_room(self, count: int, units: int, unread: tuple[int, int]) -> bool:
         """Whether ``count`` events of ``units`` more may be written without
@@ -375,15 +387,24 @@ class Fanout:
     def press(self) -> None:
         """After a write: a subscriber that keeps up and is about to fall out of
         the window makes the writer wait for it."""
-        if self.pressed_by is not None or not self.subscribers:
-            return
+        if self.pressed_by is None:
+            self._press_next()
+
+    def _press_next(self) -> bool:
+        """Makes the writer wait for the fullest subscriber that keeps up and is
+        about to fall out of the window, if any (with a stall budget of its
+        own); whether there was one."""
+        if not self.subscribers:
+            return False
         extra = self.in_flight()
         pressing = [s for s in self.subscribers if not s.lagging and s.level(extra) >= HIGH_WATER]
-        if pressing:
-            self.pressed_by = max(pressing, key=lambda s: s.level(extra))
-            loop = asyncio.get_running_loop()
-            delay = self.stall_delay([self.pressed_by])
-            self._stall_timer = loop.call_later(delay, self._stalled)
+        if not pressing:
+            return False
+        self.pressed_by = max(pressing, key=lambda s: s.level(extra))
+        loop = asyncio.get_running_loop()
+        delay = self.stall_delay([self.pressed_by])
+        self._stall_timer = loop.call_later(delay, self._stalled)
+        return True
 
     def landed(self) -> None:
         """Writes in flight were accounted for without reaching a subscriber's
@@ -403,10 +424,18 @@ class Fanout:
         return held
 
     def relieve(self) -> None:
+        """The subscriber the writer waited for read down, was let go, cut off
+        or left. The writer goes on only if no other subscriber that keeps up
+        is about to fall out of the window: letting it write while one still
+        holds a full window (such as a message larger than the window it has
+        not finished reading) would push that one past the window and cut it
+        off, however well it keeps up."""
         if self._stall_timer is not None:
             self._stall_timer.cancel()
             self._stall_timer = None
         self.pressed_by = None
+        if self._press_next():
+            return
         held, self._held = self._held, []
         for inner, outer in held:
             inner.add_done_callback(functools.partial(_settle, outer=outer))

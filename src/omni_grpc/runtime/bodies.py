@@ -45,7 +45,9 @@ def engine_message(item: Mapping[str, Any]) -> tuple[omni_pb2.OmniMessage, Event
 def with_abort_kind(body: EventBody, kind: AbortKind | None) -> EventBody:
     if kind is None:
         return body
-    return EventBody(body.message, None, body.data, body.failure, kind, body.encoded, body.wire)
+    return EventBody(
+        body.message, None, body.data, body.failure, kind, body.encoded, body.wire, body.counted
+    )
 
 
 def server_event_body(event: agent_service_pb2.ServerEvent) -> EventBody:

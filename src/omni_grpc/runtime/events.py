@@ -50,6 +50,10 @@ class EventBody:
     # The message's or server event's protobuf wire bytes, when the body was
     # made from them (not kept for replay: the text is).
     wire: bytes | None = None
+    # ``size``, counted on first use (-1 until then), or given by a log that
+    # stored it beside the text: the back-pressure and the window read it
+    # several times per event.
+    counted: int = field(default=-1, compare=False, repr=False)
 
     @property
     def is_message(self) -> bool:
@@ -62,7 +66,9 @@ class EventBody:
         encoded: Literal["message", "server_event"] = (
             "message" if self.message is not None else "server_event"
         )
-        return EventBody(None, None, self.data, self.failure, self.abort_kind, encoded)
+        return EventBody(
+            None, None, self.data, self.failure, self.abort_kind, encoded, counted=self.counted
+        )
 
     @property
     def decoded_message(self) -> omni_pb2.OmniMessage | None:
@@ -83,7 +89,11 @@ class EventBody:
     @property
     def size(self) -> int:
         """The size the reference counts: UTF-16 code units of the JSON text."""
-        return utf16_length(self.data)
+        counted = self.counted
+        if counted < 0:
+            counted = utf16_length(self.data)
+            object.__setattr__(self, "counted", counted)
+        return counted
 
 
 @dataclass(frozen=True, slots=True)

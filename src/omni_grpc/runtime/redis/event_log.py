@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import struct
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -64,8 +65,29 @@ class _Pending:
     future: asyncio.Future[HubEvent]
 
 
-def _kind(body: EventBody) -> bytes:
-    return b"m" if body.is_message else b"s"
+# An event's small fields as the publish script unpacks them (scripts.PUBLISH):
+# kind, bumps the state version, size, then failure code, failure message and
+# abort kind, each after its length.
+_HEAD = struct.Struct(">cBIH")
+_PLAIN = struct.Struct(">cBIHIH")
+_LEN4 = struct.Struct(">I")
+_LEN2 = struct.Struct(">H")
+
+
+def _header(body: EventBody) -> bytes:
+    kind = b"m" if body.is_message else b"s"
+    bumps = 1 if _bumps_state(body) else 0
+    failure, abort_kind = body.failure, body.abort_kind
+    if failure is None and not abort_kind:
+        return _PLAIN.pack(kind, bumps, body.size, 0, 0, 0)
+    code = failure.code.encode() if failure else b""
+    message = failure.message.encode() if failure else b""
+    kind_of_abort = abort_kind.encode() if abort_kind else b""
+    return b"".join((
+        _HEAD.pack(kind, bumps, body.size, len(code)), code,
+        _LEN4.pack(len(message)), message,
+        _LEN2.pack(len(kind_of_abort)), kind_of_abort,
+    ))  # fmt: skip
 
 
 def _bumps_state(body: EventBody) -> bool:
@@ -99,7 +121,10 @@ def decode_entry(epoch: str, entry_id: bytes, fields: dict[bytes, bytes]) -> Hub
     encoded: Literal["message", "server_event"] = (
         "message" if fields.get(b"k") == b"m" else "server_event"
     )
-    body = EventBody(None, None, data, failure, kind, encoded, fields[b"p"])
+    size = fields.get(b"n")
+    body = EventBody(
+        None, None, data, failure, kind, encoded, fields[b"p"], -1 if size is None else int(size)
+    )
     prev = fields.get(b"pv")
     return HubEvent(seq, format_event_id(epoch, seq), body, True, int(prev) if prev else None)
 
@@ -301,6 +326,11 @@ class RedisEventLog:
     async def _append(
         self, items: list[EventBody], fence: int | None, end_run: bool
     ) -> list[HubEvent]:
+        header: list[bytes] = []
+        payload: list[bytes] = []
+        for body in items:
+            header.append(_header(body))
+            payload += (body.data, encode_proto(body))
         args: list[Any] = [
             "" if fence is None else str(fence),
             self._window.max_events,
@@ -309,20 +339,10 @@ class RedisEventLog:
             "1" if end_run else "0",
             self._ttl_ms,
             len(items),
+            self.session_id,
+            b"".join(header),
+            *payload,
         ]
-        for body in items:
-            failure = body.failure
-            args += [
-                _kind(body),
-                body.size,
-                body.data,
-                "1" if _bumps_state(body) else "0",
-                failure.code if failure else "",
-                failure.message if failure else "",
-                body.abort_kind or "",
-                encode_proto(body),
-            ]
-        args.append(self.session_id)
         keys = [self._events, self._meta, self._fence, self._lease, self._run, self._runs]
         self.last_activity = time.monotonic()
         try:

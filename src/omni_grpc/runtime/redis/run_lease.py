@@ -35,6 +35,10 @@ class RedisRunLease:
     def ttl(self) -> float:
         return self._ttl
 
+    def _renew_keys(self, session_id: str) -> list[str]:
+        """RENEW's keys, for ``renew`` and ``renew_many`` alike (one home)."""
+        return [*self._keys(session_id), self._holder(session_id)]
+
     def _keys(self, session_id: str) -> list[str]:
         k = self._conn.session_key
         return [k(session_id, "fence"), k(session_id, "lease"), k(session_id, "run")]
@@ -58,7 +62,7 @@ class RedisRunLease:
         sent = time.monotonic()
         with unavailable_on_failure():
             ok = await self._renew(
-                keys=[*self._keys(lease.session_id), self._holder(lease.session_id)],
+                keys=self._renew_keys(lease.session_id),
                 args=[str(lease.token), lease.owner, self._ttl_ms],
             )
         return self._lease(lease.session_id, lease.owner, lease.token, sent) if int(ok) else None
@@ -71,7 +75,7 @@ class RedisRunLease:
             pipe = self._conn.renewals.pipeline(transaction=False)
             for lease in leases:
                 await self._renew(
-                    keys=self._keys(lease.session_id),
+                    keys=self._renew_keys(lease.session_id),
                     args=[str(lease.token), lease.owner, self._ttl_ms],
                     client=pipe,
                 )

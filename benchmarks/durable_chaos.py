@@ -33,7 +33,11 @@ session on another replica. Then, for every session:
 * ``omni-grpc validate`` reports no error and no warning for the trace;
 * no tool call id is used twice;
 * the reference's ``resumeTrace`` rules (``trace/resume.py``) keep every
-  output: resuming the trace adds nothing and changes nothing.
+  output: every completed call is answered in the trace itself, so resuming
+  it puts no placeholder in any output's place;
+* and no replica logged a traceback (a fault's expected errors are one-line
+  log records; an unexpected exception is a finding even when the data
+  came out right).
 
 Printed: sessions, events seen by clients, faults injected, each mismatch
 class (0 is the goal), and the time from the fault until each affected
@@ -211,12 +215,13 @@ class Replica:
                 self.process.wait()
 
 
-def start_replica(data: Path, redis_url: str) -> Replica:
+def start_replica(data: Path, redis_url: str, log: Path) -> Replica:
     cmd = [sys.executable, "-m", "omni_grpc", "serve", "--grpc-port", "0", "--http-port", "0",
            "--data-dir", str(data), "--no-metrics", "--redis-url", redis_url,
            "--owner-loss-timeout", str(OWNER_LOSS), "--pacing", "0.02",
            "--sse-heartbeat", "1"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    with log.open("ab") as stderr:  # the child keeps its own copy of the descriptor
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True)
     assert proc.stdout is not None
     grpc_at = http_at = None
     for line in proc.stdout:
@@ -284,6 +289,7 @@ class Cluster:
         self.link: LinkProxy | None = None
         self.nginx: Nginx | None = None
         self.certs = root / "certs"
+        self.logs: list[Path] = []
 
     def start(self) -> None:
         self.redis.start()
@@ -302,7 +308,19 @@ class Cluster:
         self.nginx.start()
 
     def replica(self, url: str | None = None) -> Replica:
-        return start_replica(self.data, url or self.redis.url)
+        log = self.root / f"replica-{len(self.logs)}.log"
+        self.logs.append(log)
+        return start_replica(self.data, url or self.redis.url, log)
+
+    def tracebacks(self) -> list[str]:
+        """Each unexpected exception a replica logged (a fault's expected
+        errors are one-line log records, never a traceback)."""
+        found = []
+        for log in self.logs:
+            text = log.read_text(errors="replace")
+            for part in text.split("Traceback (most recent call last):")[1:]:
+                found.append(f"{log.name}: Traceback (most recent call last):{part[:3000]}")
+        return found
 
     def http(self) -> httpx.AsyncClient:
         assert self.nginx is not None
@@ -650,6 +668,7 @@ CLASSES = [
     "trace does not validate",
     "tool call id used twice",
     "an output resumeTrace would not keep",
+    "tracebacks in a replica's log",
     "closed later than its bound",
 ]
 
@@ -680,6 +699,10 @@ async def main() -> int:
                 )
                 for s in sessions:
                     totals.update(check(s, await whole_log(cluster, s), cluster.data))
+                errors = cluster.tracebacks()
+                totals["tracebacks in a replica's log"] += len(errors)
+                for error in errors[:3]:
+                    print(error, file=sys.stderr)
             finally:
                 await cluster.close()
     print(f"{'sessions':<40}{sessions_count}")

@@ -247,14 +247,22 @@ class Recovery:
         while True:
             await asyncio.sleep(self.backend.sweep_interval)
             try:
-                for session_id in await self.backend.leases.orphans():
-                    if await self._renewed_here(session_id):
-                        continue
-                    await self.close_orphan(session_id)
+                orphans = await self.backend.leases.orphans()
             except BackendUnavailable:
                 continue
             except Exception:
                 log.exception("looking for orphaned runs failed")
+                continue
+            # Side by side: a replica that died with many runs has them all
+            # closed within the bound, not one close after another.
+            done = await asyncio.gather(*map(self._sweep_one, orphans), return_exceptions=True)
+            for session_id, outcome in zip(orphans, done, strict=True):
+                if isinstance(outcome, Exception) and not isinstance(outcome, BackendUnavailable):
+                    log.error("closing the orphaned run of %s failed", session_id, exc_info=outcome)
+
+    async def _sweep_one(self, session_id: str) -> None:
+        if not await self._renewed_here(session_id):
+            await self.close_orphan(session_id)
 
     async def _renewed_here(self, session_id: str) -> bool:
         """An orphan whose lease this process holds (a claim or a run) is one

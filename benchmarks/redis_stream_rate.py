@@ -9,7 +9,10 @@ moves with the load). Beside it, the Redis commands the replica sent per
 delivered event, from redis-server's ``INFO commandstats`` around the Redis
 rounds (by command), and both servers' CPU per event.
 
-    .venv/bin/python benchmarks/redis_stream_rate.py [--clients 1,8] [--rounds 5]
+    .venv/bin/python benchmarks/redis_stream_rate.py [--clients 1,8] [--rounds 5] [--pacing 0]
+
+With ``--pacing`` the engine waits between deltas, so a run's events reach
+the log a few at a time (each batch small) instead of in bursts.
 """
 
 from __future__ import annotations
@@ -57,12 +60,15 @@ async def main() -> None:
     parser.add_argument("--clients", default="1,8")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=20, help="demo answer repeats per run")
+    parser.add_argument(
+        "--pacing", type=float, default=0.0, help="demo engine: seconds between deltas"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "redis").mkdir()
         redis_proc, url = start_redis(root / "redis")
-        repeat = ("--engine-opt", f"repeat={args.repeat}")
+        repeat = ("--engine-opt", f"repeat={args.repeat}", "--engine-opt", f"pacing={args.pacing}")
         memory = start_serve(root / "memory", *repeat)
         shared = start_serve(root / "shared", "--redis-url", url, *repeat)
         try:

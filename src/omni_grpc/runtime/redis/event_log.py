@@ -65,9 +65,14 @@ class _Pending:
     future: asyncio.Future[HubEvent]
 
 
-# An event's small fields as the publish script unpacks them (scripts.PUBLISH):
-# kind, bumps the state version, size, then failure code, failure message and
-# abort kind, each after its length.
+# A batch's and its events' small fields as the publish script unpacks them
+# (scripts.PUBLISH_HEAD and PUBLISH_EVENT): the log's own (window, epoch
+# candidate, ttl, session id) once, then the token, end_run and the count,
+# then each event's kind, bumps the state version, size, failure code,
+# failure message and abort kind, each of the last three after its length.
+_STATIC = struct.Struct(">IQH")
+_TTL = struct.Struct(">QH")
+_TAIL = struct.Struct(">BI")
 _HEAD = struct.Struct(">cBIH")
 _PLAIN = struct.Struct(">cBIHIH")
 _LEN4 = struct.Struct(">I")
@@ -159,6 +164,16 @@ class RedisEventLog:
         self._fence, self._lease = k(session_id, "fence"), k(session_id, "lease")
         self._run = k(session_id, "run")
         self._runs = conn.global_key("runs")
+        # What every publish sends alike, encoded once.
+        self._publish_keys = [
+            key.encode()
+            for key in (self._events, self._meta, self._fence, self._lease, self._run, self._runs)
+        ]
+        candidate, sid = self._candidate.encode(), session_id.encode()
+        self._static = b"".join((
+            _STATIC.pack(window.max_events, window.max_bytes, len(candidate)), candidate,
+            _TTL.pack(int(self._ttl_ms), len(sid)), sid,
+        ))  # fmt: skip
         r = conn.commands
         self._publish_script = r.register_script(scripts.PUBLISH)
         self._subscribe_script = r.register_script(scripts.SUBSCRIBE)
@@ -326,24 +341,14 @@ class RedisEventLog:
     async def _append(
         self, items: list[EventBody], fence: int | None, end_run: bool
     ) -> list[HubEvent]:
-        header: list[bytes] = []
+        token = b"" if fence is None else str(fence).encode()
+        packed = [self._static, _LEN2.pack(len(token)), token, _TAIL.pack(end_run, len(items))]
         payload: list[bytes] = []
         for body in items:
-            header.append(_header(body))
+            packed.append(_header(body))
             payload += (body.data, encode_proto(body))
-        args: list[Any] = [
-            "" if fence is None else str(fence),
-            self._window.max_events,
-            self._window.max_bytes,
-            self._candidate,
-            "1" if end_run else "0",
-            self._ttl_ms,
-            len(items),
-            self.session_id,
-            b"".join(header),
-            *payload,
-        ]
-        keys = [self._events, self._meta, self._fence, self._lease, self._run, self._runs]
+        args = [b"".join(packed), *payload]
+        keys = self._publish_keys
         self.last_activity = time.monotonic()
         try:
             with unavailable_on_failure():

@@ -43,21 +43,28 @@ end
 """
 
 # KEYS: events, meta, fence, lease, run, runs
-# ARGV: token|'', max_count, max_bytes, epoch candidate, end_run 0|1, idle ttl ms, n,
-#       session id, the n events' small fields packed one after another, then n times:
-#       data, protobuf bytes. An event's small fields, big-endian: its kind (one byte, m|s),
-#       whether it bumps the state version (one byte, 0|1), its size (4 bytes), then its
-#       failure code, failure message and abort kind, each after its length (2, 4 and 2
-#       bytes; 0 when absent).
+# ARGV: the batch's small fields packed, then n times: data, protobuf bytes.
+#       Packed, big-endian (``PUBLISH_HEAD``): max_count (4 bytes), max_bytes (8), the
+#       epoch candidate (after its 2-byte length), the idle ttl in ms (8), the session id
+#       (after its 2-byte length), the token ('' for none, after its 2-byte length),
+#       end_run (1 byte, 0|1), n (4); then each event's (``PUBLISH_EVENT``): its kind
+#       (1 byte, m|s), whether it bumps the state version (1 byte, 0|1), its size (4),
+#       then its failure code, failure message and abort kind, each after its length
+#       (2, 4 and 2 bytes; 0 when absent).
 #
 # The cost of a batch in Redis commands is fixed but for one XADD per event
 # (tests/test_redis_commands.py holds it): the fence and the meta are read in
 # one command each, seqs are counted here and written back once, and the
 # oldest entries are read a chunk at a time and trimmed in one XTRIM. The
-# small fields travel packed in one argument so that the replica encodes two
-# arguments per event, not eight (``struct`` is built into Redis's Lua).
+# small fields travel packed in one argument, so that the replica encodes
+# eight arguments for a batch and two per event, not seventeen and eight
+# (``struct`` is built into Redis's Lua).
+PUBLISH_HEAD = ">I4I8I2c0I8I2c0I2c0BI4"
+PUBLISH_EVENT = ">c1BI4I2c0I4c0I2c0"
 PUBLISH = """
-local token = ARGV[1]
+local max_count, max_bytes, candidate, ttl, session, token, end_run, n, pos =
+  struct.unpack('HEAD', ARGV[1])
+ttl = string.format('%d', ttl)
 local held = redis.call('MGET', KEYS[3], KEYS[5])
 -- A run's events are taken while its run is open under this token: not
 -- after another replica took it over, nor after the run was closed.
@@ -71,27 +78,22 @@ local seq, bytes, last, ver = 0, 0, '0', 0
 if fresh then
   -- A stream left without its meta (the meta expired first) is dropped, so
   -- ids never restart under an old epoch.
-  epoch = ARGV[4]
+  epoch = candidate
   redis.call('DEL', KEYS[1])
 else
   seq, bytes, ver = tonumber(meta[2]), tonumber(meta[3]), tonumber(meta[5])
   -- Absent in a meta written before entries named their predecessor.
   last = meta[4]
 end
-local max_count = tonumber(ARGV[2])
-local max_bytes = tonumber(ARGV[3])
-local n = tonumber(ARGV[7])
-local header = ARGV[9]
 local len = redis.call('XLEN', KEYS[1])
 local oldest, taken, after = {}, 1, '-'
 local evicted = nil
 local first = nil
 local bump = false
-local pos = 1
 for i = 0, n - 1 do
   local kind, bumps, size, code, message, abort_kind
   kind, bumps, size, code, message, abort_kind, pos =
-    struct.unpack('>c1BI4I2c0I4c0I2c0', header, pos)
+    struct.unpack('EVENT', ARGV[1], pos)
   -- Evict first: the incoming event always gets in, even alone over the cap.
   while len > 0 and (len + 1 > max_count or bytes + size > max_bytes) do
     if taken > #oldest then
@@ -112,7 +114,7 @@ for i = 0, n - 1 do
   end
   seq = seq + 1
   if not first then first = seq end
-  local fields = {'k', kind, 'n', size, 'd', ARGV[10 + 2 * i], 'p', ARGV[11 + 2 * i]}
+  local fields = {'k', kind, 'n', size, 'd', ARGV[2 + 2 * i], 'p', ARGV[3 + 2 * i]}
   if last then
     table.insert(fields, 'pv'); table.insert(fields, last)
   end
@@ -148,20 +150,20 @@ if fresh then
 end
 redis.call('HSET', KEYS[2], unpack(changed))
 local open = held[2]
-if ARGV[5] == '1' and token ~= '' then
+if end_run == 1 and token ~= '' then
   redis.call('DEL', KEYS[5], KEYS[4])
-  redis.call('SREM', KEYS[6], ARGV[8])
+  redis.call('SREM', KEYS[6], session)
   open = false
 end
 if open then
   redis.call('PERSIST', KEYS[1])
   redis.call('PERSIST', KEYS[2])
 else
-  redis.call('PEXPIRE', KEYS[1], ARGV[6])
-  redis.call('PEXPIRE', KEYS[2], ARGV[6])
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
 end
 return {epoch, first}
-"""
+""".replace("'HEAD'", repr(PUBLISH_HEAD)).replace("'EVENT'", repr(PUBLISH_EVENT))
 # KEYS: events, meta, run
 # ARGV: epoch candidate, replay 0|1, after epoch, after seq, n initial, expected ver|'', ttl
 # Returns {'retry'} when a state-changing event overtook the caller's initial

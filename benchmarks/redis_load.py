@@ -24,6 +24,7 @@ import asyncio
 import collections
 import itertools
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -44,7 +45,16 @@ class Tally:
     failed: collections.Counter[str] = field(default_factory=collections.Counter)
     lost: int = 0
     events: int = 0
+    # Runs refused before any event (RESOURCE_EXHAUSTED past --max-runs):
+    # told with their status; they must leave no session behind.
+    refused: int = 0
+    # Sessions the runs saw (each Run makes one), and those ListSessions
+    # lists at the end: equal when nothing was left behind by a refusal.
+    seen_sessions: set[str] = field(default_factory=set)
+    listed_sessions: int = 0
     peak_clients: int = 0
+    # The most connections one replica held (by client name, one per process).
+    peak_per_replica: int = 0
     peak_blocked: int = 0
     missed_samples: int = 0
     # Seconds from each Run's call to its first event, and to its end.
@@ -52,8 +62,9 @@ class Tally:
     whole: list[float] = field(default_factory=list)
 
 
-# One detail per failing status, for the report.
+# One detail per failing status, and when each failure came, for the report.
 DETAILS: dict[str, str] = {}
+FAILED_AT: list[float] = []
 
 # A run not ended by then is counted as hung (a failure), not waited for.
 RUN_DEADLINE = 120.0
@@ -78,23 +89,26 @@ def kind_of(response: pb.RunResponse) -> str:
     return str(response.event.WhichOneof("kind"))
 
 
-async def one_run(
-    stub: agent_service_pb2_grpc.AgentServiceStub,
-) -> tuple[str, list[str], bool, float, float]:
+Result = tuple[str, list[str], bool, float, float, str]
+
+
+async def one_run(stub: agent_service_pb2_grpc.AgentServiceStub) -> Result:
     """(status, kinds seen, ids strictly increasing, seconds to the first
-    event, seconds to the end)."""
+    event, seconds to the end, the session id seen)."""
     kinds: list[str] = []
+    session = ""
     last = -1
     ordered = True
     start = time.monotonic()
     first = float("nan")
 
     async def read() -> str:
-        nonlocal last, ordered, first
+        nonlocal last, ordered, first, session
         try:
             async for response in stub.Run(pb.RunRequest(prompt="load")):
                 if not kinds:
                     first = time.monotonic() - start
+                    session = response.session_id
                 seq = int(response.event_id.rsplit("-", 1)[1])
                 ordered = ordered and seq > last
                 last = seq
@@ -107,7 +121,8 @@ async def one_run(
                 ):
                     return "OK"
         except grpc.aio.AioRpcError as exc:
-            DETAILS.setdefault(exc.code().name, str(exc.details()))
+            DETAILS.setdefault(exc.code().name, f"{exc.details()} {exc.debug_error_string()}")
+            FAILED_AT.append(time.monotonic())
             return str(exc.code().name)
         return "ENDED_EARLY"
 
@@ -115,7 +130,7 @@ async def one_run(
         status = await asyncio.wait_for(read(), RUN_DEADLINE)
     except TimeoutError:
         status = "HUNG"
-    return status, kinds, ordered, first, time.monotonic() - start
+    return status, kinds, ordered, first, time.monotonic() - start, session
 
 
 async def load(
@@ -124,11 +139,17 @@ async def load(
     tally = Tally()
     channels = [grpc.aio.insecure_channel(a) for a in addresses]
     stubs = [agent_service_pb2_grpc.AgentServiceStub(c) for c in channels]
-    _, expected, _, _, _ = await one_run(stubs[0])
+    _, expected, _, _, _, session = await one_run(stubs[0])
+    tally.seen_sessions.add(session)
     end = time.monotonic() + seconds
 
-    def account(result: tuple[str, list[str], bool, float, float]) -> None:
-        status, kinds, ordered, first, whole = result
+    def account(result: Result) -> None:
+        status, kinds, ordered, first, whole, session = result
+        if session:
+            tally.seen_sessions.add(session)
+        if status == "RESOURCE_EXHAUSTED" and not kinds:
+            tally.refused += 1
+            return
         tally.runs += 1
         if first == first:  # not NaN: the run saw an event
             tally.first.append(first)
@@ -141,7 +162,10 @@ async def load(
 
     async def held(stub: agent_service_pb2_grpc.AgentServiceStub) -> None:
         while time.monotonic() < end:
-            account(await one_run(stub))
+            result = await one_run(stub)
+            account(result)
+            if result[0] == "RESOURCE_EXHAUSTED":
+                await asyncio.sleep(0.1)  # a refused client backs off a little
 
     async def arrivals() -> None:
         started: list[asyncio.Task[None]] = []
@@ -168,18 +192,25 @@ async def load(
             while time.monotonic() < end + 1:
                 try:
                     info = await admin.info("clients")
+                    clients = await admin.client_list()
                 except aioredis.RedisError:  # an overloaded Redis: the next sample
                     tally.missed_samples += 1
                     continue
                 # The sampler's own connection is not the replicas'.
                 tally.peak_clients = max(tally.peak_clients, int(info["connected_clients"]) - 1)
                 tally.peak_blocked = max(tally.peak_blocked, int(info["blocked_clients"]))
+                names = collections.Counter(
+                    c["name"] for c in clients if c.get("name", "").startswith("omni-grpc")
+                )
+                tally.peak_per_replica = max([tally.peak_per_replica, *names.values()])
                 await asyncio.sleep(0.25)  # the sampling period
         finally:
             await admin.aclose()
 
     workers = [held(stub) for stub in stubs for _ in range(sessions)]
     await asyncio.gather(sample(), arrivals(), *workers)
+    listed = await stubs[0].ListSessions(pb.ListSessionsRequest())
+    tally.listed_sessions = len(listed.sessions)
     for channel in channels:
         await channel.close()
     return tally
@@ -194,7 +225,10 @@ def run_case(
     data.mkdir()
     redis_proc = None
     url = None
-    extra = ["--pacing", str(args.pacing), "--max-runs", "100000", "--max-sessions", "1000000"]
+    extra = ["--pacing", str(args.pacing), "--max-sessions", "1000000"]
+    if args.max_runs is not None:
+        extra += ["--max-runs", str(args.max_runs)]
+    extra += shlex.split(args.serve_args)
     if backend == "redis":
         (data / "redis").mkdir()
         redis_proc, url = start_redis(data / "redis")
@@ -224,6 +258,13 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=50.0, help="new runs per second, in all")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--pacing", type=float, default=0.05, help="demo engine pacing")
+    parser.add_argument(
+        "--max-runs",
+        type=int,
+        default=None,
+        help="each replica's --max-runs (default: serve's); runs past it are refused",
+    )
+    parser.add_argument("--serve-args", default="", help="more options for every serve")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory baseline")
     args = parser.parse_args()
     cases = [] if args.no_memory else [("memory", 1)]
@@ -235,22 +276,27 @@ def main() -> int:
     print(
         "| backend | replicas | runs | events | failed | lost "
         "| Redis connections (peak) | blocked (peak) | runs/s "
+        "| refused | sessions left behind | connections per replica (peak) "
         "| first event p50 / p99 (s) | run p50 / p99 (s) "
         "| CPU ms per run: replicas / redis-server |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- |" + " ---: |" * 14)
     bad = False
     with tempfile.TemporaryDirectory() as tmp:
         for backend, replicas in cases:
             load_avg = os.getloadavg()[0]
+            t0 = time.monotonic()
             tally, took, serve_cpu, redis_cpu = run_case(backend, replicas, args, Path(tmp))
             failed = sum(tally.failed.values())
-            bad = bad or failed > 0 or tally.lost > 0
+            left = tally.listed_sessions - len(tally.seen_sessions)
+            bad = bad or failed > 0 or tally.lost > 0 or left != 0
             conns = f"{tally.peak_clients}" if backend == "redis" else "-"
             blocked = f"{tally.peak_blocked}" if backend == "redis" else "-"
             print(
                 f"| {backend} | {replicas} | {tally.runs} | {tally.events} | {failed} "
                 f"| {tally.lost} | {conns} | {blocked} | {tally.runs / took:.1f} "
+                f"| {tally.refused} | {left} "
+                f"| {tally.peak_per_replica if backend == 'redis' else '-'} "
                 f"| {percentile(tally.first, 0.5):.2f} / {percentile(tally.first, 0.99):.2f} "
                 f"| {percentile(tally.whole, 0.5):.2f} / {percentile(tally.whole, 0.99):.2f} "
                 f"| {1000 * serve_cpu / max(1, tally.runs):.0f} "
@@ -261,7 +307,13 @@ def main() -> int:
                 print(f"  failures: {dict(tally.failed)}")
                 for code, detail in DETAILS.items():
                     print(f"  {code}: {detail}")
+                if FAILED_AT:
+                    print(
+                        f"  failures came from {min(FAILED_AT) - t0:.0f} s "
+                        f"to {max(FAILED_AT) - t0:.0f} s"
+                    )
                 DETAILS.clear()
+                FAILED_AT.clear()
     return 1 if bad else 0
 
 

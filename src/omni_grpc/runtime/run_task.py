@@ -251,6 +251,11 @@ class RunTasks:
 
     def _lease_lost(self, run: Run) -> None:
         """Another replica took the run over: it stops, writing nothing more."""
+        if self.runs.get(run.session_id) is not run:
+            # Its task has ended and its end is being published, which ends
+            # the lease too (a renewal sent meanwhile is refused); if another
+            # replica took it over, that publish is fenced.
+            return
         log.warning("session %s: lost the run lease; stopping the task", run.session_id)
         run.lost = True
         abort_local(run, None, AbortKind.REPLICA_LOST)

@@ -32,6 +32,7 @@ Only commands Valkey also has are used: strings, hashes, sets, streams
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -162,6 +163,8 @@ def _pool(url: str, size: int, *, socket_timeout: float, retries: int) -> Any:
         maint_notifications_config=MaintNotificationsConfig(enabled=False),
         retry=Retry(NoBackoff(), retries),
         decode_responses=False,
+        # Named by process: CLIENT LIST tells which replica holds what.
+        client_name=f"omni-grpc-{os.getpid()}",
     )
     return aioredis.Redis(connection_pool=pool)
 

@@ -539,11 +539,14 @@ class RedisEventLogs(LogRegistry[RedisEventLog]):
         return not log.reading
 
     async def _discard(self, session_id: str) -> None:
+        # Every key of the session's own (its hash tag): a deleted session
+        # leaves none (tests/test_redis_session_keys.py). Its run was ended
+        # before the deletion; a stale member of the open-runs set is dropped
+        # by the next orphan sweep, which finds no run key.
         k = self._conn.session_key
+        parts = ("events", "meta", "fence", "lease", "run", "holder")
         with unavailable_on_failure():
-            await self._conn.commands.delete(
-                *(k(session_id, part) for part in ("events", "meta", "fence"))
-            )
+            await self._conn.commands.delete(*(k(session_id, part) for part in parts))
 
     async def last_event_id(self, session_id: str) -> str | None:
         return await self.get(session_id).last_event_id()

@@ -13,7 +13,9 @@ per session:
   other half expired (``--session-ttl``).
 
 Keys are counted by name (every key of a session carries its id), bytes are
-Redis's ``used_memory`` above the empty server's, divided by N, and the sum
+Redis's ``used_memory`` above what it was with the hub connected and no
+session, divided by N (allocator pages and client buffers move it a little
+whatever the keys), and the sum
 of ``MEMORY USAGE`` of the session's keys (the index set's members are in
 ``used_memory`` only).
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import tempfile
 from pathlib import Path
 
@@ -73,6 +76,14 @@ def _ids_in(name: str) -> list[str]:
     return [name.rsplit(":", 1)[-1]]
 
 
+def report(sessions: int, rows: list[tuple[str, float, float, float]]) -> None:
+    print(f"{sessions} sessions, one demo run each; per session:\n")
+    print("| state | keys | used_memory bytes | MEMORY USAGE bytes |")
+    print("| --- | --- | --- | --- |")
+    for state, keys, used, usage in rows:
+        print(f"| {state} | {keys:.2f} | {used:,.0f} | {usage:,.0f} |", flush=True)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=1000)
@@ -83,10 +94,13 @@ async def main() -> None:
         redis_proc, url = start_redis(root / "redis")
         admin = aioredis.Redis.from_url(url)
         try:
-            base = (await admin.info("memory"))["used_memory"]
             backend = redis_backend(url, idle_ttl=IDLE_TTL)
             limits = Limits(max_sessions=args.sessions + 1, max_runs=64)
             hub = Hub(DemoEngine(), root / "data", backend=backend, limits=limits)
+            await hub.start()
+            # After the hub connected: its connections and scripts are not
+            # per session.
+            base = (await admin.info("memory"))["used_memory"]
             sessions: list[str] = []
             gate = asyncio.Semaphore(16)
 
@@ -95,10 +109,12 @@ async def main() -> None:
                     sessions.append(await one_run(hub))
 
             await asyncio.gather(*(run() for _ in range(args.sessions)))
+            print("runs done; waiting for the idle reclaim", file=sys.stderr, flush=True)
             rows = [("live", *await measure(admin, sessions, base))]
             while any([k async for k in admin.scan_iter(match="*:events", count=1000)]):
                 await asyncio.sleep(0.5)  # the idle reclaim's TTL, polled
             rows.append(("at rest", *await measure(admin, sessions, base)))
+            print("at rest; ending the sessions", file=sys.stderr, flush=True)
             half = len(sessions) // 2
             for session_id in sessions[:half]:
                 await hub.delete_session(session_id)
@@ -112,22 +128,20 @@ async def main() -> None:
             await sweeper.start()  # its expiry loop deletes them
             while await backend.index.list():
                 await asyncio.sleep(0.2)  # polling a condition
-            await sweeper.shutdown()
-            await sweeper_backend.aclose()
             rows.append(
                 ("ended (half deleted, half expired)", *await measure(admin, sessions, base))
             )
-            await hub.shutdown()
+            report(args.sessions, rows)
+            for closing in (sweeper.shutdown(), sweeper_backend.aclose(), hub.shutdown()):
+                try:
+                    await asyncio.wait_for(closing, 30)
+                except TimeoutError:
+                    print("a hub's shutdown took over 30 s", file=sys.stderr, flush=True)
             await backend.aclose()
         finally:
             await admin.aclose()
             redis_proc.terminate()
             redis_proc.wait()
-    print(f"{args.sessions} sessions, one demo run each; per session:\n")
-    print("| state | keys | used_memory bytes | MEMORY USAGE bytes |")
-    print("| --- | --- | --- | --- |")
-    for state, keys, used, usage in rows:
-        print(f"| {state} | {keys:.2f} | {used:,.0f} | {usage:,.0f} |")
 
 
 if __name__ == "__main__":

@@ -45,7 +45,8 @@ session's witness saw its run closed, min/median/max per fault, against the
 fault's bound (``BOUND``; docs/deployment.md). The script exits 1 when any
 mismatch is found or a close took longer than its bound plus ``--slack``.
 
-    .venv/bin/python benchmarks/durable_chaos.py [--sessions 12] [--faults sigkill,oom,...]
+    .venv/bin/python benchmarks/durable_chaos.py [--sessions 12] [--rounds 1]
+        [--faults sigkill,oom,...]
 """
 
 from __future__ import annotations
@@ -265,6 +266,10 @@ class Session:
     # Ids of task_state events clients got (a subscriber's own are not logged).
     states: set[str] = field(default_factory=set)
     resyncs: int = 0
+    # Connections its SSE reader made (the first, then each reconnect with
+    # Last-Event-ID), and Attach calls made again after one failed.
+    sse_connects: int = 0
+    reattaches: int = 0
     closed_at: float | None = None
     close_id: str = ""  # the logged idle that closed the first run
     call: grpc.aio.UnaryStreamCall[pb.RunRequest, pb.RunResponse] | None = None
@@ -442,6 +447,7 @@ async def drive(cluster: Cluster, fault: Fault) -> tuple[list[Session], list[flo
                     if is_idle(response):
                         return response.event_id
             except grpc.aio.AioRpcError:
+                s.reattaches += 1
                 # Its replica went, or Redis: attach again on one never faulted.
                 on = cluster.replicas[1] if on is not cluster.replicas[1] else cluster.replicas[2]
                 await asyncio.sleep(0.2)
@@ -466,6 +472,7 @@ async def drive(cluster: Cluster, fault: Fault) -> tuple[list[Session], list[flo
                 ) as source:
                     if source.response.status_code != 200:
                         raise httpx.HTTPError(f"status {source.response.status_code}")
+                    s.sse_connects += 1
                     async for sse in source.aiter_sse():
                         if sse.data:
                             last = sse.id
@@ -492,8 +499,14 @@ async def drive(cluster: Cluster, fault: Fault) -> tuple[list[Session], list[flo
         s.sse_json[event_id] = data.encode()
         return parse_message(data).SerializeToString(deterministic=True)
 
+    async def readers_on() -> None:
+        # Every SSE reader connected before the fault, so a cut reaches it.
+        while not all(s.sse_connects for s in sessions):
+            await asyncio.sleep(0.01)
+
     runs = [asyncio.create_task(first_run(s)) for s in sessions]
     await asyncio.wait_for(started.wait(), WAIT)
+    await asyncio.wait_for(readers_on(), WAIT)
     fault_at.append(time.monotonic())
     assert cluster.link is not None
     if fault.oom:
@@ -679,11 +692,16 @@ async def main() -> int:
     parser.add_argument("--faults", default=",".join(FAULTS))
     # Scheduling on a loaded machine, on top of each bound (not the design's).
     parser.add_argument("--slack", type=float, default=5.0)
+    # Each fault again on a fresh cluster: the runs one injection hits share
+    # its moment in the lease's renewal and the sweep's period, so closing
+    # times need several injections to show their spread.
+    parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
     totals: Counter[str] = Counter()
-    events = sessions_count = 0
+    reconnects: Counter[str] = Counter()
+    events = sessions_count = injected = 0
     closing: dict[str, list[float]] = {}
-    for name in args.faults.split(","):
+    for name in [n for _ in range(args.rounds) for n in args.faults.split(",")]:
         fault = FAULTS[name]
         print(f"fault {name} ...", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory() as root:
@@ -693,12 +711,15 @@ async def main() -> int:
                 sessions, closes, seen = await drive(cluster, fault)
                 events += seen
                 sessions_count += len(sessions)
-                closing[name] = closes
+                closing.setdefault(name, []).extend(closes)
+                injected += 1
                 totals["closed later than its bound"] += sum(
                     1 for c in closes if c > fault.bound + args.slack
                 )
                 for s in sessions:
                     totals.update(check(s, await whole_log(cluster, s), cluster.data))
+                    reconnects["SSE reconnects with Last-Event-ID"] += s.sse_connects - 1
+                    reconnects["gRPC Attach calls made again"] += s.reattaches
                 errors = cluster.tracebacks()
                 totals["tracebacks in a replica's log"] += len(errors)
                 for error in errors[:3]:
@@ -707,7 +728,9 @@ async def main() -> int:
                 await cluster.close()
     print(f"{'sessions':<40}{sessions_count}")
     print(f"{'events seen by clients':<40}{events}")
-    print(f"{'faults injected':<40}{len(closing)}")
+    print(f"{'faults injected':<40}{injected}")
+    for name in ("SSE reconnects with Last-Event-ID", "gRPC Attach calls made again"):
+        print(f"{name:<40}{reconnects[name]}")
     for name in CLASSES:
         print(f"{name:<40}{totals[name]}")
     for name, closes in closing.items():

@@ -54,6 +54,10 @@ def test_every_fault_leaves_every_stream_log_and_trace_agreeing() -> None:
     assert re.search(rf"^faults injected\s+{len(FAULTS)}$", out, re.M), out
     events = re.search(r"^events seen by clients\s+(\d+)$", out, re.M)
     assert events is not None and int(events.group(1)) > 100 * len(FAULTS), out
+    # The cuts reached the readers: each SSE reader was connected when nginx's
+    # worker was killed (twice: drop, freeze-and-drop) and came back.
+    reconnects = re.search(r"^SSE reconnects with Last-Event-ID\s+(\d+)$", out, re.M)
+    assert reconnects is not None and int(reconnects.group(1)) >= 2 * 3, out
     for row in (
         "duplicated in a client stream",
         "out of order in a client stream",

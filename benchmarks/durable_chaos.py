@@ -88,6 +88,10 @@ HERE = Path(__file__).resolve().parent
 WAIT = 120.0  # a guard against a hang, never a figure
 OWNER_LOSS = 2.0
 OUTAGE = 1.0  # seconds Redis stays down, or full, in the outage faults
+# The demo engine streams its answer this many times: runs last a few
+# seconds, so a fault injected once they stream finds them still running
+# even on a loaded machine.
+REPEAT = 5
 # An SSE reader that hears nothing for this long (not even the 1 s heartbeat)
 # reconnects: its replica is stopped.
 SSE_QUIET = 4.0
@@ -220,7 +224,7 @@ def start_replica(data: Path, redis_url: str, log: Path) -> Replica:
     cmd = [sys.executable, "-m", "omni_grpc", "serve", "--grpc-port", "0", "--http-port", "0",
            "--data-dir", str(data), "--no-metrics", "--redis-url", redis_url,
            "--owner-loss-timeout", str(OWNER_LOSS), "--pacing", "0.02",
-           "--sse-heartbeat", "1"]  # fmt: skip
+           "--engine-opt", f"repeat={REPEAT}", "--sse-heartbeat", "1"]  # fmt: skip
     with log.open("ab") as stderr:  # the child keeps its own copy of the descriptor
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True)
     assert proc.stdout is not None
@@ -564,7 +568,8 @@ async def drive(cluster: Cluster, fault: Fault) -> tuple[list[Session], list[flo
         or (s.index % 3 == 0 and (fault.kill or fault.stop or fault.freeze))
         or (fault.drop and not s.detached)
     ]
-    closes = [s.closed_at - fault_at[0] for s in hit if s.closed_at]
+    # A run that ended before the fault was not hit by it.
+    closes = [s.closed_at - fault_at[0] for s in hit if s.closed_at and s.closed_at >= fault_at[0]]
     # A second run of every session on another replica (not the victim).
     live = cluster.replicas[1:]
     for i, s in enumerate(sessions):

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.event_log import EventLog
 from omni_grpc.runtime.events import EventBody, HubEvent
-from omni_grpc.runtime.fanout import Subscriber
+from omni_grpc.runtime.fanout import Fanout, Subscriber
 from omni_grpc.runtime.memory_log import MemoryEventLog
 from omni_grpc_proto.omni.v1 import agent_service_pb2
 
@@ -163,6 +163,39 @@ async def test_small_events_after_a_message_past_the_window_cut_off_only_past_an
     assert sub.cutoffs == 1
     event = await sub.next()
     assert event is not None and event.data == RESYNC
+
+
+async def test_a_reader_waiting_for_a_large_write_still_on_its_way_is_not_let_go() -> None:
+    # On a shared backend a large write counts against every reader's share
+    # while it is written and read back, which may take many stall budgets:
+    # a reader with nothing queued meanwhile has not stopped reading.
+    on_its_way = [(1, 3 * WINDOW)]
+    fanout = Fanout(10_000, WINDOW, stall_timeout=0.01, in_flight=lambda: on_its_way[0])
+    sub = fanout.add()
+    sub.start([], 0, None)
+    fired = asyncio.Event()
+    stalled = fanout._stalled
+    budgets = 0
+
+    def counted() -> None:
+        nonlocal budgets
+        budgets += 1
+        if budgets == 3:
+            fired.set()
+        stalled()
+
+    fanout._stalled = counted  # type: ignore[method-assign]
+    fanout.press()
+    assert fanout.congested
+    await asyncio.wait_for(fired.wait(), 30)
+    assert not sub.lagging and fanout.pressed_by is sub
+    # It arrives: a budget of its own to send it, and reading it lets the writer go.
+    event = HubEvent(1, "e-1", sized(1, 3 * WINDOW), True)
+    on_its_way[0] = (0, 0)
+    assert fanout.deliver(event) == []
+    assert not sub.lagging and fanout.congested
+    assert await sub.next() is event
+    assert not fanout.congested and sub.cutoffs == 0
 
 
 async def test_a_reader_that_stops_gets_a_resync_while_the_other_gets_every_large_message(

@@ -93,6 +93,9 @@ class Subscriber:
         self.lagging = False
         # Cut-offs so far (tests and metrics).
         self.cutoffs = 0
+        # Events queued for it so far (the stall budget restarts when it is
+        # handed more to send).
+        self.received = 0
 
     # ---- what the backend and the fan-out call ---------------------------------
 
@@ -133,6 +136,7 @@ class Subscriber:
         return True
 
     def _append(self, event: HubEvent) -> None:
+        self.received += 1
         self._queue.append(event)
         self._bytes += event.body.size
 
@@ -281,6 +285,8 @@ class Fanout:
         self.pressed_by: Subscriber | None = None
         self._held: list[tuple[asyncio.Future[HubEvent], asyncio.Future[HubEvent]]] = []
         self._stall_timer: asyncio.TimerHandle | None = None
+        # What the pressed subscriber had been handed when its budget started.
+        self._armed_at = 0
         # Set whenever a subscriber's backlog may have shrunk (``room``).
         self._room = asyncio.Event()
 
@@ -401,10 +407,15 @@ class Fanout:
         if not pressing:
             return False
         self.pressed_by = max(pressing, key=lambda s: s.level(extra))
-        loop = asyncio.get_running_loop()
-        delay = self.stall_delay([self.pressed_by])
-        self._stall_timer = loop.call_later(delay, self._stalled)
+        self._arm()
         return True
+
+    def _arm(self) -> None:
+        sub = self.pressed_by
+        assert sub is not None
+        self._armed_at = sub.received
+        delay = self.stall_delay([sub])
+        self._stall_timer = asyncio.get_running_loop().call_later(delay, self._stalled)
 
     def landed(self) -> None:
         """Writes in flight were accounted for without reaching a subscriber's
@@ -442,10 +453,20 @@ class Fanout:
 
     def _stalled(self) -> None:
         """The subscriber did not read down in time: it no longer holds the
-        writer back (and is cut off once its backlog passes the window)."""
-        if self.pressed_by is not None:
-            self.pressed_by.lagging = True
+        writer back (and is cut off once its backlog passes the window).
+
+        Unless it has nothing queued, or was handed more since the budget
+        started: it is then waiting for this process's reader of the backend
+        (a message of many MiB written to a shared stream and read back, which
+        counts against its share while on its way), or has a new budget for
+        what it was handed, and has not stopped reading."""
+        sub = self.pressed_by
         self._stall_timer = None
+        if sub is not None and (not sub.pending or sub.received != self._armed_at):
+            self._arm()
+            return
+        if sub is not None:
+            sub.lagging = True
         self.relieve()
 
     def end(self) -> None:

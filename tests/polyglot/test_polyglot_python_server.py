@@ -66,6 +66,21 @@ async def test_reattaches_without_loss_or_repeats(client: list[str], grpc_target
     assert len(re.findall(r"^\[approve\]", err, re.MULTILINE)) == 1
 
 
+async def test_receives_a_message_past_the_default_grpc_limit(
+    client: list[str], server_factory: ServerFactory
+) -> None:
+    """The answer is one text message of about 12 MB, nearly three times
+    gRPC's default receive limit (4 MiB): each client must set the server's
+    message size (129 MiB, ``message_size.py``) to read it."""
+    server = await server_factory(engine_options={"repeat": "120"})
+    assert server.grpc is not None
+    prompt = "q" * 100_000  # within one command-line argument's limit (128 KiB)
+    out, err = await run_client(client, "run", "--addr", server.grpc.address, prompt)
+    text, _ = await recorded_text(server.grpc.address, err)
+    assert len(text) > 2 * (4 << 20) and out == text
+    assert out.count(repr(prompt)) == 120
+
+
 async def test_aborts(client: list[str], grpc_target: str) -> None:
     # ASK mode and no answer: the task is parked at the tool call when Abort lands.
     _, err = await run_client(client, "run", "--addr", grpc_target, "--abort-after", "3", PROMPT)

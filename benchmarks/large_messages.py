@@ -1,0 +1,142 @@
+"""Peak RSS of a server carrying one large message to its readers (#27).
+
+For each case (prompt size x readers x backend) a fresh ``omni-grpc serve``
+runs a small turn (its RSS then is the baseline), then ``readers - 1``
+Attach readers join the session and one Run of the large prompt (the demo
+engine echoes it in its thinking and its answer) is read by all of them.
+Every reader must get the run whole (no ``resync_required``, both echoes);
+the figure is the server's peak RSS (``VmHWM``) over its baseline, in MiB
+and in byte windows (the default window, 8 Mi UTF-16 units). redis-server's
+own memory is not counted.
+
+    .venv/bin/python benchmarks/large_messages.py [--sizes 1,8,16] [--readers 1,10]
+        [--backends memory,redis] [--also 60x1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from scale_out import Proc, start_redis, start_serve  # benchmarks/scale_out.py
+
+from omni_grpc.client import AgentClient
+from omni_grpc.client.events import StreamEvent
+from omni_grpc.runtime.event_log import ReplayWindow
+
+MiB = 1 << 20
+WINDOW = ReplayWindow().max_bytes
+
+
+def rss_kib(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} for {pid}")
+
+
+def echoed(events: list[StreamEvent], prompt: str) -> int:
+    out = 0
+    for event in events:
+        if event.message is not None:
+            arm = event.message.WhichOneof("payload")
+            text = (
+                event.message.text.text
+                if arm == "text"
+                else event.message.thinking.thinking
+                if arm == "thinking"
+                else ""
+            )
+            out += repr(prompt) in text
+    return out
+
+
+async def one_case(server: Proc, mib: int, readers: int) -> tuple[float, float]:
+    """(baseline RSS, peak RSS) in MiB; raises if a reader missed anything."""
+    prompt = "p" * (mib * MiB)
+    async with AgentClient(server.address) as client:
+        small = client.run("hi")
+        sid = await small.session()
+        before = [e async for e in small]
+        base = rss_kib(server.process.pid, "VmRSS") / 1024
+        joined = [asyncio.Event() for _ in range(readers - 1)]
+
+        async def attach(joined: asyncio.Event) -> list[StreamEvent]:
+            out: list[StreamEvent] = []
+            running = False
+            async for event in client.attach(sid, before[0].event_id):
+                out.append(event)
+                if event.event_id == before[-1].event_id:
+                    joined.set()
+                elif joined.is_set() and event.message is not None:
+                    running = True
+                elif running and event.is_task_end:
+                    break
+            return out
+
+        watchers = [asyncio.create_task(attach(j)) for j in joined]
+        await asyncio.gather(*(j.wait() for j in joined))
+        run = [e async for e in client.run(prompt, session_id=sid)]
+        seen = [run, *await asyncio.gather(*watchers)]
+    for events in seen:
+        kinds = [e.kind for e in events]
+        if "@resync_required" in kinds or echoed(events, prompt) != 2:
+            raise RuntimeError(f"{mib} MiB x {readers}: a reader missed events: {kinds[:20]}")
+    return base, rss_kib(server.process.pid, "VmHWM") / 1024
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", default="1,8,16")
+    parser.add_argument("--readers", default="1,10")
+    parser.add_argument("--backends", default="memory,redis")
+    parser.add_argument("--also", default="60x1", help="more MIBxREADERS cases (memory only)")
+    args = parser.parse_args()
+    cases = [
+        (backend, int(mib), int(readers))
+        for backend in args.backends.split(",")
+        for mib in args.sizes.split(",")
+        for readers in args.readers.split(",")
+    ]
+    for case in filter(None, args.also.split(",")):
+        mib, readers = case.split("x")
+        cases.append(("memory", int(mib), int(readers)))
+    print(
+        "| backend | prompt MiB | readers | baseline RSS MiB | peak RSS MiB "
+        "| growth MiB | growth / window |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        redis = None
+        try:
+            for n, (backend, mib, readers) in enumerate(cases):
+                flags: list[str] = []
+                if backend == "redis":
+                    if redis is None:
+                        (root / "redis").mkdir()
+                        redis = start_redis(root / "redis")
+                    flags = ["--redis-url", redis[1]]
+                server = start_serve(root / f"serve-{n}", *flags)
+                try:
+                    base, peak = await one_case(server, mib, readers)
+                finally:
+                    server.stop()
+                growth = peak - base
+                print(
+                    f"| {backend} | {mib} | {readers} | {base:.0f} | {peak:.0f} "
+                    f"| {growth:.0f} | {growth * MiB / WINDOW:.1f} |",
+                    flush=True,
+                )
+        finally:
+            if redis is not None:
+                redis[0].terminate()
+                redis[0].wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

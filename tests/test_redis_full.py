@@ -10,7 +10,11 @@ Every wait is on a condition; the timeouts only stop a hang.
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import grpc
 import httpx
@@ -24,6 +28,7 @@ from redis import exceptions as redis_errors
 from redis_server import RedisServer
 
 from omni_grpc.runtime.errors import BackendUnavailable
+from omni_grpc.runtime.recovery import BACKEND_LOST_REASON
 from omni_grpc.runtime.redis.connection import unavailable_on_failure
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc
@@ -111,3 +116,65 @@ def test_other_error_replies_stay_errors_of_ours(text: str) -> None:
     else:
         with pytest.raises(redis_errors.ResponseError), unavailable_on_failure():
             raise error
+
+
+async def test_a_run_that_meets_a_full_redis_stops_and_is_closed_once_redis_has_room(
+    redis: RedisServer, tmp_path: Path
+) -> None:
+    """A run in progress when Redis fills up stops (its trace records why),
+    and its client, whose stream stays open (reads still work), gets the
+    close once Redis has room: the abort, then ``task_state idle``."""
+    log_path = tmp_path / "serve.log"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "omni_grpc", "serve", "--grpc-port", "0", "--no-http",
+         "--redis-url", redis.url, "--data-dir", str(tmp_path / "data"), "--pacing", "0.1",
+         "--owner-loss-timeout", "4"],
+        stdout=subprocess.PIPE, stderr=log_path.open("w"), text=True,
+    )  # fmt: skip
+    admin = aioredis.Redis.from_url(redis.url)
+    try:
+        assert process.stdout is not None
+        address = ""
+        for line in process.stdout:
+            if "gRPC on grpc://" in line:
+                address = line.split("grpc://", 1)[1].split()[0]
+            if line.strip() == "omni-grpc ready":
+                break
+
+        async def failed() -> None:
+            while "run failed" not in log_path.read_text():
+                await asyncio.sleep(0.05)  # polling a condition (the server's log)
+
+        seen: list[pb.RunResponse] = []
+        async with grpc.aio.insecure_channel(address) as channel:
+            stub = agent_service_pb2_grpc.AgentServiceStub(channel)
+
+            async def read() -> None:
+                async for response in stub.Run(pb.RunRequest(prompt="a paced answer")):
+                    seen.append(response)
+                    if len(seen) == 5:
+                        await admin.config_set("maxmemory", 1)
+                        await asyncio.wait_for(failed(), WAIT)
+                        await admin.config_set("maxmemory", 0)
+
+            await asyncio.wait_for(read(), WAIT)
+        kinds = [
+            r.message.WhichOneof("payload") if r.WhichOneof("kind") == "message"
+            else r.event.WhichOneof("kind")
+            for r in seen
+        ]  # fmt: skip
+        assert kinds[-2:] == ["abort", "task_state"], kinds
+        assert seen[-2].message.abort.reason == BACKEND_LOST_REASON
+        assert seen[-1].event.task_state.state == pb.SESSION_STATE_IDLE
+        [trace] = (tmp_path / "data" / "traces").glob("*/*.jsonl")
+        aborts = [
+            json.loads(line)["payload"]
+            for line in trace.read_text().splitlines()
+            if '"abort"' in line
+        ]
+        assert [a["reason"] for a in aborts] == [BACKEND_LOST_REASON]
+    finally:
+        await admin.config_set("maxmemory", 0)
+        await admin.aclose()
+        process.terminate()
+        process.wait(15)

@@ -27,6 +27,7 @@ from omni_grpc import protocol
 from omni_grpc.convert import message_from_dict
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.backend import Backend
+from omni_grpc.runtime.errors import Fenced
 from omni_grpc.runtime.event_log import ReplayWindow
 from omni_grpc.runtime.events import EventBody, utf16_length
 from omni_grpc.runtime.health import RunFailure
@@ -187,3 +188,40 @@ async def test_the_packed_fields_come_back_as_written(
         assert got.is_message == body.is_message
         assert got.failure == (body.failure if body.failure and body.failure.code else None)
         assert got.abort_kind == (body.abort_kind or None)
+
+
+async def test_a_stale_writer_is_refused_and_its_round_mate_is_not(
+    redis: RedisServer, counter: Counter
+) -> None:
+    # Two sessions' batches sent in one round (the replica's shared pipeline):
+    # each gets its own reply, the fenced one Fenced, the other its events.
+    backend = redis_backend(redis.url)
+    try:
+        stale = await backend.leases.acquire("s-stale", "replica-a")
+        live = await backend.leases.acquire("s-live", "replica-a")
+        assert stale is not None and live is not None
+        # Another replica took s-stale over: its fence moved on.
+        await counter.admin.incr("omni:{s-stale}:fence")
+        refused = backend.logs.get("s-stale").publish_nowait(delta(1), fence=stale.token)
+        taken = backend.logs.get("s-live").publish_nowait(delta(1), fence=live.token)
+        with pytest.raises(Fenced):
+            await refused
+        event = await taken
+        assert event.seq == 1
+        assert [e.seq for e in await backend.logs.get("s-stale").window()] == []
+    finally:
+        await backend.aclose()
+
+
+async def test_a_redis_that_lost_its_scripts_takes_the_next_write(
+    redis: RedisServer, counter: Counter
+) -> None:
+    backend, lease = await open_run(redis)
+    log = backend.logs.get(SESSION)
+    try:
+        await counter.admin.script_flush()
+        event = await log.publish(delta(1), fence=lease.token)
+        assert event.seq == 2
+        assert [e.seq for e in await log.window()] == [1, 2]
+    finally:
+        await backend.aclose()

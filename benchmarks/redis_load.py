@@ -122,7 +122,6 @@ async def one_run(stub: agent_service_pb2_grpc.AgentServiceStub) -> Result:
                     return "OK"
         except grpc.aio.AioRpcError as exc:
             DETAILS.setdefault(exc.code().name, f"{exc.details()} {exc.debug_error_string()}")
-            FAILED_AT.append(time.monotonic())
             return str(exc.code().name)
         return "ENDED_EARLY"
 
@@ -151,6 +150,8 @@ async def load(
             tally.refused += 1
             return
         tally.runs += 1
+        if status != "OK":
+            FAILED_AT.append(time.monotonic())
         if first == first:  # not NaN: the run saw an event
             tally.first.append(first)
         tally.whole.append(whole)
@@ -286,6 +287,8 @@ def main() -> int:
         for backend, replicas in cases:
             load_avg = os.getloadavg()[0]
             t0 = time.monotonic()
+            DETAILS.clear()
+            FAILED_AT.clear()
             tally, took, serve_cpu, redis_cpu = run_case(backend, replicas, args, Path(tmp))
             failed = sum(tally.failed.values())
             left = tally.listed_sessions - len(tally.seen_sessions)

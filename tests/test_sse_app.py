@@ -14,13 +14,14 @@ import httpx
 import pytest
 from waiting import until
 
-from omni_grpc.client.sse import StreamItem, read_dialect, read_reference
+from omni_grpc.client.sse import DialectEvent, StreamItem, read_dialect, read_reference
 from omni_grpc.engines.demo import DemoEngine
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.hub import Hub
 from omni_grpc.runtime.memory_log import MemoryEventLog
 from omni_grpc.transport.sse.app import create_app
 from omni_grpc.transport.sse.server import HttpServer
+from omni_grpc.vocabulary import DialectEventName
 
 CONFORMANCE = Path(__file__).parent / "conformance"
 
@@ -467,3 +468,98 @@ async def test_the_app_mounts_inside_a_users_application(tmp_path: Path) -> None
     finally:
         await hub.shutdown()
         await server.stop()
+
+
+class _Recording(httpx.AsyncBaseTransport):
+    """A real HTTP transport that keeps every body byte the client received,
+    so a test can wait until the server's heartbeat has gone by."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.raw = bytearray()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        stream: httpx.AsyncByteStream = response.stream
+
+        class Kept(httpx.AsyncByteStream):
+            async def __aiter__(inner_self) -> AsyncIterator[bytes]:
+                async for chunk in stream:
+                    self.raw += chunk
+                    yield chunk
+
+            async def aclose(inner_self) -> None:
+                await stream.aclose()
+
+        response.stream = Kept()
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_both_readers_pass_over_heartbeats_after_an_event(tmp_path: Path) -> None:
+    # httpx-sse repeats the last id on a `: ping` frame; a reader that took it
+    # for an event failed on any stream quiet for the heartbeat period.
+    async with served(tmp_path, heartbeat=0.05) as s:
+        wire = _Recording()
+        async with httpx.AsyncClient(base_url=s.url, transport=wire, timeout=10) as http:
+            sid = await new_session(s)
+            items: list[StreamItem] = []
+
+            async def watch() -> None:
+                url = f"/api/sessions/{sid}/stream"
+                async for item in read_reference(http, url, until_idle=True, max_reconnects=0):
+                    items.append(item)
+
+            watcher = asyncio.create_task(watch())
+            await until(lambda: items, "the stream's initial task_state")
+            r = await s.http.post(
+                f"/api/sessions/{sid}/tasks", json={"prompt": "go", "approvalMode": "ask"}
+            )
+            assert r.status_code == 202
+            await until(
+                lambda: any(i.server_event_kind == "approval_request" for i in items), "the ask"
+            )
+            mark = len(wire.raw)
+            await until(lambda: b": ping\n\n" in wire.raw[mark:], "a heartbeat after the ask")
+            request = next(i for i in items if i.server_event_kind == "approval_request")
+            call_id = request.server_event.approval_request.tool_call.tool_call.tool_call_id  # type: ignore[union-attr]
+            ok = await s.http.post(
+                f"/api/sessions/{sid}/approvals/{call_id}", json={"decision": "allow"}
+            )
+            assert ok.status_code == 204
+            await asyncio.wait_for(watcher, 10)
+            # Every item is an event the server sent: one per id, each decoded.
+            assert all((i.message is None) != (i.server_event is None) for i in items)
+            ids = [i.event_id for i in items]
+            assert len(ids) == len(set(ids))
+            assert json.loads(items[-1].data) == {
+                "type": "task_state",
+                "state": "idle",
+                "queued": 0,
+            }
+
+            # The dialect: a heartbeat while its run waits on the approval.
+            events: list[DialectEvent] = []
+
+            async def run() -> None:
+                body = {"prompt": "again", "approvalMode": "ask", "session_id": sid}
+                async for event in read_dialect(http, "/v1/runs", body):
+                    events.append(event)
+
+            runner = asyncio.create_task(run())
+            await until(
+                lambda: any(e.event == DialectEventName.APPROVAL_REQUEST for e in events),
+                "the dialect's ask",
+            )
+            mark = len(wire.raw)
+            await until(lambda: b": ping\n\n" in wire.raw[mark:], "a heartbeat after the ask")
+            asked = next(e for e in events if e.event == DialectEventName.APPROVAL_REQUEST)
+            answer = asked.data["answer"]
+            ok = await s.http.post(answer["path"], json={"decision": "allow"})
+            assert ok.status_code == 204, ok.text
+            await asyncio.wait_for(runner, 10)
+            assert events[-1].event == DialectEventName.DONE
+            assert events[-1].data["status"] == "completed"

@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 import orjson
-from httpx_sse import ServerSentEvent, aconnect_sse
+from httpx_sse import EventSource, ServerSentEvent, aconnect_sse
 
 from omni_grpc.convert import parse_message, parse_server_event
 from omni_grpc.vocabulary import (
@@ -101,6 +101,21 @@ async def _raise_for_status(response: httpx.Response) -> None:
     )
 
 
+async def _dispatched(source: EventSource) -> AsyncGenerator[ServerSentEvent, None]:
+    """The events the SSE standard dispatches: none for a frame without data.
+
+    httpx-sse keeps the last ``id`` across frames (as the standard asks) and
+    then hands out the server's ``: ping`` heartbeat as an event with that id
+    and no data, where a browser's EventSource dispatches nothing. Without this
+    every reader would fail on the first heartbeat after an event, that is on
+    any stream quiet for ``--sse-heartbeat`` seconds. (httpx-sse cannot tell a
+    lone empty ``data:`` line from none; our servers never send one.)
+    """
+    async for sse in source.aiter_sse():
+        if sse.data:
+            yield sse
+
+
 def _decode_reference(sse: ServerSentEvent) -> StreamItem:
     try:
         if sse.event == SERVER_EVENT:
@@ -147,7 +162,7 @@ async def read_reference(
         try:
             async with aconnect_sse(client, "GET", url, headers=headers, timeout=None) as source:
                 await _raise_for_status(source.response)
-                async for sse in source.aiter_sse():
+                async for sse in _dispatched(source):
                     item = _decode_reference(sse)
                     if item.event_id:
                         last_event_id = item.event_id
@@ -188,7 +203,7 @@ async def read_dialect(
         client, "POST", url, json=dict(body), headers=auth_headers(token), timeout=None
     ) as source:
         await _raise_for_status(source.response)
-        async for sse in source.aiter_sse():
+        async for sse in _dispatched(source):
             try:
                 name = DialectEventName(sse.event)
             except ValueError:

@@ -27,6 +27,8 @@ from omni_grpc.cli.exits import (
 from omni_grpc.cli.pipes import stdout_gone
 from omni_grpc.cli.render import Output, Renderer, fell_behind, follow, incomplete, tool_call_id
 from omni_grpc.client import AgentClient, StreamEvent
+from omni_grpc.client.agent_client import RESUME_ATTEMPTS
+from omni_grpc.client.errors import AgentError
 from omni_grpc.runtime.events import parse_event_id
 
 PROG = "omni-grpc attach"
@@ -165,7 +167,16 @@ async def attach(args: argparse.Namespace, client: AgentClient, err: Console) ->
         answered: set[str] = set()
         # Pending requests are sent again after the replay: offer each once.
         offered: set[str] = set()
-        async for event in client.attach(args.session, args.after):
+
+        def on_resume(error: AgentError, attempt: int, after: str) -> None:
+            say(
+                err,
+                f"the stream broke ({error.code.name}); attaching again"
+                f"{f' after {after}' if after else ''}, attempt {attempt}/{RESUME_ATTEMPTS}",
+                "yellow",
+            )
+
+        async for event in client.follow(args.session, args.after, on_resume=on_resume):
             last = event.event_id or last
             received += 1
             if event.kind == "approval_decision" and event.message is not None:

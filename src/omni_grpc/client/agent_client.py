@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -20,6 +21,18 @@ from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc, omni_pb2
 
 _T = TypeVar("_T")
+
+# The codes a stream that broke on the way arrives with: UNAVAILABLE from a
+# lost connection or a replica going away, INTERNAL from nginx's RST_STREAM
+# when its upstream died, UNKNOWN from a stream reset mid-message. Any other
+# code is the server's answer, and asking again would get it again.
+RESUMABLE_CODES = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN}
+)
+# Re-attaches in a row without an event in between, and the pause before
+# each: 0.25 s doubling up to 4 s (about 20 s in all with 8 attempts).
+RESUME_ATTEMPTS = 8
+_FIRST_PAUSE, _LONGEST_PAUSE = 0.25, 4.0
 APPROVAL_MODES: dict[str, pb.ApprovalMode] = {
     # The short forms are the CLI's --approve allow|deny.
     Decision.ALLOW: pb.APPROVAL_MODE_ALLOW_ALL,
@@ -242,6 +255,60 @@ class AgentClient:
             raise AgentError.from_rpc_error(exc) from None
         finally:
             call.cancel()
+
+    async def follow(
+        self,
+        session_id: str,
+        after_event_id: str | None = None,
+        *,
+        run: RunStream | None = None,
+        until_idle: bool = False,
+        include_json: bool = False,
+        attempts: int = RESUME_ATTEMPTS,
+        on_resume: Callable[[AgentError, int, str], None] | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """``attach`` that survives a broken stream: on a code in
+        ``RESUMABLE_CODES`` it attaches again after the last event id it
+        received, so nothing is lost or repeated while the server still buffers
+        the gap (past it, a ``@resync_required`` says so). It gives up, raising
+        the last AgentError, after ``attempts`` tries in a row without an event.
+        ``on_resume(error, attempt, last_event_id)`` is called before each.
+
+        With ``run`` (a Run started with ``detach_on_cancel=True``, so that the
+        task outlives a broken call) its events come first, then the task is
+        followed by Attach until its end. An error after the run's own task end
+        is how the run ended, and is raised as it is.
+        """
+        stream: AsyncIterator[StreamEvent] = (
+            aiter(run)
+            if run is not None
+            else self.attach(
+                session_id, after_event_id, until_idle=until_idle, include_json=include_json
+            )
+        )
+        until_idle = until_idle or run is not None
+        last = after_event_id or ""
+        failed, pause = 0, _FIRST_PAUSE
+        while True:
+            try:
+                async for event in stream:
+                    failed, pause = 0, _FIRST_PAUSE
+                    last = event.event_id or last
+                    yield event
+                return
+            except AgentError as exc:
+                ended = run is not None and run.task_ended
+                if exc.code not in RESUMABLE_CODES or failed >= attempts or ended:
+                    raise
+                failed += 1
+                if on_resume is not None:
+                    on_resume(exc, failed, last)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, _LONGEST_PAUSE)
+                run = None
+                stream = self.attach(
+                    session_id, last or None, until_idle=until_idle, include_json=include_json
+                )
 
     async def approve(self, session_id: str, tool_call_id: str, decision: str) -> None:
         request = pb.ApproveRequest(

@@ -14,6 +14,7 @@ project of each language installs the package and calls a real server.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -25,9 +26,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser.dropping_link import DroppingLink
 from small_disk import SmallDisk
+from waiting import until
 
 import omni_grpc
+from omni_grpc.client import AgentClient
+from omni_grpc.server import OmniServer
 from polyglot.consumer_steps import run_steps
 from polyglot.polyglot_builds import CACHE, GOCODE, missing_toolchain
 
@@ -330,3 +335,65 @@ def test_the_maven_artifact_builds_offline_and_serves_a_maven_project(
     kinds = fields["kinds"].split(",")
     assert kinds[0] == "TEXT" and kinds[-1] == "@TASK_STATE" and "TOOL_CALL" in kinds
     assert fields["listed"] == fields["session"]
+
+
+async def test_the_npm_attach_resumes_after_a_dropped_link(
+    omni_server: OmniServer, tmp_path: Path
+) -> None:
+    """attach(..., {resume}) through a TCP link the test drops mid-task: it
+    attaches again after its last event id and sees the rest of the task,
+    every event once, as the server's own replay has it."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        missing_toolchain("Node.js and npm")
+    assert omni_server.grpc is not None
+    [tarball] = list(pack("npm", tmp_path / "dist").glob("omni-grpc-*.tgz"))
+    app = outside_the_repo(tmp_path / "app")
+    app.mkdir()
+    (app / "package.json").write_text('{"name": "npm-user", "private": true, "type": "module"}\n')
+    run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", str(tarball),
+         "@bufbuild/protobuf@2.17.0", "@connectrpc/connect@2.1.2",
+         "@connectrpc/connect-node@2.1.2"], app)  # fmt: skip
+    shutil.copy(HERE / "resume.mjs", app / "resume.mjs")
+    port = int(omni_server.grpc.address.rsplit(":", 1)[1])
+    async with DroppingLink(port) as link, AgentClient(omni_server.grpc.address) as direct:
+        started = direct.run("list my files", approval_mode="ask", detach_on_cancel=True)
+        sid = await started.session()
+        node = await asyncio.create_subprocess_exec(
+            "node", "resume.mjs", link.url.removeprefix("http://"), sid, cwd=app,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        lines: list[dict[str, Any]] = []
+
+        async def read() -> None:
+            assert node.stdout is not None
+            while line := await node.stdout.readline():
+                lines.append(json.loads(line))
+
+        reader = asyncio.create_task(read())
+        await until(lambda: any(x.get("kind") == "@approvalRequest" for x in lines), "the ask")
+        started.cancel()  # detached: the task waits on its approval without a caller
+        assert link.drop() >= 1
+        await until(lambda: any("resumed" in x for x in lines), "node attaching again")
+        call_id = ""
+        async for event in direct.attach(sid, None):
+            if event.kind == "@approval_request":
+                call_id = event.server_event.approval_request.tool_call.tool_call.tool_call_id  # type: ignore[union-attr]
+                break
+        await direct.approve(sid, call_id, "allow")
+        assert await asyncio.wait_for(node.wait(), 120) == 0
+        await reader
+        seen = [x["id"] for x in lines if x.get("id")]
+        first = seen[0]
+        replayed = [e async for e in direct.attach(sid, first, until_idle=True)]
+
+    resumed = next(x for x in lines if "resumed" in x)
+    # Connect's codes: Unknown, Internal, Unavailable, and Canceled (1), which
+    # connect-node reports for a connection lost under the stream.
+    assert resumed["resumed"] in (1, 2, 13, 14) and resumed["attempt"] == 1
+    assert resumed["last"] in seen
+    assert lines[-1] == {"done": True}
+    assert len(seen) == len(set(seen))
+    # Every message once, in the server's order, to the task's end.
+    got = [x["id"] for x in lines if x.get("id") and not x["kind"].startswith("@")]
+    assert [i for i in got if i != first] == [e.event_id for e in replayed if e.message is not None]
+    assert len(got) > 3

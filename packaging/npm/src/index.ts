@@ -3,7 +3,15 @@
 // that follow a run or a session and stop cleanly (follow.ts).
 export * from "./omni/v1/omni_pb.js";
 export * from "./omni/v1/agent_service_pb.js";
-export { attach, isTaskEnd, run, type AgentClient, type FollowOptions } from "./follow.js";
+export {
+  attach,
+  isTaskEnd,
+  RESUMABLE_CODES,
+  run,
+  type AgentClient,
+  type FollowOptions,
+  type ResumeOptions,
+} from "./follow.js";
 
 /** The protobuf package and its schema revision (CHANGELOG.md). */
 export const SCHEMA = "omni.v1";

@@ -432,7 +432,7 @@ class Hub:
             await asyncio.gather(*tasks, return_exceptions=True)
         self.recorder.stop()
         await self.recovery.keeper.close()
-        pending = [*self._background, *self.recovery.pending_closes]
+        pending = [*self._background, *self.recovery.pending_closes, *self.new_sessions.pending]
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)

@@ -9,15 +9,19 @@ session and could not claim it, takes the session back out again.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import time
 
 from omni_grpc.runtime.backend import Backend
-from omni_grpc.runtime.errors import StorageUnavailable
+from omni_grpc.runtime.errors import BackendUnavailable, StorageUnavailable
 from omni_grpc.runtime.limits import Limits
 from omni_grpc.runtime.recorder import Recorder
 from omni_grpc.runtime.session_index import SessionRecord
 from omni_grpc.runtime.trace_store import TraceStore, utc_now
 from omni_grpc.trace.paths import new_session_id
+
+# How long a session a refused Run made is asked out of an index that could
+# not answer at once.
+FORGET_WITHIN = 60.0
 
 
 class NewSessions:
@@ -28,6 +32,8 @@ class NewSessions:
         self._traces = traces
         self._recorder = recorder
         self._limits = limits
+        # Removals of refused Runs' sessions still waiting for the index.
+        self.pending: set[asyncio.Task[None]] = set()
 
     async def create(self, mode: str | None = None, *, with_trace: bool = False) -> SessionRecord:
         """A new session in the index, then its files (``TraceStore.create``)."""
@@ -50,7 +56,28 @@ class NewSessions:
         return record
 
     async def forget(self, record: SessionRecord) -> None:
-        """Takes back a session no run used: out of the index, its files gone."""
-        with contextlib.suppress(Exception):
+        """Takes back a session no run used: out of the index, its files gone.
+        An index that cannot answer now (Redis down, or its pool's wait run
+        out under load) is asked again in the background, so the refusal
+        leaves no session behind once it answers."""
+        try:
             await self._backend.index.remove(record.session_id)
+        except BackendUnavailable:
+            task = asyncio.create_task(self._remove_later(record.session_id))
+            self.pending.add(task)
+            task.add_done_callback(self.pending.discard)
+        except Exception:  # the refusal's own error is what the caller sees
+            pass
         await asyncio.to_thread(self._traces.discard, record)
+
+    async def _remove_later(self, session_id: str) -> None:
+        deadline = time.monotonic() + FORGET_WITHIN
+        delay = 0.1
+        while time.monotonic() < deadline:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+            try:
+                await self._backend.index.remove(session_id)
+                return
+            except BackendUnavailable:
+                continue

@@ -543,7 +543,17 @@ async def drive(cluster: Cluster, fault: Fault) -> tuple[list[Session], list[flo
 
     # Closed, as each session's witness saw it (a stopped owner's own clients
     # hear nothing until it goes on again).
-    await asyncio.wait_for(all_closed(), WAIT)
+    try:
+        await asyncio.wait_for(all_closed(), WAIT)
+    except TimeoutError:
+        for s in sessions:  # what the failure's reader needs to know
+            if s.closed_at is None:
+                print(f"not closed: session {s.index} {s.session_id}", file=sys.stderr)
+                for log in cluster.logs:
+                    for line in log.read_text(errors="replace").splitlines():
+                        if s.session_id in line:
+                            print(f"  {log.name}: {line[:300]}", file=sys.stderr)
+        raise
     if fault.stop:
         os.kill(victim.process.pid, signal.SIGCONT)
     if fault.freeze:

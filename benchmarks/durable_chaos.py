@@ -656,6 +656,8 @@ def check(s: Session, log: list[pb.AttachResponse], data: Path) -> Counter[str]:
     issues = list(validate_records(records, trace=True))  # errors and warnings alike
     if issues:
         found["trace does not validate"] += 1
+        for issue in issues[:5]:  # for whoever reads a failure
+            print(f"validate: {s.session_id}: {issue}", file=sys.stderr)
     messages = [message_to_dict(r.message) for r in records]
     calls = [
         m["payload"]["tool_call_id"] for m in messages if m["payload"].get("type") == "tool_call"
@@ -714,6 +716,7 @@ async def main() -> int:
     args = parser.parse_args()
     totals: Counter[str] = Counter()
     reconnects: Counter[str] = Counter()
+    by_fault: dict[str, Counter[str]] = {name: Counter() for name in FAULTS}
     events = sessions_count = injected = 0
     closing: dict[str, list[float]] = {}
     for name in [n for _ in range(args.rounds) for n in args.faults.split(",")]:
@@ -732,7 +735,9 @@ async def main() -> int:
                     1 for c in closes if c > fault.bound + args.slack
                 )
                 for s in sessions:
-                    totals.update(check(s, await whole_log(cluster, s), cluster.data))
+                    found = check(s, await whole_log(cluster, s), cluster.data)
+                    totals.update(found)
+                    by_fault[name].update(found)
                     reconnects["SSE reconnects with Last-Event-ID"] += s.sse_connects - 1
                     reconnects["gRPC Attach calls made again"] += s.reattaches
                 errors = cluster.tracebacks()
@@ -755,6 +760,9 @@ async def main() -> int:
                 f"min {min(closes):.2f} s  median {statistics.median(closes):.2f} s  "
                 f"max {max(closes):.2f} s"
             )
+    for name, found in by_fault.items():
+        if +found:
+            print(f"mismatches after {name}: {dict(found)}")
     return 1 if any(totals[name] for name in CLASSES) else 0
 
 

@@ -25,7 +25,8 @@ from omni_grpc.convert import (
     parse_message,
     serialize_message,
 )
-from omni_grpc.engines.base import AbortSignal
+from omni_grpc.engines.base import AbortSignal, JsonObject
+from omni_grpc.protocol.open_run import OpenRun
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.approvals import ApprovalBroker
 from omni_grpc.runtime.backend import Backend
@@ -287,6 +288,7 @@ class Recovery:
         window = await event_log.window()
         tail: list[omni_pb2.OmniMessage] = []
         run: Run | None = None
+        recorded: list[JsonObject] | None = None
         if record is not None:
             self.traces.forget(record)  # the dead owner extended the file
             # Fence the trace before reading its tail: a paused owner that
@@ -311,6 +313,12 @@ class Recovery:
             if message is not None:
                 guard.observe(message_to_dict(message))
         tail = with_stops(guard, tail)
+        if recorded is not None:
+            # The calls owed an output are the trace's, not the log's: the
+            # trace is written first, so it may hold outputs the log never
+            # got, and the tail above finds them only when it lines the two
+            # up. An output written twice fails the trace (#25).
+            guard.calls = unanswered_calls(recorded)
         lost = AbortKind.REPLICA_LOST
         closing = [
             message_from_dict(item)
@@ -447,6 +455,15 @@ def _parsed(lines: list[bytes]) -> list[omni_pb2.OmniMessage]:
         except ConversionError:
             break  # a torn last line: never written whole, never seen
     return out
+
+
+def unanswered_calls(recorded: list[JsonObject]) -> dict[str, str | None]:
+    """The trace's completed tool calls without an output, in call order,
+    each with its recorded approval decision (None: none was made)."""
+    state = OpenRun()
+    for item in recorded:
+        state.observe(item)
+    return state.calls
 
 
 def run_ended(events: list[HubEvent]) -> bool:

@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import weakref
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import redis.asyncio as aioredis
@@ -187,7 +188,7 @@ class RedisConnection:
         # queues behind the load on ``commands`` (see ``ping``).
         self.probe: Any = _pool(url, PROBE_CONNECTIONS, socket_timeout=PROBE_TIMEOUT, retries=0)
         # What else lives on this connection and ends with it (the stream
-        # reader, ``stream_reader.streams_of``), closed first.
+        # reader and the shared appender, through ``one_per_connection``), closed first.
         self._closers: list[Callable[[], Awaitable[None]]] = []
 
     def on_close(self, closer: Callable[[], Awaitable[None]]) -> None:
@@ -212,3 +213,26 @@ class RedisConnection:
             with contextlib.suppress(Exception):
                 await client.aclose()
                 await client.connection_pool.disconnect()
+
+
+class _Closable(Protocol):
+    async def close(self) -> None: ...
+
+
+_C = TypeVar("_C", bound=_Closable)
+
+
+def one_per_connection(make: Callable[[RedisConnection], _C]) -> Callable[[RedisConnection], _C]:
+    """A getter of the one ``make(conn)`` per connection, made on first use and
+    closed with the connection; the registry lives with the getter so that the
+    connection needs to know nothing of what hangs on it."""
+    made: weakref.WeakKeyDictionary[RedisConnection, _C] = weakref.WeakKeyDictionary()
+
+    def of(conn: RedisConnection) -> _C:
+        thing = made.get(conn)
+        if thing is None:
+            thing = made[conn] = make(conn)
+            conn.on_close(thing.close)
+        return thing
+
+    return of

@@ -27,7 +27,6 @@ import logging
 import secrets
 import struct
 import time
-import weakref
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,7 +46,11 @@ from omni_grpc.runtime.events import EventBody, HubEvent, format_event_id, parse
 from omni_grpc.runtime.fanout import DEFAULT_STALL_TIMEOUT, Fanout, Subscriber
 from omni_grpc.runtime.health import RunFailure
 from omni_grpc.runtime.redis import scripts
-from omni_grpc.runtime.redis.connection import RedisConnection, unavailable_on_failure
+from omni_grpc.runtime.redis.connection import (
+    RedisConnection,
+    one_per_connection,
+    unavailable_on_failure,
+)
 from omni_grpc.runtime.redis.stream_reader import streams_of
 from omni_grpc.vocabulary import AbortKind
 
@@ -224,15 +227,7 @@ class _Appender:
                 await task
 
 
-_appenders: weakref.WeakKeyDictionary[RedisConnection, _Appender] = weakref.WeakKeyDictionary()
-
-
-def _appender_of(conn: RedisConnection) -> _Appender:
-    appender = _appenders.get(conn)
-    if appender is None:
-        appender = _appenders[conn] = _Appender(conn)
-        conn.on_close(appender.close)
-    return appender
+_appender_of = one_per_connection(_Appender)
 
 
 class RedisEventLog:

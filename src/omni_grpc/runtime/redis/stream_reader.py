@@ -20,14 +20,18 @@ import contextlib
 import logging
 import secrets
 import time
-import weakref
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from redis import exceptions as redis_errors
 
 from omni_grpc.runtime.errors import BackendUnavailable
-from omni_grpc.runtime.redis.connection import BLOCK_MS, RedisConnection, unavailable_on_failure
+from omni_grpc.runtime.redis.connection import (
+    BLOCK_MS,
+    RedisConnection,
+    one_per_connection,
+    unavailable_on_failure,
+)
 
 log = logging.getLogger(__name__)
 
@@ -204,15 +208,9 @@ class StreamReader:
                 await task
 
 
-# One reader per connection, made on first use and closed with it; kept here
-# so that the connection needs to know nothing of its readers.
-_readers: weakref.WeakKeyDictionary[RedisConnection, StreamReader] = weakref.WeakKeyDictionary()
+_streams = one_per_connection(StreamReader)
 
 
 def streams_of(conn: RedisConnection) -> StreamReader:
     """The one reader of every stream this replica watches on ``conn``."""
-    reader = _readers.get(conn)
-    if reader is None:
-        reader = _readers[conn] = StreamReader(conn)
-        conn.on_close(reader.close)
-    return reader
+    return _streams(conn)

@@ -79,6 +79,22 @@ def check_exact_json(result: dict[str, Any], data: Path) -> None:
     assert (events[-1]["type"], events[-1]["state"]) == ("task_state", "idle")
 
 
+def npm_app_with(script: Path, tmp_path: Path) -> Path:
+    """A new Node project outside the repository with the packed package and
+    Connect for Node installed, and ``script`` beside them."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        missing_toolchain("Node.js and npm")
+    [tarball] = list(pack("npm", tmp_path / "dist").glob("omni-grpc-*.tgz"))
+    app = outside_the_repo(tmp_path / "app")
+    app.mkdir()
+    (app / "package.json").write_text('{"name": "npm-user", "private": true, "type": "module"}\n')
+    run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", str(tarball),
+         "@bufbuild/protobuf@2.17.0", "@connectrpc/connect@2.1.2",
+         "@connectrpc/connect-node@2.1.2"], app)  # fmt: skip
+    shutil.copy(script, app / script.name)
+    return app
+
+
 def outside_the_repo(path: Path) -> Path:
     assert ROOT not in path.resolve().parents, path
     return path
@@ -124,16 +140,7 @@ def test_the_npm_run_helper_throws_for_a_run_the_server_stopped(
     then ends the call with RESOURCE_EXHAUSTED. run() holds the IDLE back
     until the call ended, so a loop that breaks at isTaskEnd gets the error
     instead of a quiet success."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        missing_toolchain("Node.js and npm")
-    [tarball] = list(pack("npm", tmp_path / "dist").glob("omni-grpc-*.tgz"))
-    app = outside_the_repo(tmp_path / "app")
-    app.mkdir()
-    (app / "package.json").write_text('{"name": "npm-user", "private": true, "type": "module"}\n')
-    run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", str(tarball),
-         "@bufbuild/protobuf@2.17.0", "@connectrpc/connect@2.1.2",
-         "@connectrpc/connect-node@2.1.2"], app)  # fmt: skip
-    shutil.copy(HERE / "stopped.mjs", app / "stopped.mjs")
+    app = npm_app_with(HERE / "stopped.mjs", tmp_path)
     served = serve_process(
         "--no-http", "--data-dir", str(small_disk.path / "data"), "--engine-opt", "repeat=200"
     )
@@ -343,17 +350,8 @@ async def test_the_npm_attach_resumes_after_a_dropped_link(
     """attach(..., {resume}) through a TCP link the test drops mid-task: it
     attaches again after its last event id and sees the rest of the task,
     every event once, as the server's own replay has it."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        missing_toolchain("Node.js and npm")
     assert omni_server.grpc is not None
-    [tarball] = list(pack("npm", tmp_path / "dist").glob("omni-grpc-*.tgz"))
-    app = outside_the_repo(tmp_path / "app")
-    app.mkdir()
-    (app / "package.json").write_text('{"name": "npm-user", "private": true, "type": "module"}\n')
-    run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", str(tarball),
-         "@bufbuild/protobuf@2.17.0", "@connectrpc/connect@2.1.2",
-         "@connectrpc/connect-node@2.1.2"], app)  # fmt: skip
-    shutil.copy(HERE / "resume.mjs", app / "resume.mjs")
+    app = npm_app_with(HERE / "resume.mjs", tmp_path)
     port = int(omni_server.grpc.address.rsplit(":", 1)[1])
     async with DroppingLink(port) as link, AgentClient(omni_server.grpc.address) as direct:
         started = direct.run("list my files", approval_mode="ask", detach_on_cancel=True)

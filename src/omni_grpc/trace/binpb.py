@@ -117,10 +117,10 @@ def encode_frame(msg: OmniMessage, *, compress: bool = False, plain: bool = Fals
     return encode_varint(len(body)) + body
 
 
-def mark_schema_frames(block: bytes) -> bytes:
-    """Finished frames (the native batch converter's) with each large record
-    of tool definitions stored as :func:`marked_record` stores it; ``block``
-    itself when none changes."""
+def _rewrite_large_frames(block: bytes, rewrite: Callable[[bytes], bytes]) -> bytes:
+    """Finished frames (the native batch converter's) with each record of at
+    least ``COMPRESS_FROM`` bytes passed through ``rewrite``, which hands back
+    the body itself when it keeps it; ``block`` itself when none changes."""
     parts: list[bytes] = []
     done = pos = 0
     while pos < len(block):
@@ -128,30 +128,7 @@ def mark_schema_frames(block: bytes) -> bytes:
         end = start + length
         if length >= COMPRESS_FROM:
             body = block[start:end]
-            if carries_schemas(OmniMessage.FromString(body)):
-                stored = marked_record(body)
-                if stored is not body:
-                    parts += (block[done:pos], encode_varint(len(stored)), stored)
-                    done = end
-        pos = end
-    if not parts:
-        return block
-    parts.append(block[done:])
-    return b"".join(parts)
-
-
-def compress_frames(block: bytes) -> bytes:
-    """Finished frames (the native batch converter's) with each large record
-    stored as :func:`stored_record` stores it; ``block`` itself when none
-    changes."""
-    parts: list[bytes] = []
-    done = pos = 0
-    while pos < len(block):
-        length, start = _parse_length(block, pos, 0, pos)
-        end = start + length
-        if length >= COMPRESS_FROM:
-            body = block[start:end]
-            stored = stored_record(body)
+            stored = rewrite(body)
             if stored is not body:
                 parts += (block[done:pos], encode_varint(len(stored)), stored)
                 done = end
@@ -160,6 +137,22 @@ def compress_frames(block: bytes) -> bytes:
         return block
     parts.append(block[done:])
     return b"".join(parts)
+
+
+def _marked_if_schemas(body: bytes) -> bytes:
+    return marked_record(body) if carries_schemas(OmniMessage.FromString(body)) else body
+
+
+def mark_schema_frames(block: bytes) -> bytes:
+    """Finished frames with each large record of tool definitions stored as
+    :func:`marked_record` stores it; ``block`` itself when none changes."""
+    return _rewrite_large_frames(block, _marked_if_schemas)
+
+
+def compress_frames(block: bytes) -> bytes:
+    """Finished frames with each large record stored as :func:`stored_record`
+    stores it; ``block`` itself when none changes."""
+    return _rewrite_large_frames(block, stored_record)
 
 
 def write_binpb(

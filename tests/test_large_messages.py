@@ -86,13 +86,6 @@ def assert_whole(events: list[StreamEvent], prompt: str, baseline: int) -> None:
 async def test_a_lone_grpc_reader_gets_every_event_of_a_large_prompt(
     serve: Serve, mib: int, request: pytest.FixtureRequest
 ) -> None:
-    if mib == 60 and "redis" in request.node.callspec.id:
-        # Known limit: appending 60 MiB (stored twice, JSON and protobuf) to a
-        # redis-server with appendfsync always keeps the single-threaded Redis
-        # busy for seconds on a loaded 2-core machine: the write, the stream
-        # read, or a lease renewal passes the 5 s command timeout (UNAVAILABLE
-        # or an aborted run, never a silent gap).
-        pytest.skip("60 MiB on Redis: the command timeout, see BENCHMARKS.md")
     server = serve()
     small, error = await grpc_run(server.grpc_address, "hi")
     assert error is None

@@ -29,10 +29,10 @@ import struct
 import time
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.errors import BackendUnavailable, Fenced
@@ -45,7 +45,7 @@ from omni_grpc.runtime.event_log import (
 from omni_grpc.runtime.events import EventBody, HubEvent, format_event_id, parse_event_id
 from omni_grpc.runtime.fanout import DEFAULT_STALL_TIMEOUT, Fanout, Subscriber
 from omni_grpc.runtime.health import RunFailure
-from omni_grpc.runtime.redis import scripts
+from omni_grpc.runtime.redis import large_bodies, scripts
 from omni_grpc.runtime.redis.connection import (
     RedisConnection,
     one_per_connection,
@@ -86,8 +86,10 @@ _LEN4 = struct.Struct(">I")
 _LEN2 = struct.Struct(">H")
 
 
-def _header(body: EventBody) -> bytes:
+def _header(body: EventBody, outside: bool = False) -> bytes:
     kind = b"m" if body.is_message else b"s"
+    if outside:  # its text is in the bodies hash (large_bodies.py)
+        kind = kind.upper()
     bumps = 1 if _bumps_state(body) else 0
     failure, abort_kind = body.failure, body.abort_kind
     if failure is None and not abort_kind:
@@ -134,8 +136,10 @@ def decode_entry(epoch: str, entry_id: bytes, fields: dict[bytes, bytes]) -> Hub
         "message" if fields.get(b"k") == b"m" else "server_event"
     )
     size = fields.get(b"n")
+    # No protobuf for a large body (large_bodies.py): decoded from the text.
+    wire = fields.get(b"p")
     body = EventBody(
-        None, None, data, failure, kind, encoded, fields[b"p"], -1 if size is None else int(size)
+        None, None, data, failure, kind, encoded, wire, -1 if size is None else int(size)
     )
     prev = fields.get(b"pv")
     return HubEvent(seq, format_event_id(epoch, seq), body, True, int(prev) if prev else None)
@@ -253,12 +257,19 @@ class RedisEventLog:
         self._events, self._meta = k(session_id, "events"), k(session_id, "meta")
         self._fence, self._lease = k(session_id, "fence"), k(session_id, "lease")
         self._run = k(session_id, "run")
+        self._bodies = large_bodies.LargeBodies(conn, k(session_id, "bodies"))
+        # Large bodies this process wrote, by reference, until the reader here
+        # hands their entries out: it need not read them back from Redis.
+        self._staged: dict[bytes, tuple[int, EventBody]] = {}
         self._runs = conn.global_key("runs")
         # What every publish sends alike, encoded once.
         self._publish_keys = [
             key.encode()
-            for key in (self._events, self._meta, self._fence, self._lease, self._run, self._runs)
-        ]
+            for key in (
+                self._events, self._meta, self._fence, self._lease, self._run, self._runs,
+                self._bodies.key,
+            )
+        ]  # fmt: skip
         candidate, sid = self._candidate.encode(), session_id.encode()
         self._static = b"".join((
             _STATIC.pack(window.max_events, window.max_bytes, len(candidate)), candidate,
@@ -435,12 +446,23 @@ class RedisEventLog:
         token = b"" if fence is None else str(fence).encode()
         packed = [self._static, _LEN2.pack(len(token)), token, _TAIL.pack(end_run, len(items))]
         payload: list[bytes] = []
-        for body in items:
-            packed.append(_header(body))
-            payload += (body.data, encode_proto(body))
+        staged: dict[bytes, tuple[int, EventBody]] = {}
+        self.last_activity = time.monotonic()
+        for offset, body in enumerate(items):
+            outside = large_bodies.outside(body.data)
+            packed.append(_header(body, outside))
+            if not outside:
+                payload += (body.data, encode_proto(body))
+                continue
+            try:
+                ref = await self._bodies.stage(body.data)
+            except BaseException:
+                await self._bodies.discard(staged)
+                raise
+            staged[ref] = (offset, body)
+            payload += (ref, b"")
         args = [b"".join(packed), *payload]
         keys = self._publish_keys
-        self.last_activity = time.monotonic()
         try:
             with unavailable_on_failure():
                 if sum(len(part) for part in payload) > _SHARED_BYTES:
@@ -448,10 +470,19 @@ class RedisEventLog:
                 else:
                     epoch_raw, first = await self._appender.call(keys, args)
         except Exception as exc:
+            if isinstance(exc, ResponseError) or isinstance(exc.__cause__, ResponseError):
+                # Refused, so never appended: its large bodies would be
+                # orphans. (A write whose outcome is unknown keeps them: if it
+                # landed, its entry names them.)
+                await self._bodies.discard(staged)
             if "FENCED" in str(exc) and fence is not None:
                 raise Fenced(self.session_id, fence) from exc
             raise
         epoch = self._epoch = epoch_raw.decode()
+        for ref, (offset, body) in staged.items():
+            # On its way to the reader here (unless it was quicker).
+            if self._watching and int(first) + offset > self._read_seq:
+                self._staged[ref] = (int(first) + offset, body)
         out = []
         for offset, body in enumerate(items):
             seq = int(first) + offset
@@ -469,15 +500,21 @@ class RedisEventLog:
             )
         if not result or int(result[0]) == 0:
             return None
-        return [decode_entry(epoch, eid, _pairs(f)) for eid, f in result[1]]
+        entries = [(eid, _pairs(f)) for eid, f in result[1]]
+        if await large_bodies.fill(self._bodies, entries) >= 0:
+            return None  # trimmed past meanwhile
+        return [decode_entry(epoch, eid, f) for eid, f in entries]
 
     async def window(self) -> list[HubEvent]:
         with unavailable_on_failure():
             epoch = await self._conn.reads.hget(self._meta, "epoch")
             if epoch is None:
                 return []
-            entries = await self._conn.reads.xrange(self._events, "-", "+")
-        return [decode_entry(epoch.decode(), eid, _pairs(f)) for eid, f in entries]
+            raw = await self._conn.reads.xrange(self._events, "-", "+")
+        entries = [(eid, _pairs(f)) for eid, f in raw]
+        # Those up to a body evicted meanwhile are no longer the window.
+        gone = await large_bodies.fill(self._bodies, entries)
+        return [decode_entry(epoch.decode(), eid, f) for eid, f in entries[gone + 1 :]]
 
     async def subscribe(
         self, after_event_id: str | None = None, initial: InitialEvents | None = None
@@ -495,8 +532,19 @@ class RedisEventLog:
         except BaseException:
             self._fanout.discard(sub)
             raise
-        epoch, resync, first_initial, top, entries, bodies_, last = result
+        epoch, resync, first_initial, top, raw, bodies_, last = result
         self._epoch = epoch
+        entries = [(eid, _pairs(f)) for eid, f in raw]
+        try:
+            gone = await large_bodies.fill(self._bodies, entries)
+        except BaseException:
+            self._fanout.discard(sub)
+            raise
+        if gone >= 0:
+            # The replay was trimmed past while its large bodies were read:
+            # the resync stands for it (the seq of the last entry it replaces).
+            resync = int(entries[-1][0].split(b"-", 1)[0])
+            entries = []
         events: list[HubEvent] = []
         if resync:
             events.append(
@@ -504,7 +552,7 @@ class RedisEventLog:
                     resync, format_event_id(epoch, resync), bodies.resync_required_body(), False
                 )
             )
-        events.extend(decode_entry(epoch, eid, _pairs(f)) for eid, f in entries)
+        events.extend(decode_entry(epoch, eid, f) for eid, f in entries)
         for offset, body in enumerate(bodies_):
             seq = first_initial + offset
             events.append(HubEvent(seq, format_event_id(epoch, seq), body, False))
@@ -523,7 +571,7 @@ class RedisEventLog:
             parsed = parse_event_id(after_event_id)
             if parsed is not None:
                 after_epoch, after_seq = parsed[0], str(parsed[1])
-        keys = [self._events, self._meta, self._run]
+        keys = [self._events, self._meta, self._run, self._bodies.key]
         with unavailable_on_failure():
             while True:
                 version = await self._conn.reads.hget(self._meta, "ver")
@@ -553,13 +601,28 @@ class RedisEventLog:
 
     async def entries(self, entries: list[Any]) -> None:
         epoch = self._epoch or ""
-        for entry_id, fields in entries:
-            await self._fan_out(decode_entry(epoch, entry_id, _pairs(fields)))
+        for entry_id, raw in entries:
+            fields = _pairs(raw)
+            ref = fields.get(b"x")
+            if ref is None:
+                await self._fan_out(decode_entry(epoch, entry_id, fields))
+            elif (mine := self._staged.pop(ref, None)) is not None:
+                event = decode_entry(epoch, entry_id, {**fields, b"d": mine[1].data})
+                await self._fan_out(replace(event, body=mine[1]))
+            elif await large_bodies.fill(self._bodies, [(entry_id, fields)]) < 0:
+                await self._fan_out(decode_entry(epoch, entry_id, fields))
+            # else: evicted meanwhile by another replica's write, so trimmed
+            # past: the next entry names it as its predecessor (a gap), and
+            # the subscribers are told to resync.
+            if self._staged:  # what the stream was trimmed past is never read
+                seq = int(entry_id.split(b"-", 1)[0])
+                self._staged = {r: v for r, v in self._staged.items() if v[0] > seq}
 
     def released(self) -> None:
         self._watching = False
         self._written.clear()
         self._written_units = 0
+        self._staged.clear()
 
     def lost(self, error: BackendUnavailable) -> None:
         log.warning("session %s: event stream lost: %s", self.session_id, error)
@@ -567,7 +630,7 @@ class RedisEventLog:
         self._fanout.fail(error)
 
     def keep_alive(self) -> tuple[list[str], int]:
-        return [self._events, self._meta], int(self._ttl_ms)
+        return [self._events, self._meta, self._bodies.key], int(self._ttl_ms)
 
     async def _fan_out(self, event: HubEvent) -> None:
         self._read_seq = event.seq
@@ -638,7 +701,7 @@ class RedisEventLogs(LogRegistry[RedisEventLog]):
         # before the deletion; a stale member of the open-runs set is dropped
         # by the next orphan sweep, which finds no run key.
         k = self._conn.session_key
-        parts = ("events", "meta", "fence", "lease", "run", "holder")
+        parts = ("events", "meta", "fence", "lease", "run", "holder", "bodies")
         with unavailable_on_failure():
             await self._conn.commands.delete(*(k(session_id, part) for part in parts))
 

@@ -31,19 +31,23 @@ local function ensure_meta(stream, meta, candidate)
   end
   return epoch
 end
-local function keep_for(stream, meta, run, ttl)
+local function keep_for(stream, meta, run, ttl, bodies)
   if redis.call('EXISTS', run) == 1 then
     redis.call('PERSIST', stream)
     redis.call('PERSIST', meta)
+    redis.call('PERSIST', bodies)
   else
     redis.call('PEXPIRE', stream, ttl)
     redis.call('PEXPIRE', meta, ttl)
+    redis.call('PEXPIRE', bodies, ttl)
   end
 end
 """
 
-# KEYS: events, meta, fence, lease, run, runs
-# ARGV: the batch's small fields packed, then n times: data, protobuf bytes.
+# KEYS: events, meta, fence, lease, run, runs, bodies
+# ARGV: the batch's small fields packed, then n times: data, protobuf bytes; or,
+#       for an event of kind M or S (a message or server event whose text is in
+#       the bodies hash, ``large_bodies.py``), its reference and ''.
 #       Packed, big-endian (``PUBLISH_HEAD``): max_count (4 bytes), max_bytes (8), the
 #       epoch candidate (after its 2-byte length), the idle ttl in ms (8), the session id
 #       (after its 2-byte length), the token ('' for none, after its 2-byte length),
@@ -64,6 +68,13 @@ PUBLISH_EVENT = ">c1BI4I2c0I4c0I2c0"
 PUBLISH = """
 local max_count, max_bytes, candidate, ttl, session, token, end_run, n, pos =
   struct.unpack('HEAD', ARGV[1])
+-- An evicted entry's body stored beside the stream goes with it.
+local function drop_body(ref)
+  local nonce, count = string.match(ref, '^(.*):(%d+)$')
+  local names = {}
+  for c = 0, tonumber(count) - 1 do names[#names + 1] = nonce .. '.' .. c end
+  redis.call('HDEL', KEYS[7], unpack(names))
+end
 ttl = string.format('%d', ttl)
 local held = redis.call('MGET', KEYS[3], KEYS[5])
 -- A run's events are taken while its run is open under this token: not
@@ -90,6 +101,7 @@ local oldest, taken, after = {}, 1, '-'
 local evicted = nil
 local first = nil
 local bump = false
+local staged = false
 for i = 0, n - 1 do
   local kind, bumps, size, code, message, abort_kind
   kind, bumps, size, code, message, abort_kind, pos =
@@ -107,14 +119,25 @@ for i = 0, n - 1 do
     after = '(' .. entry[1]
     local fields = entry[2]
     for j = 1, #fields, 2 do
-      if fields[j] == 'n' then bytes = bytes - tonumber(fields[j + 1]) end
+      if fields[j] == 'n' then
+        bytes = bytes - tonumber(fields[j + 1])
+      elseif fields[j] == 'x' then
+        drop_body(fields[j + 1])
+      end
     end
     len = len - 1
     evicted = string.match(entry[1], '^(%d+)')
   end
   seq = seq + 1
   if not first then first = seq end
-  local fields = {'k', kind, 'n', size, 'd', ARGV[2 + 2 * i], 'p', ARGV[3 + 2 * i]}
+  local fields
+  if kind == 'M' or kind == 'S' then
+    -- Stored beside the stream (large_bodies.py): the entry names it.
+    staged = true
+    fields = {'k', string.lower(kind), 'n', size, 'x', ARGV[2 + 2 * i]}
+  else
+    fields = {'k', kind, 'n', size, 'd', ARGV[2 + 2 * i], 'p', ARGV[3 + 2 * i]}
+  end
   if last then
     table.insert(fields, 'pv'); table.insert(fields, last)
   end
@@ -158,13 +181,17 @@ end
 if open then
   redis.call('PERSIST', KEYS[1])
   redis.call('PERSIST', KEYS[2])
+  -- The bodies hash lives as the stream does; while the run is open it is
+  -- made to persist by the writes that add to it (a command per batch less).
+  if staged then redis.call('PERSIST', KEYS[7]) end
 else
   redis.call('PEXPIRE', KEYS[1], ttl)
   redis.call('PEXPIRE', KEYS[2], ttl)
+  redis.call('PEXPIRE', KEYS[7], ttl)
 end
 return {epoch, first}
 """.replace("'HEAD'", repr(PUBLISH_HEAD)).replace("'EVENT'", repr(PUBLISH_EVENT))
-# KEYS: events, meta, run
+# KEYS: events, meta, run, bodies
 # ARGV: epoch candidate, replay 0|1, after epoch, after seq, n initial, expected ver|'', ttl
 # Returns {'retry'} when a state-changing event overtook the caller's initial
 # events, else {'ok', epoch, resync seq (0: none), first initial seq, top seq, entries,
@@ -193,7 +220,7 @@ local n = tonumber(ARGV[5])
 if n > 0 then
   first = redis.call('HINCRBY', KEYS[2], 'next', n) - n + 1
 end
-keep_for(KEYS[1], KEYS[2], KEYS[3], ARGV[7])
+keep_for(KEYS[1], KEYS[2], KEYS[3], ARGV[7], KEYS[4])
 return {'ok', epoch, resync, first, redis.call('HGET', KEYS[2], 'next'), entries,
   redis.call('HGET', KEYS[2], 'last') or ''}
 """

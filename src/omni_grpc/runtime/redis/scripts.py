@@ -7,7 +7,10 @@ last evicted seq (``evicted``, the resync watermark: ``XREAD`` from a trimmed
 id silently starts at the oldest entry left), the bytes in the window, and the
 newest kept seq (``last``). Each entry names the kept seq before it (``pv``),
 so a reader can tell that what it reads follows on from what it delivered.
-Redis trims by count only, so the byte cap is enforced here, exactly.
+Redis trims by count only, so the byte cap is enforced here, exactly. An
+entry whose JSON is large names its body (``x``) instead of carrying it: the
+body is in the hash ``{sid}:bodies`` (``large_bodies.py``), and goes with the
+entry when it is evicted.
 
 The run lease is ``{sid}:run`` (the open run's token; no expiry),
 ``{sid}:lease`` (``<owner>|<token>``, expiring) and ``{sid}:fence`` (the

@@ -9,7 +9,10 @@ not be lined up (the log's last record's bytes recur later in the trace),
 it answered a call the trace had already answered: ``second
 tool_call_output for 'call_demo_1'`` in the chaos soak. Here the state is
 built directly on a real redis-server, then closed, for each way the trace
-can run ahead of the log after the output.
+can run ahead of the log after the output. The close also publishes what
+the trace holds past the log, so the log's records end up the trace's; when
+the log's last record recurs past it, lining the two up by that record alone
+published nothing of it (clients saw fewer records than the trace holds).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 import pytest
 
 from omni_grpc import protocol as p
-from omni_grpc.convert import message_from_dict
+from omni_grpc.convert import message_from_dict, serialize_message
 from omni_grpc.engines.base import AbortSignal
 from omni_grpc.engines.demo import DemoEngine
 from omni_grpc.runtime import bodies
@@ -127,3 +130,15 @@ async def test_the_closer_never_answers_a_call_the_trace_answered(
     window = await event_log.window()
     last = window[-1].server_event
     assert last is not None and last.task_state.state == bodies.agent_service_pb2.SESSION_STATE_IDLE
+    # And its clients saw every record the trace holds, in the trace's order,
+    # none twice: what the owner wrote past the log was published before the
+    # close, lined up after the log's last record where it is, not where its
+    # bytes recur.
+    seen = [
+        serialize_message(m)
+        for m in (e.message for e in window)
+        if m is not None
+        and not m.origin
+        and not (m.WhichOneof("payload") or "").startswith("partial_")
+    ]
+    assert seen == [serialize_message(r.message) for r in records[1:]]

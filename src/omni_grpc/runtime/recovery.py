@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -425,24 +425,69 @@ def trace_tail(path: Path, window: list[HubEvent]) -> list[omni_pb2.OmniMessage]
     went away) the trace may hold records the log never got. Those are what
     the closer publishes before the close, so every record is seen by the
     run's clients, in the trace's order. A record's trace line and its log
-    entry are the same bytes (encoded once), so the log's last record is
-    found in the trace by its bytes. ``[]`` when the log holds no record or
-    the trace does not hold the log's last one (nothing to line up)."""
-    last = next((e.data for e in reversed(window) if _recordable(e)), None)
-    if last is None and window and window[0].seq != 1:
+    entry are the same bytes (encoded once); where the log's last record is
+    in the trace is found by ``line_up``, from every record the log holds,
+    not its last one alone: records recur byte for byte (a ``request_end``
+    in the same millisecond as the log's last one, #25). ``[]`` when the log
+    holds no record and lost its start, or the trace does not hold the log's
+    last record (nothing to line up)."""
+    logged = [e.data for e in window if _recordable(e)]
+    if not logged and window and window[0].seq != 1:
         return []  # the window lost its start: nothing to line up with
     try:
-        lines = path.read_bytes().split(b"\n")
+        lines = [line for line in path.read_bytes().split(b"\n") if line.strip()]
     except OSError:
         return []
-    if last is None:
+    if not logged:
         # The log never got a record of the session (its first run stopped
         # before its first publish): all the trace holds but session_meta.
         return [m for m in _parsed(lines) if m.WhichOneof("payload") != "session_meta"]
-    for index in range(len(lines) - 1, -1, -1):
-        if lines[index] == last:
-            return _parsed(lines[index + 1 :])
-    return []
+    last = line_up(lines, logged)
+    return [] if last is None else _parsed(lines[last + 1 :])
+
+
+def line_up(trace: Sequence[bytes], logged: Sequence[bytes]) -> int | None:
+    """The index in ``trace`` of the record the log holds last (``logged``:
+    the log's records in order, a part of the session's that ends at what
+    was published last), or None when the trace does not hold it.
+
+    The trace holds the log's records in the same order, then possibly
+    records the log never got; so the log's last record is where the longest
+    stretch of the log's records, counted back from its last, matches the
+    trace counted back from there. A later position matches as far back only
+    if what the log never got repeats the log's records that far, so on a
+    tie the earliest wins: with the log's whole history (a window that kept
+    its start) that is always the right one. The records before a past fault
+    may differ (a close only the trace got); the stretch then ends there, and
+    still covers the run being closed. Linear: a Z-function over both, read
+    backwards."""
+    ids: dict[bytes, int] = {}
+    # Read backwards, ``logged`` then a separator no record maps to, then the trace.
+    text = [ids.setdefault(r, len(ids)) for r in reversed(logged)]
+    text.append(-1)
+    text.extend(ids.get(r, -2) for r in reversed(trace))
+    z = _z_function(text)
+    best, at = 0, None
+    offset = len(logged) + 1
+    for i in range(len(text) - 1, offset - 1, -1):  # trace indexes from the start
+        if z[i] > best:
+            best, at = z[i], len(text) - 1 - i
+    return at
+
+
+def _z_function(text: list[int]) -> list[int]:
+    """z[i]: how many items from ``i`` on equal the items from the start."""
+    n = len(text)
+    z = [0] * n
+    left = right = 0
+    for i in range(1, n):
+        if i < right:
+            z[i] = min(right - i, z[i - left])
+        while i + z[i] < n and text[z[i]] == text[i + z[i]]:
+            z[i] += 1
+        if i + z[i] > right:
+            left, right = i, i + z[i]
+    return z
 
 
 def _parsed(lines: list[bytes]) -> list[omni_pb2.OmniMessage]:

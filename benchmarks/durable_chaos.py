@@ -30,6 +30,8 @@ session on another replica. Then, for every session:
   is in the log with the same bytes (an SSE message's JSON byte for byte as
   the log's), ids in order, none twice, no ``resync_required``;
 * the log's recordable messages are the trace's records, in order;
+* nothing of a run is in the log after its ``abort`` but the ``task_state
+  idle`` that ends it;
 * ``omni-grpc validate`` reports no error and no warning for the trace;
 * no tool call id is used twice;
 * the reference's ``resumeTrace`` rules (``trace/resume.py``) keep every
@@ -332,6 +334,13 @@ class Cluster:
             for part in text.split("Traceback (most recent call last):")[1:]:
                 found.append(f"{log.name}: Traceback (most recent call last):{part[:3000]}")
         return found
+
+    def caught_up(self) -> int:
+        """Closes that published records only the trace held (the trace was
+        ahead of the log when the run was cut): how often the soak reached
+        the path that lines the two up."""
+        pattern = re.compile(r"publishing \d+ records the trace holds past the log")
+        return sum(len(pattern.findall(log.read_text(errors="replace"))) for log in self.logs)
 
     def http(self) -> httpx.AsyncClient:
         assert self.nginx is not None
@@ -643,6 +652,8 @@ def check(s: Session, log: list[pb.AttachResponse], data: Path) -> Counter[str]:
         found["client events not in the log"] += 1
     if s.resyncs:
         found["resync_required sent to a reader"] += 1
+    if after_abort(log):
+        found["an event after its run's abort"] += 1
     [shard] = sorted((data / "traces").glob(f"*/{s.session_id}_*.jsonl"))
     records = list(read_jsonl(shard))
     traced = [serialize_message(r.message) for r in records[1:]]
@@ -690,6 +701,22 @@ def check(s: Session, log: list[pb.AttachResponse], data: Path) -> Counter[str]:
     return found
 
 
+def after_abort(log: list[pb.AttachResponse]) -> bool:
+    """Something of a run in the log after its ``abort``: once a run is
+    closed (by its owner, another replica or shutdown) nothing more of it is
+    accepted (the lease fences it), so its abort is followed by the
+    ``task_state idle`` that ends it and by nothing else."""
+    aborted = False
+    for response in log:
+        if is_idle(response):
+            aborted = False
+        elif aborted:
+            return True
+        elif response.WhichOneof("kind") == "message":
+            aborted = response.message.WhichOneof("payload") == "abort"
+    return False
+
+
 CLASSES = [
     "duplicated in a client stream",
     "out of order in a client stream",
@@ -697,6 +724,7 @@ CLASSES = [
     "client events not in the log",
     "resync_required sent to a reader",
     "trace differs from the log",
+    "an event after its run's abort",
     "trace does not validate",
     "tool call id used twice",
     "an output resumeTrace would not keep",
@@ -719,7 +747,7 @@ async def main() -> int:
     args = parser.parse_args()
     REPEAT[0] = args.repeat
     totals: Counter[str] = Counter()
-    reconnects: Counter[str] = Counter()
+    paths: Counter[str] = Counter()  # how often the soak took each recovery path
     by_fault: dict[str, Counter[str]] = {name: Counter() for name in FAULTS}
     events = sessions_count = injected = 0
     closing: dict[str, list[float]] = {}
@@ -742,8 +770,9 @@ async def main() -> int:
                     found = check(s, await whole_log(cluster, s), cluster.data)
                     totals.update(found)
                     by_fault[name].update(found)
-                    reconnects["SSE reconnects with Last-Event-ID"] += s.sse_connects - 1
-                    reconnects["gRPC Attach calls made again"] += s.reattaches
+                    paths["SSE reconnects with Last-Event-ID"] += s.sse_connects - 1
+                    paths["gRPC Attach calls made again"] += s.reattaches
+                paths["closes that published the trace's tail"] += cluster.caught_up()
                 errors = cluster.tracebacks()
                 totals["tracebacks in a replica's log"] += len(errors)
                 for error in errors[:3]:
@@ -753,8 +782,12 @@ async def main() -> int:
     print(f"{'sessions':<40}{sessions_count}")
     print(f"{'events seen by clients':<40}{events}")
     print(f"{'faults injected':<40}{injected}")
-    for name in ("SSE reconnects with Last-Event-ID", "gRPC Attach calls made again"):
-        print(f"{name:<40}{reconnects[name]}")
+    for name in (
+        "SSE reconnects with Last-Event-ID",
+        "gRPC Attach calls made again",
+        "closes that published the trace's tail",
+    ):
+        print(f"{name:<40}{paths[name]}")
     for name in CLASSES:
         print(f"{name:<40}{totals[name]}")
     for name, closes in closing.items():

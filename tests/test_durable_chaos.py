@@ -65,6 +65,7 @@ def test_every_fault_leaves_every_stream_log_and_trace_agreeing() -> None:
         "client events not in the log",
         "resync_required sent to a reader",
         "trace differs from the log",
+        "an event after its run's abort",
         "trace does not validate",
         "tool call id used twice",
         "an output resumeTrace would not keep",

@@ -58,6 +58,9 @@ BACKEND_PROBE_TIMEOUT = 1.0
 # has its own connection and this loop its own timer, so neither queues
 # behind the runs a loaded replica serves.
 BACKEND_HEALTH_BOUND = BACKEND_PING_SECONDS + BACKEND_PROBE_TIMEOUT
+# Said when a run is closed with what only its trace held published first
+# (benchmarks/durable_chaos.py counts these: the soak reaches that path).
+CAUGHT_UP = "session %s: publishing %d records the trace holds past the log"
 # Idle logs are looked for this often (memory is freed on a timer, not only
 # when the next request happens to come).
 RECLAIM_EVERY = 60.0
@@ -307,6 +310,8 @@ class Recovery:
             return
         reason = taken_over_reason(lease)
         log.warning("session %s: closing the run: %s", session_id, reason)
+        if tail:
+            log.warning(CAUGHT_UP, session_id, len(tail))
         guard = RunGuard()
         for event in current_run(window):
             message = event.message  # decoded on each access for a kept event
@@ -343,6 +348,7 @@ class Recovery:
         tail = await asyncio.to_thread(trace_tail, path, window)
         if not tail:
             return closing
+        log.warning(CAUGHT_UP, run.session_id, len(tail))
         # The close is the trace's last records; its bodies carry the fragment
         # stops the trace does not keep, so they go out as they are.
         own = [b.data for b in closing if b.message is not None and _recordable_msg(b.message)]

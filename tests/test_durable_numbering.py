@@ -10,6 +10,8 @@ and, for the property, in-process hubs sharing one Redis and one data dir.
 from __future__ import annotations
 
 import secrets
+import shlex
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -19,11 +21,13 @@ from conftest import ServeProcess
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from redis_server import RedisServer
+from test_engine_command import SAME_ID_CHILD
 from test_scale_out import OWNER_LOSS, read_until_idle, stub, trace_records, validate_records_of
 
 from omni_grpc import protocol
 from omni_grpc.convert import message_from_dict, message_to_dict
 from omni_grpc.engines.base import Engine
+from omni_grpc.engines.command import create as command_engine
 from omni_grpc.engines.demo import DemoEngine
 from omni_grpc.engines.replay import create as replay_engine
 from omni_grpc.runtime.hub import Hub, RunRequest
@@ -92,7 +96,7 @@ async def _play(hubs: list[Hub], placement: list[int], prompts: list[str]) -> li
 )
 @given(
     placement=st.lists(st.integers(0, 2), min_size=2, max_size=5),
-    engine=st.sampled_from(["demo", "replay"]),
+    engine=st.sampled_from(["demo", "replay", "command"]),
 )
 async def test_where_a_session_s_runs_land_does_not_change_its_trace(
     redis_server: RedisServer, placement: list[int], engine: str
@@ -102,10 +106,14 @@ async def test_where_a_session_s_runs_land_does_not_change_its_trace(
     def make_engine() -> Engine:
         if engine == "demo":
             return DemoEngine()
+        if engine == "command":  # ids from a child process, the same one every run
+            return command_engine(f"command:{shlex.quote(sys.executable)} {shlex.quote(child)}")
         return replay_engine(f"replay:{RECORDING}", delay_ms="0")
 
     prefix = f"past-{secrets.token_hex(4)}:"
     with tempfile.TemporaryDirectory() as data:
+        child = str(Path(data) / "same_id_child.py")
+        Path(child).write_text(SAME_ID_CHILD)
         # Three replicas (one engine instance each) on one Redis and one data dir.
         hubs = [
             Hub(
@@ -124,8 +132,26 @@ async def test_where_a_session_s_runs_land_does_not_change_its_trace(
             for hub in hubs:
                 await hub.shutdown()
                 await hub.backend.aclose()
-    # The same runs on one replica give the same trace, timestamps aside.
-    assert without_times(spread) == without_times(alone)
+    # The same runs on one replica give the same trace, timestamps aside (and,
+    # for ids renamed with a random suffix, which ones: see ``numbered``).
+    assert numbered(without_times(spread)) == numbered(without_times(alone))
     ids = call_ids(spread)
-    assert len(ids) == len(set(ids))
+    assert len(ids) == len(set(ids)) == len(placement if engine == "command" else ids)
+    if engine == "command":  # the child says call_1 every time: its first use keeps it
+        assert ids[0] == "call_1" and all(i.startswith("call_1_") for i in ids[1:])
     assert [i for i in validate_records_of(spread) if i.severity == "error"] == []  # type: ignore[attr-defined]
+
+
+def numbered(payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``payloads`` with each tool call id replaced by the order it first
+    appears in: an id renamed to ``<id>_<8 random hex>`` (an engine that
+    passes ids through, ``engines/call_ids.py``) differs from run to run,
+    where it is used does not."""
+    order: dict[str, str] = {}
+    out = []
+    for payload in payloads:
+        call_id = payload.get("tool_call_id")
+        if isinstance(call_id, str):
+            payload = {**payload, "tool_call_id": order.setdefault(call_id, f"#{len(order)}")}
+        out.append(payload)
+    return out

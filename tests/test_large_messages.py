@@ -144,9 +144,14 @@ async def test_the_reference_stream_and_the_dialect_carry_a_large_prompt_whole(
     serve: Serve, mib: int
 ) -> None:
     server = serve()
-    prompt = prompt_of(mib)
+    await reference_and_dialect_carry(server, prompt_of(mib))
+
+
+async def reference_and_dialect_carry(server: ServeProcess, prompt: str) -> None:
+    """A reference SSE reader of a session sees a task of ``prompt`` whole, and
+    a dialect run of it completes with both echoes."""
     base = f"http://{server.http_address}"
-    async with httpx.AsyncClient(base_url=base, timeout=120) as http:
+    async with httpx.AsyncClient(base_url=base, timeout=300) as http:
         created = await http.post("/api/sessions", json={})
         sid = created.json()["session"]["sessionId"]
         seen: list[Any] = []
@@ -173,6 +178,50 @@ async def test_the_reference_stream_and_the_dialect_carry_a_large_prompt_whole(
     said = "".join(e.data["delta"] for e in dialect if e.event is DialectEventName.MESSAGE)
     thought = "".join(e.data["text"] for e in dialect if e.event is DialectEventName.THOUGHT)
     assert repr(prompt) in said and repr(prompt) in thought
+
+
+async def test_60_mib_on_redis_under_load_reaches_every_transport_whole(
+    redis: RedisServer, serve_process: Callable[..., ServeProcess]
+) -> None:
+    # Redis with appendfsync always (the deployment guide's setting), and
+    # small runs of other sessions on the same replica all along: a 60 MiB
+    # message must neither stall them nor be cut off by them, on gRPC, the
+    # reference stream and the dialect.
+    server = serve_process("--redis-url", redis.url)
+    small, error = await grpc_run(server.grpc_address, "hi")
+    assert error is None
+    stop = asyncio.Event()
+    running = [asyncio.Event() for _ in range(4)]
+
+    async def load(running: asyncio.Event) -> int:
+        done = 0
+        while not stop.is_set():
+            events, error = await grpc_run(server.grpc_address, "hi")
+            assert error is None, error
+            assert "@resync_required" not in [e.kind for e in events]
+            assert len(events) == len(small) and events[-1].is_task_end
+            done += 1
+            running.set()
+        return done
+
+    loaders = [asyncio.create_task(load(r)) for r in running]
+    try:
+        # Every loader has run once (or one failed: it is raised below).
+        every = asyncio.gather(*(r.wait() for r in running))
+        started = asyncio.create_task(asyncio.wait_for(every, 120))
+        await asyncio.wait([started, *loaders], return_when=asyncio.FIRST_COMPLETED)
+        for task in (started, *loaders):
+            if task.done():
+                task.result()
+        prompt = prompt_of(60)
+        events, error = await grpc_run(server.grpc_address, prompt)
+        assert error is None, error
+        assert_whole(events, prompt, len(small))
+        await reference_and_dialect_carry(server, prompt)
+    finally:
+        stop.set()
+        runs = await asyncio.wait_for(asyncio.gather(*loaders), 300)
+    assert all(n >= 1 for n in runs)
 
 
 async def sessions(address: str) -> list[pb.SessionInfo]:

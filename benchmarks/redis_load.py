@@ -33,6 +33,8 @@ from pathlib import Path
 
 import grpc
 import redis.asyncio as aioredis
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 from scale_out import Proc, start_redis, start_serve  # benchmarks/scale_out.py, beside this file
 
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
@@ -60,6 +62,10 @@ class Tally:
     # Seconds from each Run's call to its first event, and to its end.
     first: list[float] = field(default_factory=list)
     whole: list[float] = field(default_factory=list)
+    # Seconds from a refused Run's call to its status (told at once or not),
+    # and the refusals by reason (the status's ErrorInfo).
+    refused_in: list[float] = field(default_factory=list)
+    refusals: collections.Counter[str] = field(default_factory=collections.Counter)
 
 
 # One detail per failing status, and when each failure came, for the report.
@@ -89,21 +95,38 @@ def kind_of(response: pb.RunResponse) -> str:
     return str(response.event.WhichOneof("kind"))
 
 
-Result = tuple[str, list[str], bool, float, float, str]
+# (status, kinds seen, ids strictly increasing, seconds to the first event,
+# seconds to the end, the session id seen, and for a refusal the reason and
+# retry delay its status carries).
+Result = tuple[str, list[str], bool, float, float, str, tuple[str, float] | None]
+
+
+def refusal_of(exc: grpc.aio.AioRpcError) -> tuple[str, float]:
+    """(ErrorInfo reason, RetryInfo delay in seconds or 0) of a status."""
+    status = rpc_status.from_call(exc)
+    reason, delay = "", 0.0
+    for detail in status.details if status is not None else []:
+        info = error_details_pb2.ErrorInfo()
+        retry = error_details_pb2.RetryInfo()
+        if detail.Unpack(info):
+            reason = info.reason
+        elif detail.Unpack(retry):
+            delay = retry.retry_delay.ToTimedelta().total_seconds()
+    return reason or "no ErrorInfo", delay
 
 
 async def one_run(stub: agent_service_pb2_grpc.AgentServiceStub) -> Result:
-    """(status, kinds seen, ids strictly increasing, seconds to the first
-    event, seconds to the end, the session id seen)."""
+    """The run read to its end (``Result``)."""
     kinds: list[str] = []
     session = ""
     last = -1
     ordered = True
     start = time.monotonic()
     first = float("nan")
+    refusal: tuple[str, float] | None = None
 
     async def read() -> str:
-        nonlocal last, ordered, first, session
+        nonlocal last, ordered, first, session, refusal
         try:
             async for response in stub.Run(pb.RunRequest(prompt="load")):
                 if not kinds:
@@ -121,7 +144,10 @@ async def one_run(stub: agent_service_pb2_grpc.AgentServiceStub) -> Result:
                 ):
                     return "OK"
         except grpc.aio.AioRpcError as exc:
-            DETAILS.setdefault(exc.code().name, f"{exc.details()} {exc.debug_error_string()}")
+            if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and not kinds:
+                refusal = refusal_of(exc)
+            else:
+                DETAILS.setdefault(exc.code().name, f"{exc.details()} {exc.debug_error_string()}")
             return str(exc.code().name)
         return "ENDED_EARLY"
 
@@ -129,7 +155,7 @@ async def one_run(stub: agent_service_pb2_grpc.AgentServiceStub) -> Result:
         status = await asyncio.wait_for(read(), RUN_DEADLINE)
     except TimeoutError:
         status = "HUNG"
-    return status, kinds, ordered, first, time.monotonic() - start, session
+    return status, kinds, ordered, first, time.monotonic() - start, session, refusal
 
 
 async def load(
@@ -138,16 +164,18 @@ async def load(
     tally = Tally()
     channels = [grpc.aio.insecure_channel(a) for a in addresses]
     stubs = [agent_service_pb2_grpc.AgentServiceStub(c) for c in channels]
-    _, expected, _, _, _, session = await one_run(stubs[0])
+    _, expected, _, _, _, session, _ = await one_run(stubs[0])
     tally.seen_sessions.add(session)
     end = time.monotonic() + seconds
 
     def account(result: Result) -> None:
-        status, kinds, ordered, first, whole, session = result
+        status, kinds, ordered, first, whole, session, refusal = result
         if session:
             tally.seen_sessions.add(session)
-        if status == "RESOURCE_EXHAUSTED" and not kinds:
+        if refusal is not None:
             tally.refused += 1
+            tally.refused_in.append(whole)
+            tally.refusals[refusal[0]] += 1
             return
         tally.runs += 1
         if status != "OK":
@@ -165,8 +193,11 @@ async def load(
         while time.monotonic() < end:
             result = await one_run(stub)
             account(result)
-            if result[0] == "RESOURCE_EXHAUSTED":
-                await asyncio.sleep(0.1)  # a refused client backs off a little
+            refusal = result[6]
+            if refusal is not None:
+                # A refused client backs off as the status says (RetryInfo),
+                # or a little.
+                await asyncio.sleep(refusal[1] or 0.1)
 
     async def arrivals() -> None:
         started: list[asyncio.Task[None]] = []
@@ -279,9 +310,9 @@ def main() -> int:
         "| Redis connections (peak) | blocked (peak) | runs/s "
         "| refused | sessions left behind | connections per replica (peak) "
         "| first event p50 / p99 (s) | run p50 / p99 (s) "
-        "| CPU ms per run: replicas / redis-server |"
+        "| CPU ms per run: replicas / redis-server | refusal told in p50 / p99 (s) |"
     )
-    print("| --- |" + " ---: |" * 14)
+    print("| --- |" + " ---: |" * 15)
     bad = False
     with tempfile.TemporaryDirectory() as tmp:
         for backend, replicas in cases:
@@ -303,9 +334,13 @@ def main() -> int:
                 f"| {percentile(tally.first, 0.5):.2f} / {percentile(tally.first, 0.99):.2f} "
                 f"| {percentile(tally.whole, 0.5):.2f} / {percentile(tally.whole, 0.99):.2f} "
                 f"| {1000 * serve_cpu / max(1, tally.runs):.0f} "
-                f"/ {1000 * redis_cpu / max(1, tally.runs):.0f} |"
+                f"/ {1000 * redis_cpu / max(1, tally.runs):.0f} "
+                f"| {percentile(tally.refused_in, 0.5):.2f} "
+                f"/ {percentile(tally.refused_in, 0.99):.2f} |"
             )
             print(f"  {took:.0f} s, load average {load_avg:.1f} at the start")
+            if tally.refusals:
+                print(f"  refused by reason: {dict(tally.refusals)}")
             if tally.failed:
                 print(f"  failures: {dict(tally.failed)}")
                 for code, detail in DETAILS.items():

@@ -43,6 +43,8 @@ def serve(*args: str) -> subprocess.CompletedProcess[str]:
         ("--max-runs", "-1"),
         ("--max-runs", "1.5"),
         ("--max-streams-per-session", "0"),
+        ("--max-loop-lag-ms", "-1"),
+        ("--max-loop-lag-ms", "0.5"),
         ("--max-approval-wait", "0"),
         ("--max-approval-wait", "-3"),
         ("--max-approval-wait", "inf"),

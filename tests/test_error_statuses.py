@@ -27,6 +27,7 @@ from omni_grpc.runtime.errors import (
     InvalidRequest,
     LimitExceeded,
     ModeNotAllowed,
+    Overloaded,
     SessionBusy,
     SessionDeleted,
     SessionNotFound,
@@ -58,6 +59,7 @@ SAMPLES: dict[type[HubError], list[HubError]] = {
         LimitExceeded("some_future_limit", 1),
     ],
     TooManyStreams: [TooManyStreams("s1", 4)],
+    Overloaded: [Overloaded(480, 250)],
     EventsMissed: [
         EventsMissed("s1", "ab12cd34-7", "ab12cd34-40"),
         EventsMissed("s1", None, "ab12cd34-3"),
@@ -127,6 +129,8 @@ def test_the_statuses_clients_already_see_are_kept() -> None:
         ModeNotAllowed: (code_pb2.PERMISSION_DENIED, 403, "approval_mode_not_allowed"),
         BackendUnavailable: (code_pb2.UNAVAILABLE, 503, "unavailable"),
         TooManyStreams: (code_pb2.RESOURCE_EXHAUSTED, 429, "too_many_streams"),
+        # An overloaded replica's refusal: a limit like the others, told at once.
+        Overloaded: (code_pb2.RESOURCE_EXHAUSTED, 429, "too_many_requests"),
     }
     missed = SAMPLES[EventsMissed][0]
     assert (status_for(missed).code, *hub_error_status(missed)) == (

@@ -6,6 +6,7 @@ waiting for Approve past ``--max-approval-wait`` is not run."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -98,6 +99,7 @@ def too_many(response: httpx.Response, limit: str) -> None:
         "max_sessions": "too_many_sessions",
         "max_runs": "too_many_runs",
         "max_streams_per_session": "too_many_streams",
+        "max_loop_lag_ms": "too_many_requests",
     }
     assert error["code"] == codes[limit]
     assert limit in error["message"]
@@ -182,6 +184,53 @@ async def test_runs_past_the_limit_are_refused_and_the_slot_comes_back(
         )
         await read_to_end(call)
         # The first run's slot is free once it is idle.
+        events = await read_to_end(s.stub.Run(pb.RunRequest(session_id=idle, prompt="now")))
+        assert events[-1].event.task_state.state == pb.SESSION_STATE_IDLE
+
+
+async def test_an_overloaded_server_refuses_new_runs_at_once_and_creates_nothing(
+    limited: StartLimited,
+) -> None:
+    """While the event loop runs behind by more than ``--max-loop-lag-ms``
+    (here made to: the loop is blocked in turns of 100 ms, as a saturated
+    replica's is), a new Run is refused at once on both transports, with a
+    RetryInfo, and nothing is created; once it catches up, runs pass again.
+    Without the limit such a replica takes its gRPC calls too slowly, and
+    gRPC's core cancels those it has not taken within 30 s (CANCELLED)."""
+    async with limited(max_loop_lag_ms=40) as s:
+        idle = (await s.http.post("/api/sessions", json={})).json()["session"]["sessionId"]
+        sessions = len(await s.hub.list_sessions())
+        files = s.trace_files()
+        busy = True
+
+        async def hog() -> None:
+            while busy:
+                time.sleep(0.1)  # blocks the loop, as a turn of a saturated one does
+                await asyncio.sleep(0)
+
+        hogging = asyncio.create_task(hog())
+        try:
+            await until(lambda: s.hub.loop_lag.behind > 0.04, "the loop to run behind")
+            error = await refused_run(s.stub, prompt="while behind")
+            on_session = await refused_run(s.stub, session_id=idle, prompt="while behind")
+            response = await s.http.post("/v1/runs", json={"prompt": "while behind"})
+        finally:
+            busy = False
+            await hogging
+        for refused in (error, on_session):
+            info = exhausted(refused, "max_loop_lag_ms")
+            assert info.metadata["value"] == "40"
+            status = rpc_status.from_call(refused)
+            assert status is not None
+            retry = error_details_pb2.RetryInfo()
+            assert any(d.Unpack(retry) for d in status.details)
+            assert retry.retry_delay.seconds >= 1
+        too_many(response, "max_loop_lag_ms")
+        assert len(await s.hub.list_sessions()) == sessions  # the refused runs made none
+        assert s.trace_files() == files
+        assert (await s.hub.session_info(idle)).message_count == 0
+
+        await until(lambda: s.hub.loop_lag.behind < 0.04, "the loop to catch up")
         events = await read_to_end(s.stub.Run(pb.RunRequest(session_id=idle, prompt="now")))
         assert events[-1].event.task_state.state == pb.SESSION_STATE_IDLE
 

@@ -125,6 +125,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "RESOURCE_EXHAUSTED / 429 (default %(default)s)",
     )
     parser.add_argument(
+        "--max-loop-lag-ms",
+        type=checks.at_least(0),
+        default=limits.max_loop_lag_ms,
+        help="milliseconds this server's event loop may run behind (averaged over a "
+        "second) before new runs are refused with RESOURCE_EXHAUSTED / 429, told at once "
+        "instead of left waiting for an overloaded server; 0: never (default %(default)s)",
+    )
+    parser.add_argument(
         "--max-streams-per-session",
         type=checks.at_least(1),
         default=limits.max_streams_per_session,
@@ -411,6 +419,7 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
         limits=Limits(
             max_sessions=args.max_sessions,
             max_runs=args.max_runs,
+            max_loop_lag_ms=args.max_loop_lag_ms,
             max_streams_per_session=args.max_streams_per_session,
             approval_wait=args.max_approval_wait,
             session_ttl=args.session_ttl or math.inf,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from google.protobuf import duration_pb2
 from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2
 
@@ -228,6 +229,26 @@ class LimitExceeded(HubError):
         self.session_id = session_id
 
 
+class Overloaded(LimitExceeded):
+    """The replica's event loop runs too far behind to take a new run now
+    (``runtime.loop_lag``); nothing was created, and a later try may pass."""
+
+    # Seconds a client is told to wait before it tries again (RetryInfo).
+    RETRY_AFTER = 1
+
+    def __init__(self, behind_ms: int, limit_ms: int) -> None:
+        HubError.__init__(
+            self,
+            f"limit max_loop_lag_ms reached: this server's event loop runs {behind_ms} ms "
+            f"behind, more than it allows (--max-loop-lag-ms {limit_ms}): it is overloaded; "
+            f"retry in {self.RETRY_AFTER} s or on another replica",
+        )
+        self.limit = "max_loop_lag_ms"
+        self.value = limit_ms
+        self.code = ErrorCode.TOO_MANY_REQUESTS
+        self.session_id = None
+
+
 class TooManyStreams(LimitExceeded):
     """The session already has as many open streams here as the operator allows."""
 
@@ -284,6 +305,13 @@ def details_of(error: HubError) -> list[Message]:
         if error.session_id is not None:
             metadata["session_id"] = error.session_id
         subject = "server" if error.session_id is None else f"session:{error.session_id}"
+        retry: list[Message] = []
+        if isinstance(error, Overloaded):
+            retry = [
+                error_details_pb2.RetryInfo(
+                    retry_delay=duration_pb2.Duration(seconds=error.RETRY_AFTER)
+                )
+            ]
         return [
             error_details_pb2.ErrorInfo(
                 reason=error.limit.upper() + "_EXCEEDED", domain=ERROR_DOMAIN, metadata=metadata
@@ -295,5 +323,6 @@ def details_of(error: HubError) -> list[Message]:
                     )
                 ]
             ),
+            *retry,
         ]
     return []

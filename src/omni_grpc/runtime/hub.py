@@ -33,6 +33,7 @@ from omni_grpc.runtime.errors import (
     InvalidRequest,
     LimitExceeded,
     ModeNotAllowed,
+    Overloaded,
     SessionBusy,
     SessionNotFound,
 )
@@ -42,6 +43,7 @@ from omni_grpc.runtime.health import DRAINING, HealthState
 from omni_grpc.runtime.interface import ApprovalPolicy, RunRequest, SessionInfo
 from omni_grpc.runtime.limits import Limits
 from omni_grpc.runtime.live_tail import LiveTail, fold_live_tail
+from omni_grpc.runtime.loop_lag import LoopLag
 from omni_grpc.runtime.memory_log import MemoryEventLog
 from omni_grpc.runtime.new_sessions import NewSessions
 from omni_grpc.runtime.observer import HubObserver
@@ -85,6 +87,7 @@ class Hub:
     ) -> None:
         self.engine = engine
         self.limits = limits or Limits()
+        self.loop_lag = LoopLag()
         self.observer = observer or HubObserver()
         self.traces = TraceStore(data_dir, writer=self.observer.trace_writer)
         self.default_approval = default_approval
@@ -165,6 +168,7 @@ class Hub:
         await self.restore()
         await self.backend.control.listen(self.replica_id, self.commands.received)
         self._background.append(asyncio.create_task(self.recovery.reclaim_loop()))
+        self._background.append(asyncio.create_task(self.loop_lag.watch(), name="omni-loop-lag"))
         if not math.isinf(self.limits.session_ttl):
             self._background.append(asyncio.create_task(self.retention.expire_loop()))
         if self.backend.sweep_interval is not None:
@@ -300,6 +304,7 @@ class Hub:
             _check_session_id(request.session_id)
         if len(self._runs) + self._starting >= self.limits.max_runs:
             raise LimitExceeded("max_runs", self.limits.max_runs)
+        self._check_load()
         self._starting += 1  # the slot is ours from here, whatever the awaits below
         try:
             return await self._start_run(request)
@@ -352,6 +357,15 @@ class Hub:
         run = Run(record, lease, event_log, AbortSignal(), broker)
         self.tasks.start(run, [stamped(m) for m in request.input], request)
         return session_id, subscription
+
+    def _check_load(self) -> None:
+        """Refuses a new run while the event loop runs behind (``loop_lag``):
+        told at once, before anything is created, rather than taken on by a
+        replica too loaded to take its calls in time."""
+        limit = self.limits.max_loop_lag_ms
+        behind_ms = round(self.loop_lag.behind * 1000)
+        if limit and behind_ms > limit:
+            raise Overloaded(behind_ms, limit)
 
     def _local_token(self, session_id: str) -> int | None:
         run = self._runs.get(session_id)

@@ -50,7 +50,7 @@ def start_replica(redis_url: str, data: Path, log: IO[str]) -> Replica:
         [
             sys.executable, "-m", "omni_grpc", "serve", "--grpc-port", "0", "--no-http",
             "--redis-url", redis_url, "--data-dir", str(data),
-            "--pacing", "0.01", "--max-runs", "1000", "--max-loop-lag-ms", "0",
+            "--pacing", "0.01", "--max-runs", "1000", "--max-loop-busy", "0",
         ],
         stdout=subprocess.PIPE, stderr=log, text=True,
     )  # fmt: skip

@@ -77,7 +77,7 @@ async def test_many_concurrent_sessions_fit_in_a_bounded_number_of_connections(
     await admin.config_set("maxclients", MAX_CLIENTS)
     server = serve_process(
         "--redis-url", redis.url, "--data-dir", str(tmp_path / "data"),
-        "--no-http", "--pacing", "0.02", "--max-runs", "1000", "--max-loop-lag-ms", "0",
+        "--no-http", "--pacing", "0.02", "--max-runs", "1000", "--max-loop-busy", "0",
     )  # fmt: skip
     sessions = 150
     async with grpc.aio.insecure_channel(server.grpc_address) as channel:
@@ -150,7 +150,7 @@ async def test_after_a_redis_restart_every_pooled_connection_is_replaced(
     fails with "Connection closed by server"."""
     server = serve_process(
         "--redis-url", redis.url, "--data-dir", str(tmp_path / "data"),
-        "--no-http", "--pacing", "0.01", "--max-runs", "1000", "--max-loop-lag-ms", "0",
+        "--no-http", "--pacing", "0.01", "--max-runs", "1000", "--max-loop-busy", "0",
     )  # fmt: skip
     burst = 90
     async with grpc.aio.insecure_channel(server.grpc_address) as channel:

@@ -44,7 +44,7 @@ def test_load_on_one_and_three_replicas_fails_nothing_and_stays_bounded() -> Non
     # in BENCHMARKS.md runs with it).
     found = load(
         "--replicas", "1,3", "--sessions", "30", "--rate", "10", "--seconds", "4",
-        "--serve-args=--max-loop-lag-ms 0",
+        "--serve-args=--max-loop-busy 0",
     )  # fmt: skip
     assert [(r["backend"], r["replicas"]) for r in found] == [
         ("memory", "1"),
@@ -71,7 +71,7 @@ def test_runs_refused_under_load_are_told_and_leave_nothing_behind() -> None:
     require_redis()
     found = load(
         "--replicas", "1", "--no-memory", "--sessions", "20", "--rate", "10",
-        "--seconds", "3", "--max-runs", "8", "--serve-args=--max-loop-lag-ms 0",
+        "--seconds", "3", "--max-runs", "8", "--serve-args=--max-loop-busy 0",
     )  # fmt: skip
     [row] = found
     assert int(row["refused"]) > 0, row

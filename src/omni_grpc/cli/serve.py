@@ -21,7 +21,7 @@ from omni_grpc.observability.logs import LOG_FORMATS
 from omni_grpc.runtime.approvals import ApprovalMode
 from omni_grpc.runtime.data_dir_lock import DataDirInUse
 from omni_grpc.runtime.errors import BackendUnavailable
-from omni_grpc.runtime.limits import Limits
+from omni_grpc.runtime.limits import OVERLOAD_MIN_RUNS, Limits
 from omni_grpc.server import OmniServer, ServerConfig, TransportStartError, build_server
 from omni_grpc.transport.a2a import A2aConfig
 from omni_grpc.transport.grpc import GrpcConfig, GrpcTransport
@@ -125,12 +125,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "RESOURCE_EXHAUSTED / 429 (default %(default)s)",
     )
     parser.add_argument(
-        "--max-loop-lag-ms",
-        type=checks.at_least(0),
-        default=limits.max_loop_lag_ms,
-        help="milliseconds this server's event loop may run behind (averaged over a "
-        "second) before new runs are refused with RESOURCE_EXHAUSTED / 429, told at once "
-        "instead of left waiting for an overloaded server; 0: never (default %(default)s)",
+        "--max-loop-busy",
+        type=checks.at_least(0, 100),
+        default=limits.max_loop_busy,
+        help="percent of the last second this server's event loop may be busy while "
+        f"it runs {OVERLOAD_MIN_RUNS} or more runs; past it new runs are refused with "
+        "RESOURCE_EXHAUSTED / 429 at once, instead of waiting on a saturated server "
+        "until gRPC cancels them; 0: never (default %(default)s)",
     )
     parser.add_argument(
         "--max-streams-per-session",
@@ -419,7 +420,7 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
         limits=Limits(
             max_sessions=args.max_sessions,
             max_runs=args.max_runs,
-            max_loop_lag_ms=args.max_loop_lag_ms,
+            max_loop_busy=args.max_loop_busy,
             max_streams_per_session=args.max_streams_per_session,
             approval_wait=args.max_approval_wait,
             session_ttl=args.session_ttl or math.inf,

@@ -230,21 +230,23 @@ class LimitExceeded(HubError):
 
 
 class Overloaded(LimitExceeded):
-    """The replica's event loop runs too far behind to take a new run now
-    (``runtime.loop_lag``); nothing was created, and a later try may pass."""
+    """The replica's event loop has had no idle time to speak of while it
+    runs many runs (``runtime.loop_load``): a new run is refused before
+    anything is created, and a later try (or another replica) may pass."""
 
     # Seconds a client is told to wait before it tries again (RetryInfo).
     RETRY_AFTER = 1
 
-    def __init__(self, behind_ms: int, limit_ms: int) -> None:
+    def __init__(self, busy_percent: int, limit_percent: int, runs: int) -> None:
         HubError.__init__(
             self,
-            f"limit max_loop_lag_ms reached: this server's event loop runs {behind_ms} ms "
-            f"behind, more than it allows (--max-loop-lag-ms {limit_ms}): it is overloaded; "
-            f"retry in {self.RETRY_AFTER} s or on another replica",
+            f"limit max_loop_busy reached: this server's event loop was busy "
+            f"{busy_percent} % of the last second with {runs} runs going, more than it "
+            f"allows (--max-loop-busy {limit_percent}): it is overloaded; retry in "
+            f"{self.RETRY_AFTER} s or on another replica",
         )
-        self.limit = "max_loop_lag_ms"
-        self.value = limit_ms
+        self.limit = "max_loop_busy"
+        self.value = limit_percent
         self.code = ErrorCode.TOO_MANY_REQUESTS
         self.session_id = None
 

@@ -41,9 +41,9 @@ from omni_grpc.runtime.event_log import Subscription
 from omni_grpc.runtime.events import EventBody, HubEvent
 from omni_grpc.runtime.health import DRAINING, HealthState
 from omni_grpc.runtime.interface import ApprovalPolicy, RunRequest, SessionInfo
-from omni_grpc.runtime.limits import Limits
+from omni_grpc.runtime.limits import OVERLOAD_MIN_RUNS, Limits
 from omni_grpc.runtime.live_tail import LiveTail, fold_live_tail
-from omni_grpc.runtime.loop_lag import LoopLag
+from omni_grpc.runtime.loop_load import LoopLoad
 from omni_grpc.runtime.memory_log import MemoryEventLog
 from omni_grpc.runtime.new_sessions import NewSessions
 from omni_grpc.runtime.observer import HubObserver
@@ -87,7 +87,7 @@ class Hub:
     ) -> None:
         self.engine = engine
         self.limits = limits or Limits()
-        self.loop_lag = LoopLag()
+        self.loop_load = LoopLoad()
         self.observer = observer or HubObserver()
         self.traces = TraceStore(data_dir, writer=self.observer.trace_writer)
         self.default_approval = default_approval
@@ -168,7 +168,7 @@ class Hub:
         await self.restore()
         await self.backend.control.listen(self.replica_id, self.commands.received)
         self._background.append(asyncio.create_task(self.recovery.reclaim_loop()))
-        self._background.append(asyncio.create_task(self.loop_lag.watch(), name="omni-loop-lag"))
+        self._background.append(asyncio.create_task(self.loop_load.watch(), name="omni-loop-load"))
         if not math.isinf(self.limits.session_ttl):
             self._background.append(asyncio.create_task(self.retention.expire_loop()))
         if self.backend.sweep_interval is not None:
@@ -359,13 +359,16 @@ class Hub:
         return session_id, subscription
 
     def _check_load(self) -> None:
-        """Refuses a new run while the event loop runs behind (``loop_lag``):
-        told at once, before anything is created, rather than taken on by a
-        replica too loaded to take its calls in time."""
-        limit = self.limits.max_loop_lag_ms
-        behind_ms = round(self.loop_lag.behind * 1000)
-        if limit and behind_ms > limit:
-            raise Overloaded(behind_ms, limit)
+        """Refuses a new run while the event loop, running many runs, has had
+        no idle time (``loop_load``): told at once, before anything is
+        created, rather than taken on by a replica too loaded to take its
+        gRPC calls in time."""
+        limit = self.limits.max_loop_busy
+        if not limit or len(self._runs) < OVERLOAD_MIN_RUNS:
+            return
+        busy = round(self.loop_load.busy * 100)
+        if busy >= limit:
+            raise Overloaded(busy, limit, len(self._runs))
 
     def _local_token(self, session_id: str) -> int | None:
         run = self._runs.get(session_id)

@@ -59,7 +59,7 @@ SAMPLES: dict[type[HubError], list[HubError]] = {
         LimitExceeded("some_future_limit", 1),
     ],
     TooManyStreams: [TooManyStreams("s1", 4)],
-    Overloaded: [Overloaded(480, 250)],
+    Overloaded: [Overloaded(97, 90, 120)],
     EventsMissed: [
         EventsMissed("s1", "ab12cd34-7", "ab12cd34-40"),
         EventsMissed("s1", None, "ab12cd34-3"),

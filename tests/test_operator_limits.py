@@ -23,7 +23,7 @@ from omni_grpc.runtime.approvals import ApprovalMode
 from omni_grpc.runtime.backend import Backend
 from omni_grpc.runtime.errors import LimitExceeded
 from omni_grpc.runtime.hub import Hub, RunRequest
-from omni_grpc.runtime.limits import Limits
+from omni_grpc.runtime.limits import OVERLOAD_MIN_RUNS, Limits
 from omni_grpc.server import OmniServer, ServerConfig, build_server
 from omni_grpc.transport.grpc import GrpcConfig
 from omni_grpc.transport.sse.transport import SseConfig, SseTransport
@@ -99,7 +99,7 @@ def too_many(response: httpx.Response, limit: str) -> None:
         "max_sessions": "too_many_sessions",
         "max_runs": "too_many_runs",
         "max_streams_per_session": "too_many_streams",
-        "max_loop_lag_ms": "too_many_requests",
+        "max_loop_busy": "too_many_requests",
     }
     assert error["code"] == codes[limit]
     assert limit in error["message"]
@@ -191,48 +191,62 @@ async def test_runs_past_the_limit_are_refused_and_the_slot_comes_back(
 async def test_an_overloaded_server_refuses_new_runs_at_once_and_creates_nothing(
     limited: StartLimited,
 ) -> None:
-    """While the event loop runs behind by more than ``--max-loop-lag-ms``
-    (here made to: the loop is blocked in turns of 100 ms, as a saturated
+    """While the event loop has been busier than ``--max-loop-busy`` over the
+    last second with ``OVERLOAD_MIN_RUNS`` runs going (here made so: runs
+    wait on an approval while the loop is kept spinning, as a saturated
     replica's is), a new Run is refused at once on both transports, with a
-    RetryInfo, and nothing is created; once it catches up, runs pass again.
-    Without the limit such a replica takes its gRPC calls too slowly, and
-    gRPC's core cancels those it has not taken within 30 s (CANCELLED)."""
-    async with limited(max_loop_lag_ms=40) as s:
+    RetryInfo, and nothing is created; with fewer runs going, or once the
+    loop is idle again, runs pass. Without the limit such a replica takes its
+    gRPC calls too slowly, and gRPC's core cancels those it has not taken
+    within 30 s (a bare CANCELLED)."""
+    async with limited(max_loop_busy=50, max_runs=OVERLOAD_MIN_RUNS + 8) as s:
         idle = (await s.http.post("/api/sessions", json={})).json()["session"]["sessionId"]
-        sessions = len(await s.hub.list_sessions())
-        files = s.trace_files()
         busy = True
 
-        async def hog() -> None:
+        async def spin() -> None:
             while busy:
-                time.sleep(0.1)  # blocks the loop, as a turn of a saturated one does
+                until_then = time.perf_counter() + 0.05
+                while time.perf_counter() < until_then:  # a turn of a saturated loop
+                    pass
                 await asyncio.sleep(0)
 
-        hogging = asyncio.create_task(hog())
+        spinning = asyncio.create_task(spin())
+        waiting: list[grpc.aio.UnaryStreamCall] = []
         try:
-            await until(lambda: s.hub.loop_lag.behind > 0.04, "the loop to run behind")
-            error = await refused_run(s.stub, prompt="while behind")
-            on_session = await refused_run(s.stub, session_id=idle, prompt="while behind")
-            response = await s.http.post("/v1/runs", json={"prompt": "while behind"})
+            await until(lambda: s.hub.loop_load.busy >= 0.5, "the loop to be busy")
+            # Fewer runs than the minimum: a busy loop refuses none of them.
+            for n in range(OVERLOAD_MIN_RUNS):
+                call = s.stub.Run(pb.RunRequest(prompt=f"waits {n}", approval_mode=ASK))
+                await first_ask(call)
+                waiting.append(call)
+            sessions = len(await s.hub.list_sessions())
+            files = s.trace_files()
+            await until(lambda: s.hub.loop_load.busy >= 0.5, "the loop to be busy")
+            error = await refused_run(s.stub, prompt="while busy")
+            on_session = await refused_run(s.stub, session_id=idle, prompt="while busy")
+            response = await s.http.post("/v1/runs", json={"prompt": "while busy"})
         finally:
             busy = False
-            await hogging
+            await spinning
         for refused in (error, on_session):
-            info = exhausted(refused, "max_loop_lag_ms")
-            assert info.metadata["value"] == "40"
+            info = exhausted(refused, "max_loop_busy")
+            assert info.metadata["value"] == "50"
             status = rpc_status.from_call(refused)
             assert status is not None
             retry = error_details_pb2.RetryInfo()
             assert any(d.Unpack(retry) for d in status.details)
             assert retry.retry_delay.seconds >= 1
-        too_many(response, "max_loop_lag_ms")
+        too_many(response, "max_loop_busy")
         assert len(await s.hub.list_sessions()) == sessions  # the refused runs made none
         assert s.trace_files() == files
         assert (await s.hub.session_info(idle)).message_count == 0
 
-        await until(lambda: s.hub.loop_lag.behind < 0.04, "the loop to catch up")
+        # The same runs going, the loop idle again: a run passes.
+        await until(lambda: s.hub.loop_load.busy < 0.5, "the loop to be idle again")
         events = await read_to_end(s.stub.Run(pb.RunRequest(session_id=idle, prompt="now")))
         assert events[-1].event.task_state.state == pb.SESSION_STATE_IDLE
+        for call in waiting:
+            call.cancel()
 
 
 async def test_streams_past_the_per_session_limit_are_refused(limited: StartLimited) -> None:

@@ -108,17 +108,20 @@ class TraceWriter:
                         raise StaleWriter(self._path, fence, held)
                 if self._needs_newline is None:
                     self._needs_newline = _tail_is_torn(fd)
-                data = (b"\n" if self._needs_newline else b"") + record + b"\n"
+                # Written as its parts in one call (O_APPEND: one append), not
+                # joined: a record of tens of MiB is not copied once more.
+                parts = (b"\n" if self._needs_newline else b"", record, b"\n")
+                size = sum(len(part) for part in parts)
                 # A failure (including a short write) leaves the tail unknown: look
                 # again before the next append.
                 self._needs_newline = None
                 before = os.fstat(fd).st_size
                 try:
-                    written = os.write(fd, data)
-                    if written != len(data):
+                    written = os.writev(fd, parts)
+                    if written != size:
                         raise OSError(
                             errno.ENOSPC,
-                            f"short write to {self._path}: {written} of {len(data)} bytes",
+                            f"short write to {self._path}: {written} of {size} bytes",
                         )
                 except OSError:
                     # Take back what a short write left (a full disk), so the
@@ -129,7 +132,7 @@ class TraceWriter:
                     raise
                 self._needs_newline = False
                 if self._index is not None:
-                    start = before + len(data) - len(record) - 1
+                    start = before + size - len(record) - 1
                     self._update_index(self._index, fd, before, start, record, msg)
             finally:
                 os.close(fd)  # also releases the flock

@@ -10,7 +10,7 @@ and in byte windows (the default window, 8 Mi UTF-16 units). redis-server's
 own memory is not counted.
 
     .venv/bin/python benchmarks/large_messages.py [--sizes 1,8,16] [--readers 1,10]
-        [--backends memory,redis] [--also 60x1]
+        [--backends memory,redis] [--also 60x1,redis:60x1]
 """
 
 from __future__ import annotations
@@ -94,7 +94,9 @@ async def main() -> None:
     parser.add_argument("--sizes", default="1,8,16")
     parser.add_argument("--readers", default="1,10")
     parser.add_argument("--backends", default="memory,redis")
-    parser.add_argument("--also", default="60x1", help="more MIBxREADERS cases (memory only)")
+    parser.add_argument(
+        "--also", default="60x1", help="more [BACKEND:]MIBxREADERS cases (memory by default)"
+    )
     args = parser.parse_args()
     cases = [
         (backend, int(mib), int(readers))
@@ -103,8 +105,9 @@ async def main() -> None:
         for readers in args.readers.split(",")
     ]
     for case in filter(None, args.also.split(",")):
-        mib, readers = case.split("x")
-        cases.append(("memory", int(mib), int(readers)))
+        backend, _, size = case.rpartition(":")
+        mib, readers = size.split("x")
+        cases.append((backend or "memory", int(mib), int(readers)))
     print(
         "| backend | prompt MiB | readers | baseline RSS MiB | peak RSS MiB "
         "| growth MiB | growth / window |"

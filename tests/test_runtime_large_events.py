@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from conftest import MakeLog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,9 +21,49 @@ from omni_grpc.runtime.event_log import EventLog
 from omni_grpc.runtime.events import EventBody, HubEvent
 from omni_grpc.runtime.fanout import Fanout, Subscriber
 from omni_grpc.runtime.memory_log import MemoryEventLog
+from omni_grpc.runtime.redis import large_bodies
+from omni_grpc.runtime.redis.event_log import RedisEventLog
 from omni_grpc_proto.omni.v1 import agent_service_pb2
 
 WINDOW = 2_000  # UTF-16 units
+# On Redis, events over this many bytes of JSON are stored beside the stream
+# in chunks of CHUNK bytes (large_bodies.py): lowered here to the scale of
+# this window, so that every Redis case mixes both kinds of entry.
+THRESHOLD, CHUNK = 700, 300
+
+
+@pytest.fixture(autouse=True)
+def bodies_beside_the_stream(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the bodies stored beside the stream (so a test can tell
+    that its Redis case took that path)."""
+    monkeypatch.setattr(large_bodies, "THRESHOLD", THRESHOLD)
+    monkeypatch.setattr(large_bodies, "CHUNK", CHUNK)
+    staged: list[int] = []
+    stage = large_bodies.LargeBodies.stage
+
+    async def counted(self: large_bodies.LargeBodies, data: bytes) -> bytes:
+        staged.append(len(data))
+        ref: bytes = await stage(self, data)
+        return ref
+
+    monkeypatch.setattr(large_bodies.LargeBodies, "stage", counted)
+    return staged
+
+
+async def assert_no_orphan_bodies(log: EventLog) -> None:
+    """On Redis: the bodies hash holds exactly the chunks its entries name."""
+    if not isinstance(log, RedisEventLog):
+        return
+    conn = log._conn  # the test reads Redis as it is
+    named: set[bytes] = set()
+    for _, fields in await conn.reads.xrange(log._events, "-", "+"):
+        if b"x" in fields:
+            nonce, count = fields[b"x"].rsplit(b":", 1)
+            named |= {nonce + b"." + str(i).encode() for i in range(int(count))}
+    held = set(await conn.reads.hkeys(log._bodies.key))
+    assert held == named
+
+
 KEEPS_UP = 10.0  # stall timeout: far longer than a reader that reads needs
 RESYNC = b'{"type":"resync_required"}'
 RESYNC_BODY = bodies.resync_required_body()
@@ -80,7 +121,7 @@ async def read(sub: Subscriber, count: int, pace: int = 0) -> list[HubEvent]:
 
 
 async def test_messages_larger_than_the_window_reach_a_lone_reader_whole(
-    make_log: MakeLog,
+    make_log: MakeLog, backend_kind: str, bodies_beside_the_stream: list[int]
 ) -> None:
     sizes = [100, 1_500, 1_900, 3 * WINDOW, 50, 2 * WINDOW, 1_999, 7 * WINDOW, 10]
     log = await make_log(max_bytes=WINDOW, stall_timeout=KEEPS_UP)
@@ -92,6 +133,9 @@ async def test_messages_larger_than_the_window_reach_a_lone_reader_whole(
     assert [e.data for e in got] == [i.data for i in items]
     assert all(e.buffered for e in got)
     assert sub.cutoffs == 0  # type: ignore[attr-defined]
+    await assert_no_orphan_bodies(log)
+    if backend_kind == "redis":  # both kinds of entry were written
+        assert 0 < len(bodies_beside_the_stream) < len(items)
 
 
 async def test_ten_readers_keep_up_with_messages_past_the_window(make_log: MakeLog) -> None:
@@ -244,3 +288,4 @@ async def test_any_size_sequence_reaches_readers_that_keep_up_within_the_byte_ca
     # writer waits for it from then on).
     assert bounds.buffer <= max(WINDOW, largest)
     assert bounds.backlog <= WINDOW + largest
+    await assert_no_orphan_bodies(log)

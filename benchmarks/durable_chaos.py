@@ -335,12 +335,26 @@ class Cluster:
                 found.append(f"{log.name}: Traceback (most recent call last):{part[:3000]}")
         return found
 
-    def caught_up(self) -> int:
+    def caught_up(self) -> tuple[int, int]:
         """Closes that published records only the trace held (the trace was
         ahead of the log when the run was cut): how often the soak reached
-        the path that lines the two up."""
-        pattern = re.compile(r"publishing \d+ records the trace holds past the log")
-        return sum(len(pattern.findall(log.read_text(errors="replace"))) for log in self.logs)
+        the path that lines the two up; and of those, how many had the log's
+        last record recur, byte for byte, in what was published (where a
+        line-up by that record's bytes alone skipped records, #25)."""
+        pattern = re.compile(
+            r"(\S+\.jsonl): publishing (\d+) records the trace holds past the log's last, "
+            r"its line (\d+)"
+        )
+        count = recurring = 0
+        for log in self.logs:
+            for name, published, at in pattern.findall(log.read_text(errors="replace")):
+                count += 1
+                [shard] = (self.data / "traces").glob(f"*/{name}")
+                # The trace only grows: its lines then are its lines now.
+                lines = [x for x in shard.read_bytes().split(b"\n") if x.strip()]
+                last = int(at)
+                recurring += lines[last] in lines[last + 1 : last + 1 + int(published)]
+        return count, recurring
 
     def http(self) -> httpx.AsyncClient:
         assert self.nginx is not None
@@ -772,7 +786,9 @@ async def main() -> int:
                     by_fault[name].update(found)
                     paths["SSE reconnects with Last-Event-ID"] += s.sse_connects - 1
                     paths["gRPC Attach calls made again"] += s.reattaches
-                paths["closes that published the trace's tail"] += cluster.caught_up()
+                count, recurring = cluster.caught_up()
+                paths["closes that published the trace's tail"] += count
+                paths["... the log's last record recurring in it"] += recurring
                 errors = cluster.tracebacks()
                 totals["tracebacks in a replica's log"] += len(errors)
                 for error in errors[:3]:
@@ -786,6 +802,7 @@ async def main() -> int:
         "SSE reconnects with Last-Event-ID",
         "gRPC Attach calls made again",
         "closes that published the trace's tail",
+        "... the log's last record recurring in it",
     ):
         print(f"{name:<40}{paths[name]}")
     for name in CLASSES:

@@ -58,9 +58,12 @@ BACKEND_PROBE_TIMEOUT = 1.0
 # has its own connection and this loop its own timer, so neither queues
 # behind the runs a loaded replica serves.
 BACKEND_HEALTH_BOUND = BACKEND_PING_SECONDS + BACKEND_PROBE_TIMEOUT
-# Said when a run is closed with what only its trace held published first
-# (benchmarks/durable_chaos.py counts these: the soak reaches that path).
-CAUGHT_UP = "session %s: publishing %d records the trace holds past the log"
+# Said when the trace holds records past the log's last one, which the close
+# publishes first: how many, and where the log's last one is in the trace
+# (its nonblank lines, session_meta the 0th), so whoever reads it can see
+# the line-up. benchmarks/durable_chaos.py counts these, and those whose
+# last record recurs in the tail (the case a line-up by its bytes got wrong).
+CAUGHT_UP = "%s: publishing %d records the trace holds past the log's last, its line %d"
 # Idle logs are looked for this often (memory is freed on a timer, not only
 # when the next request happens to come).
 RECLAIM_EVERY = 60.0
@@ -310,8 +313,6 @@ class Recovery:
             return
         reason = taken_over_reason(lease)
         log.warning("session %s: closing the run: %s", session_id, reason)
-        if tail:
-            log.warning(CAUGHT_UP, session_id, len(tail))
         guard = RunGuard()
         for event in current_run(window):
             message = event.message  # decoded on each access for a kept event
@@ -348,7 +349,6 @@ class Recovery:
         tail = await asyncio.to_thread(trace_tail, path, window)
         if not tail:
             return closing
-        log.warning(CAUGHT_UP, run.session_id, len(tail))
         # The close is the trace's last records; its bodies carry the fragment
         # stops the trace does not keep, so they go out as they are.
         own = [b.data for b in closing if b.message is not None and _recordable_msg(b.message)]
@@ -449,7 +449,12 @@ def trace_tail(path: Path, window: list[HubEvent]) -> list[omni_pb2.OmniMessage]
         # before its first publish): all the trace holds but session_meta.
         return [m for m in _parsed(lines) if m.WhichOneof("payload") != "session_meta"]
     last = line_up(lines, logged)
-    return [] if last is None else _parsed(lines[last + 1 :])
+    if last is None:
+        return []
+    tail = _parsed(lines[last + 1 :])
+    if tail:
+        log.warning(CAUGHT_UP, path.name, len(tail), last)
+    return tail
 
 
 def line_up(trace: Sequence[bytes], logged: Sequence[bytes]) -> int | None:

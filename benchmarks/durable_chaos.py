@@ -57,6 +57,7 @@ import argparse
 import asyncio
 import os
 import re
+import shutil
 import signal
 import socket
 import ssl
@@ -758,6 +759,9 @@ async def main() -> int:
     # times need several injections to show their spread.
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=1)
+    # Where to copy a fault's cluster (traces, replica logs, Redis's AOF) when
+    # a session in it mismatches, for whoever looks into it.
+    parser.add_argument("--keep", type=Path, default=None)
     args = parser.parse_args()
     REPEAT[0] = args.repeat
     totals: Counter[str] = Counter()
@@ -780,19 +784,25 @@ async def main() -> int:
                 totals["closed later than its bound"] += sum(
                     1 for c in closes if c > fault.bound + args.slack
                 )
+                this_round: Counter[str] = Counter()
                 for s in sessions:
                     found = check(s, await whole_log(cluster, s), cluster.data)
+                    this_round.update(found)
                     totals.update(found)
                     by_fault[name].update(found)
                     paths["SSE reconnects with Last-Event-ID"] += s.sse_connects - 1
                     paths["gRPC Attach calls made again"] += s.reattaches
                 count, recurring = cluster.caught_up()
                 paths["closes that published the trace's tail"] += count
-                paths["... the log's last record recurring in it"] += recurring
+                paths["... with the log's last record in it"] += recurring
                 errors = cluster.tracebacks()
                 totals["tracebacks in a replica's log"] += len(errors)
                 for error in errors[:3]:
                     print(error, file=sys.stderr)
+                if args.keep is not None and (this_round or errors):
+                    kept = args.keep / f"{injected:02d}-{name}"
+                    shutil.copytree(root, kept, ignore=shutil.ignore_patterns("*.sock"))
+                    print(f"kept {kept}", file=sys.stderr)
             finally:
                 await cluster.close()
     print(f"{'sessions':<40}{sessions_count}")
@@ -802,7 +812,7 @@ async def main() -> int:
         "SSE reconnects with Last-Event-ID",
         "gRPC Attach calls made again",
         "closes that published the trace's tail",
-        "... the log's last record recurring in it",
+        "... with the log's last record in it",
     ):
         print(f"{name:<40}{paths[name]}")
     for name in CLASSES:

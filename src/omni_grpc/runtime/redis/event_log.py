@@ -351,6 +351,10 @@ class RedisEventLog:
             # A write with this token already failed: nothing after it may land,
             # or the log would have a hole the trace does not.
             future.set_exception(failed)
+            # Retrieved: its owner sees it when it awaits; one it never awaits
+            # (the rest of a publish_many after the first refusal) is not
+            # reported with a traceback when it is freed.
+            future.exception()
             return future
         self._queue.append(_Pending(body, fence, end_run, future))
         self._unsent[0] += 1

@@ -140,6 +140,17 @@ class OpenRun:
         recorded in a ``request_end`` (a producer that failed between requests).
         """
         out = self.open.close_all(stop_reason, origin=_MAIN)
+        for item in out:
+            # A fragment closed here ends with its complete message, which
+            # counts like any other: a tool output answers its call, so
+            # ``RunGuard.closing_messages`` does not answer it again (#25: a
+            # second tool_call_output when a run was cut between its output's
+            # stop and its complete message), and a tool call completed here
+            # is owed an output like one the producer completed.
+            payload = item.get("payload")
+            kind = payload.get("type") if isinstance(payload, Mapping) else None
+            if kind in _CALL_KINDS and isinstance(payload, Mapping):
+                self._call(str(kind), payload)
         if self.request_open or (report_error and error is not None):
             if not self.request_open:
                 out.append(b.request_begin())

@@ -10,15 +10,21 @@ delivered event, from redis-server's ``INFO commandstats`` around the Redis
 rounds (by command), and both servers' CPU per event.
 
     .venv/bin/python benchmarks/redis_stream_rate.py [--clients 1,8] [--rounds 5] [--pacing 0]
+        [--baseline-src OTHER_TREE/src]
 
 With ``--pacing`` the engine waits between deltas, so a run's events reach
-the log a few at a time (each batch small) instead of in bursts.
+the log a few at a time (each batch small) instead of in bursts. With
+``--baseline-src`` a third replica on the same redis-server runs another
+tree's code (``PYTHONPATH``, such as a worktree of the commit before a change),
+in the same rounds, and gets a row of its own ("before"), so before and after
+are measured side by side; the commands and redis-server CPU then count both.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import tempfile
 import time
@@ -63,6 +69,7 @@ async def main() -> None:
     parser.add_argument(
         "--pacing", type=float, default=0.0, help="demo engine: seconds between deltas"
     )
+    parser.add_argument("--baseline-src", help="another tree's src/ for a 'before' replica")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -71,38 +78,53 @@ async def main() -> None:
         repeat = ("--engine-opt", f"repeat={args.repeat}", "--engine-opt", f"pacing={args.pacing}")
         memory = start_serve(root / "memory", *repeat)
         shared = start_serve(root / "shared", "--redis-url", url, *repeat)
+        before = None
+        if args.baseline_src:
+            os.environ["PYTHONPATH"] = args.baseline_src
+            try:
+                before = start_serve(root / "before", "--redis-url", url, *repeat)
+            finally:
+                del os.environ["PYTHONPATH"]
         try:
-            await round_rate(memory, 1)  # warm both
+            await round_rate(memory, 1)  # warm each
             await round_rate(shared, 1)
+            if before is not None:
+                await round_rate(before, 1)
             print("| clients | memory events/s | Redis events/s "
                   "| Redis / memory (median per round, quartiles) | Redis commands per event "
                   "| server CPU us/event memory / Redis "
                   "| redis-server CPU us/event |")  # fmt: skip
             print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
             for clients in (int(c) for c in args.clients.split(",")):
-                ratios, mem_rates, red_rates = [], [], []
-                cmds_before = await commandstats(url)
+                ratios, mem_rates, red_rates, before_ratios = [], [], [], []
+                used: dict[str, int] = {}
                 red_events = mem_events = 0
                 mem_cpu = red_cpu = redis_cpu = 0.0
-                for _ in range(args.rounds):
+                for round_no in range(args.rounds):
                     c0 = cpu_seconds(memory.process.pid)
                     n, s = await round_rate(memory, clients)
                     mem_cpu += cpu_seconds(memory.process.pid) - c0
                     mem_events += n
                     mem_rates.append(n / s)
+                    # The baseline goes first every other round (load drifts).
+                    if before is not None and round_no % 2:
+                        n, s = await round_rate(before, clients)
+                        before_ratios.append(n / s / mem_rates[-1])
+                    cmds_before = await commandstats(url)
                     c0, r0 = cpu_seconds(shared.process.pid), cpu_seconds(redis_proc.pid)
                     n, s = await round_rate(shared, clients)
                     red_cpu += cpu_seconds(shared.process.pid) - c0
                     redis_cpu += cpu_seconds(redis_proc.pid) - r0
+                    cmds_after = await commandstats(url)
+                    for k, calls in cmds_after.items():
+                        if k != "info" and calls - cmds_before.get(k, 0) > 0:
+                            used[k] = used.get(k, 0) + calls - cmds_before.get(k, 0)
                     red_events += n
                     red_rates.append(n / s)
                     ratios.append(red_rates[-1] / mem_rates[-1])
-                cmds_after = await commandstats(url)
-                used = {
-                    k: cmds_after[k] - cmds_before.get(k, 0)
-                    for k in cmds_after
-                    if k not in {"info"} and cmds_after[k] - cmds_before.get(k, 0) > 0
-                }
+                    if before is not None and not round_no % 2:
+                        n, s = await round_rate(before, clients)
+                        before_ratios.append(n / s / mem_rates[-1])
                 per_event = sum(used.values()) / red_events
                 top = ", ".join(
                     f"{k} {v / red_events:.2f}"
@@ -110,6 +132,10 @@ async def main() -> None:
                 )
                 ratio = statistics.median(ratios)
                 quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratio] * 3
+                if before_ratios:
+                    b_q = statistics.quantiles(before_ratios, n=4)
+                    print(f"| {clients} (before) | | | {statistics.median(before_ratios):.2f} "
+                          f"({b_q[0]:.2f}-{b_q[2]:.2f}) | | | |")  # fmt: skip
                 print(f"| {clients} | {statistics.median(mem_rates):,.0f} "
                       f"| {statistics.median(red_rates):,.0f} "
                       f"| **{ratio:.2f}** ({quartiles[0]:.2f}-{quartiles[2]:.2f}) "
@@ -119,6 +145,8 @@ async def main() -> None:
         finally:
             memory.stop()
             shared.stop()
+            if before is not None:
+                before.stop()
             redis_proc.terminate()
             redis_proc.wait(10)
 

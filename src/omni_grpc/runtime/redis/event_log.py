@@ -9,6 +9,15 @@ locally first, then one script returns its replayed gap and takes the seqs of
 its initial events, and it goes live from there, dropping what the replay
 already covered.
 
+A replica's own writes go to its subscribers from the write path, not read
+back: the publish script returns the kept seq each batch follows on from, and
+a batch that follows on from the last event handed out here (nothing another
+replica wrote came between) is handed out as its reply arrives; the reader
+passes over those entries when it reads them. Any other batch waits for the
+reader, which hands out the stream in its order, so the order, the
+contiguity checks and the subscribe merge are the stream's whichever path an
+event took, and a batch the script refused (fenced) is handed to no one.
+
 Back-pressure holds a writer in this process: the events it has written and
 the reader has not yet handed out count against every local subscriber's
 share of the window, so a reader that keeps up is not cut off by a burst still
@@ -301,7 +310,10 @@ class RedisEventLog:
         self._unsent = [0, 0]
         self._written: deque[tuple[int, int]] = deque()
         self._written_units = 0
-        self._read_seq = 0  # the newest seq the reader handed out
+        # The newest kept seq handed out to this replica's subscribers (by
+        # the reader or the writer), None while not known: a batch of this
+        # replica's that follows on from it goes to them at once.
+        self._read_seq: int | None = None
 
     def _unread(self) -> tuple[int, int]:
         """Appended by this process, not yet handed out by the reader."""
@@ -410,9 +422,20 @@ class RedisEventLog:
                         raise
                     continue
                 self._sent(batch)
+                # This replica's own events go to its subscribers from here
+                # when they follow on from the last one handed out (nothing of
+                # another replica's came between), not read back from Redis; the
+                # reader passes over them. Else the reader hands them out, in
+                # the stream's order.
+                read = self._read_seq
+                local = self._watching and read is not None and events[0].prev == read
+                if local and self._staged:  # its large bodies are handed out with it
+                    self._staged = {r: v for r, v in self._staged.items() if v[0] > events[-1].seq}
                 for pending, event in zip(batch, events, strict=True):
-                    # On its way to local subscribers (unless the reader was quicker).
-                    if self._watching and event.seq > self._read_seq:
+                    if local:
+                        self._fan_out(event)
+                    elif self._watching and (read is None or event.seq > read):
+                        # On its way to local subscribers (unless the reader was quicker).
                         self._written.append((event.seq, pending.body.size))
                         self._written_units += pending.body.size
                     if not pending.future.done():
@@ -470,9 +493,9 @@ class RedisEventLog:
         try:
             with unavailable_on_failure():
                 if sum(len(part) for part in payload) > _SHARED_BYTES:
-                    epoch_raw, first = await self._publish_script(keys=keys, args=args)
+                    epoch_raw, first, before = await self._publish_script(keys=keys, args=args)
                 else:
-                    epoch_raw, first = await self._appender.call(keys, args)
+                    epoch_raw, first, before = await self._appender.call(keys, args)
         except Exception as exc:
             if isinstance(exc, ResponseError) or isinstance(exc.__cause__, ResponseError):
                 # Refused, so never appended: its large bodies would be
@@ -485,12 +508,15 @@ class RedisEventLog:
         epoch = self._epoch = epoch_raw.decode()
         for ref, (offset, body) in staged.items():
             # On its way to the reader here (unless it was quicker).
-            if self._watching and int(first) + offset > self._read_seq:
+            read = self._read_seq
+            if self._watching and (read is None or int(first) + offset > read):
                 self._staged[ref] = (int(first) + offset, body)
         out = []
+        prev = int(before) if before else None
         for offset, body in enumerate(items):
             seq = int(first) + offset
-            out.append(HubEvent(seq, format_event_id(epoch, seq), body, True))
+            out.append(HubEvent(seq, format_event_id(epoch, seq), body, True, prev))
+            prev = seq
         return out
 
     async def replay_after(self, event_id: str) -> list[HubEvent] | None:
@@ -562,7 +588,10 @@ class RedisEventLog:
             events.append(HubEvent(seq, format_event_id(epoch, seq), body, False))
         sub.start(events, top, last)
         if not self._watching:
+            # The reader starts after ``top``: the stream's entries up to it
+            # were in the snapshot, the newest of them ``last``.
             self._watching = True
+            self._read_seq = last
             await streams_of(self._conn).watch(self._events, f"{top}-0", self)
         return sub
 
@@ -606,24 +635,29 @@ class RedisEventLog:
     async def entries(self, entries: list[Any]) -> None:
         epoch = self._epoch or ""
         for entry_id, raw in entries:
-            fields = _pairs(raw)
-            ref = fields.get(b"x")
-            if ref is None:
-                await self._fan_out(decode_entry(epoch, entry_id, fields))
-            elif (mine := self._staged.pop(ref, None)) is not None:
-                event = decode_entry(epoch, entry_id, {**fields, b"d": mine[1].data})
-                await self._fan_out(replace(event, body=mine[1]))
-            elif await large_bodies.fill(self._bodies, [(entry_id, fields)]) < 0:
-                await self._fan_out(decode_entry(epoch, entry_id, fields))
-            # else: evicted meanwhile by another replica's write, so trimmed
-            # past: the next entry names it as its predecessor (a gap), and
-            # the subscribers are told to resync.
+            seq = int(entry_id.split(b"-", 1)[0])
+            # Else this replica's own, handed out when it was written.
+            if self._read_seq is None or seq > self._read_seq:
+                await self._hand_out(epoch, entry_id, _pairs(raw))
             if self._staged:  # what the stream was trimmed past is never read
-                seq = int(entry_id.split(b"-", 1)[0])
                 self._staged = {r: v for r, v in self._staged.items() if v[0] > seq}
+
+    async def _hand_out(self, epoch: str, entry_id: bytes, fields: dict[bytes, bytes]) -> None:
+        ref = fields.get(b"x")
+        if ref is None:
+            self._fan_out(decode_entry(epoch, entry_id, fields))
+        elif (mine := self._staged.pop(ref, None)) is not None:
+            event = decode_entry(epoch, entry_id, {**fields, b"d": mine[1].data})
+            self._fan_out(replace(event, body=mine[1]))
+        elif await large_bodies.fill(self._bodies, [(entry_id, fields)]) < 0:
+            self._fan_out(decode_entry(epoch, entry_id, fields))
+        # else: evicted meanwhile by another replica's write, so trimmed
+        # past: the next entry names it as its predecessor (a gap), and
+        # the subscribers are told to resync.
 
     def released(self) -> None:
         self._watching = False
+        self._read_seq = None
         self._written.clear()
         self._written_units = 0
         self._staged.clear()
@@ -636,7 +670,7 @@ class RedisEventLog:
     def keep_alive(self) -> tuple[list[str], int]:
         return [self._events, self._meta, self._bodies.key], int(self._ttl_ms)
 
-    async def _fan_out(self, event: HubEvent) -> None:
+    def _fan_out(self, event: HubEvent) -> None:
         self._read_seq = event.seq
         written = self._written
         while written and written[0][0] <= event.seq:

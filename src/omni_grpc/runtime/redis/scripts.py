@@ -58,6 +58,8 @@ end
 #       (1 byte, m|s), whether it bumps the state version (1 byte, 0|1), its size (4),
 #       then its failure code, failure message and abort kind, each after its length
 #       (2, 4 and 2 bytes; 0 when absent).
+# Returns {epoch, the batch's first seq, the kept seq before it ('' when the meta
+# predates it)}.
 #
 # The cost of a batch in Redis commands is fixed but for one XADD per event
 # (tests/test_redis_commands.py holds it): the fence and the meta are read in
@@ -99,6 +101,9 @@ else
   -- Absent in a meta written before entries named their predecessor.
   last = meta[4]
 end
+-- The kept seq the batch follows on from: a replica that has handed its
+-- readers exactly that one hands them the batch at once (event_log.py).
+local before = last or ''
 local len = redis.call('XLEN', KEYS[1])
 local oldest, taken, after = {}, 1, '-'
 local evicted = nil
@@ -192,7 +197,7 @@ else
   redis.call('PEXPIRE', KEYS[2], ttl)
   redis.call('PEXPIRE', KEYS[7], ttl)
 end
-return {epoch, first}
+return {epoch, first, before}
 """.replace("'HEAD'", repr(PUBLISH_HEAD)).replace("'EVENT'", repr(PUBLISH_EVENT))
 # KEYS: events, meta, run, bodies
 # ARGV: epoch candidate, replay 0|1, after epoch, after seq, n initial, expected ver|'', ttl

@@ -650,7 +650,11 @@ class RedisEventLog:
             event = decode_entry(epoch, entry_id, {**fields, b"d": mine[1].data})
             self._fan_out(replace(event, body=mine[1]))
         elif await large_bodies.fill(self._bodies, [(entry_id, fields)]) < 0:
-            self._fan_out(decode_entry(epoch, entry_id, fields))
+            # Unless this replica's writer handed it out meanwhile (its own,
+            # read before the write's reply came back).
+            read = self._read_seq
+            if read is None or int(entry_id.split(b"-", 1)[0]) > read:
+                self._fan_out(decode_entry(epoch, entry_id, fields))
         # else: evicted meanwhile by another replica's write, so trimmed
         # past: the next entry names it as its predecessor (a gap), and
         # the subscribers are told to resync.

@@ -8,12 +8,14 @@ refused, naming the size."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from typing import Any
 
 import grpc
 import httpx
 import pytest
+import redis.asyncio as aioredis
 from conftest import ServeProcess
 from redis_server import RedisServer
 
@@ -188,6 +190,11 @@ async def test_60_mib_on_redis_under_load_reaches_every_transport_whole(
     # message must neither stall them nor be cut off by them, on gRPC, the
     # reference stream and the dialect.
     server = serve_process("--redis-url", redis.url)
+    admin: Any = aioredis.Redis.from_url(redis.url)  # replies typed bytes | str
+    # Every command is logged (its arguments cut to 128 bytes, with how many
+    # more there were): what decides whether one command held Redis for long.
+    await admin.config_set("slowlog-log-slower-than", 0)
+    await admin.config_set("slowlog-max-len", 1_000_000)
     small, error = await grpc_run(server.grpc_address, "hi")
     assert error is None
     stop = asyncio.Event()
@@ -221,7 +228,21 @@ async def test_60_mib_on_redis_under_load_reaches_every_transport_whole(
     finally:
         stop.set()
         runs = await asyncio.wait_for(asyncio.gather(*loaders), 300)
+        logged = await admin.execute_command("SLOWLOG", "GET", "-1")
+        await admin.aclose()
     assert all(n >= 1 for n in runs)
+    # No command carried the message whole: its text went 1 MiB per command
+    # (before, one script call carried it twice, as JSON and protobuf).
+    assert max(command_bytes(entry[3]) for entry in logged) <= 4 * MiB
+
+
+def command_bytes(args: list[bytes]) -> int:
+    """A slowlog entry's arguments' size, counting what the log cut off."""
+    size = 0
+    for arg in args:
+        cut = re.search(rb"\.\.\. \((\d+) more bytes\)$", arg)
+        size += len(arg) + (int(cut.group(1)) if cut else 0)
+    return size
 
 
 async def sessions(address: str) -> list[pb.SessionInfo]:

@@ -93,9 +93,10 @@ OWNER_LOSS = 2.0
 OUTAGE = 1.0  # seconds Redis stays down, or full, in the outage faults
 # How many times the demo engine streams its answer (``--repeat``): 5 makes
 # runs last a few seconds, and a fault then lands in more of them while a
-# tool call is being answered; that is where the open #25 finding (a second
-# tool_call_output for one call after the close) shows, in a few percent of
-# sessions. The CI run keeps 1 until it is fixed.
+# tool call is being answered (where the soaks found a second
+# tool_call_output for one call after the close, #25; every such cut point is
+# now checked deterministically by tests/test_closing_answers_once.py). The
+# CI run keeps 1, for its time; the soak uses 5.
 REPEAT = [1]
 # An SSE reader that hears nothing for this long (not even the 1 s heartbeat)
 # reconnects: its replica is stopped.
@@ -275,6 +276,7 @@ class Session:
     # Ids of task_state events clients got (a subscriber's own are not logged).
     states: set[str] = field(default_factory=set)
     resyncs: int = 0
+    sse_last: str = ""  # the Last-Event-ID of its SSE reader's latest connection
     # Connections its SSE reader made (the first, then each reconnect with
     # Last-Event-ID), and Attach calls made again after one failed.
     sse_connects: int = 0
@@ -503,6 +505,7 @@ async def drive(cluster: Cluster, fault: Fault) -> tuple[list[Session], list[flo
                     if source.response.status_code != 200:
                         raise httpx.HTTPError(f"status {source.response.status_code}")
                     s.sse_connects += 1
+                    s.sse_last = last
                     async for sse in source.aiter_sse():
                         if sse.data:
                             last = sse.id
@@ -523,6 +526,12 @@ async def drive(cluster: Cluster, fault: Fault) -> tuple[list[Session], list[flo
             kind = parsed.WhichOneof("kind")
             if kind == "resync_required":
                 s.resyncs += 1
+                # For whoever reads the failure: what the reader asked for.
+                print(
+                    f"resync_required: session {s.index} {s.session_id} id {event_id} "
+                    f"after Last-Event-ID {s.sse_last}: {data[:300]}",
+                    file=sys.stderr,
+                )
             if kind == "task_state":
                 s.states.add(event_id)  # may be its own (never logged)
             return parsed.SerializeToString(deterministic=True)
@@ -658,10 +667,20 @@ def check(s: Session, log: list[pb.AttachResponse], data: Path) -> Counter[str]:
             known = logged.get(event_id)
             if known is not None and known != data_bytes:
                 found["client event differs from the log"] += 1
+                print(
+                    f"differs: session {s.index} {s.session_id} stream {s.streams.index(stream)} "
+                    f"id {event_id}: client {data_bytes[:200]!r} log {known[:200]!r}",
+                    file=sys.stderr,
+                )
     for event_id, text in s.sse_json.items():
         entry = log[order[event_id]] if event_id in order else None
         if entry is not None and serialize_message(entry.message) != text:
             found["client event differs from the log"] += 1
+            print(
+                f"differs: session {s.index} {s.session_id} SSE id {event_id}: "
+                f"client {text[:200]!r} log {serialize_message(entry.message)[:200]!r}",
+                file=sys.stderr,
+            )
     missing = {i for stream in s.streams for i, _ in stream} - set(logged) - s.states
     if missing:  # anything but a subscriber's own task_state must be in the log
         found["client events not in the log"] += 1

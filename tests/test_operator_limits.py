@@ -199,7 +199,7 @@ async def test_an_overloaded_server_refuses_new_runs_at_once_and_creates_nothing
     loop is idle again, runs pass. Without the limit such a replica takes its
     gRPC calls too slowly, and gRPC's core cancels those it has not taken
     within 30 s (a bare CANCELLED)."""
-    async with limited(max_loop_busy=50, max_runs=OVERLOAD_MIN_RUNS + 8) as s:
+    async with limited(max_loop_busy=90, max_runs=OVERLOAD_MIN_RUNS + 8) as s:
         idle = (await s.http.post("/api/sessions", json={})).json()["session"]["sessionId"]
         busy = True
 
@@ -213,7 +213,7 @@ async def test_an_overloaded_server_refuses_new_runs_at_once_and_creates_nothing
         spinning = asyncio.create_task(spin())
         waiting: list[grpc.aio.UnaryStreamCall] = []
         try:
-            await until(lambda: s.hub.loop_load.busy >= 0.5, "the loop to be busy")
+            await until(lambda: s.hub.loop_load.busy >= 0.9, "the loop to be busy")
             # Fewer runs than the minimum: a busy loop refuses none of them.
             for n in range(OVERLOAD_MIN_RUNS):
                 call = s.stub.Run(pb.RunRequest(prompt=f"waits {n}", approval_mode=ASK))
@@ -221,7 +221,7 @@ async def test_an_overloaded_server_refuses_new_runs_at_once_and_creates_nothing
                 waiting.append(call)
             sessions = len(await s.hub.list_sessions())
             files = s.trace_files()
-            await until(lambda: s.hub.loop_load.busy >= 0.5, "the loop to be busy")
+            await until(lambda: s.hub.loop_load.busy >= 0.9, "the loop to be busy")
             error = await refused_run(s.stub, prompt="while busy")
             on_session = await refused_run(s.stub, session_id=idle, prompt="while busy")
             response = await s.http.post("/v1/runs", json={"prompt": "while busy"})
@@ -230,7 +230,7 @@ async def test_an_overloaded_server_refuses_new_runs_at_once_and_creates_nothing
             await spinning
         for refused in (error, on_session):
             info = exhausted(refused, "max_loop_busy")
-            assert info.metadata["value"] == "50"
+            assert info.metadata["value"] == "90"
             status = rpc_status.from_call(refused)
             assert status is not None
             retry = error_details_pb2.RetryInfo()
@@ -241,7 +241,10 @@ async def test_an_overloaded_server_refuses_new_runs_at_once_and_creates_nothing
         assert s.trace_files() == files
         assert (await s.hub.session_info(idle)).message_count == 0
 
-        # The same runs going, the loop idle again: a run passes.
+        # The same runs going, the loop idle again: a run passes. (At a limit
+        # of 50 % the test's own Redis work on a loaded CI machine, waiting
+        # for a CPU included, crossed it again after the spin; the spin keeps
+        # the loop near 100 %, so 90 % leaves a wide margin on both sides.)
         await until(lambda: s.hub.loop_load.busy < 0.5, "the loop to be idle again")
         events = await read_to_end(s.stub.Run(pb.RunRequest(session_id=idle, prompt="now")))
         assert events[-1].event.task_state.state == pb.SESSION_STATE_IDLE

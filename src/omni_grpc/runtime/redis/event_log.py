@@ -314,6 +314,8 @@ class RedisEventLog:
         # the reader or the writer), None while not known: a batch of this
         # replica's that follows on from it goes to them at once.
         self._read_seq: int | None = None
+        # The stream position the reader here started from (while reading).
+        self._watch_from = 0
 
     def _unread(self) -> tuple[int, int]:
         """Appended by this process, not yet handed out by the reader."""
@@ -564,34 +566,65 @@ class RedisEventLog:
             raise
         epoch, resync, first_initial, top, raw, bodies_, last = result
         self._epoch = epoch
+        later: list[Any] = []
+        if self._watching and self._watch_from > top:
+            # Another subscribe here started the reader after a newer snapshot
+            # while this one's was on its way (clients coming back together
+            # after a Redis restart): what was written between the two is
+            # read for this subscriber here, or it would see a gap no trimming
+            # made and be told to resync.
+            try:
+                with unavailable_on_failure():
+                    later = await self._conn.reads.xrange(
+                        self._events, f"({top}-0", f"{self._watch_from}-0"
+                    )
+            except BaseException:
+                self._fanout.discard(sub)
+                raise
+            top = self._watch_from
+        # The stream was trimmed past those meanwhile (they do not follow on
+        # from the snapshot's newest): the resync stands for them.
+        trimmed = (
+            bool(later) and last is not None and _pairs(later[0][1]).get(b"pv") != b"%d" % last
+        )
+        if later:
+            last = int(later[-1][0].split(b"-", 1)[0])
         entries = [(eid, _pairs(f)) for eid, f in raw]
+        extra = [(eid, _pairs(f)) for eid, f in later]
         try:
-            gone = await large_bodies.fill(self._bodies, entries)
+            gone = await large_bodies.fill(self._bodies, entries + extra)
         except BaseException:
             self._fanout.discard(sub)
             raise
-        if gone >= 0:
-            # The replay was trimmed past while its large bodies were read:
-            # the resync stands for it (the seq of the last entry it replaces).
-            resync = int(entries[-1][0].split(b"-", 1)[0])
-            entries = []
+        resync_last = False
+        if gone >= 0 or trimmed:
+            # The replay (or what was read after it) was trimmed past while
+            # this subscribe was on its way: the resync stands for all of it
+            # (the seq of the last entry it replaces), after the initial
+            # events when that entry is newer than they are.
+            resync = int((entries + extra)[-1][0].split(b"-", 1)[0])
+            resync_last = bool(extra)
+            entries, extra = [], []
+        resync_event = HubEvent(
+            resync, format_event_id(epoch, resync), bodies.resync_required_body(), False
+        )
         events: list[HubEvent] = []
-        if resync:
-            events.append(
-                HubEvent(
-                    resync, format_event_id(epoch, resync), bodies.resync_required_body(), False
-                )
-            )
+        if resync and not resync_last:
+            events.append(resync_event)
         events.extend(decode_entry(epoch, eid, f) for eid, f in entries)
         for offset, body in enumerate(bodies_):
             seq = first_initial + offset
             events.append(HubEvent(seq, format_event_id(epoch, seq), body, False))
+        events.extend(decode_entry(epoch, eid, f) for eid, f in extra)
+        if resync_last:
+            events.append(resync_event)
         sub.start(events, top, last)
         if not self._watching:
             # The reader starts after ``top``: the stream's entries up to it
             # were in the snapshot, the newest of them ``last``.
             self._watching = True
             self._read_seq = last
+            self._watch_from = top
             await streams_of(self._conn).watch(self._events, f"{top}-0", self)
         return sub
 

@@ -10,13 +10,18 @@ and in byte windows (the default window, 8 Mi UTF-16 units). redis-server's
 own memory is not counted.
 
     .venv/bin/python benchmarks/large_messages.py [--sizes 1,8,16] [--readers 1,10]
-        [--backends memory,redis] [--also 60x1,redis:60x1]
+        [--backends memory,redis] [--also 60x1,redis:60x1] [--baseline-src OTHER_TREE/src]
+
+``--baseline-src``: each case also runs on a server from another tree's
+``src/`` (before → after in one run, the baseline first), each on a fresh
+server and a fresh session.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -89,6 +94,21 @@ async def one_case(server: Proc, mib: int, readers: int) -> tuple[float, float]:
     return base, rss_kib(server.process.pid, "VmHWM") / 1024
 
 
+def start_tree_serve(data_dir: Path, src: str | None, flags: list[str]) -> Proc:
+    """A server from this tree, or (``src``) from another tree's sources."""
+    if src is None:
+        return start_serve(data_dir, *flags)
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = src
+    try:
+        return start_serve(data_dir, *flags)
+    finally:
+        if before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = before
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="1,8,16")
@@ -97,7 +117,9 @@ async def main() -> None:
     parser.add_argument(
         "--also", default="60x1", help="more [BACKEND:]MIBxREADERS cases (memory by default)"
     )
+    parser.add_argument("--baseline-src", help="another tree's src/ for a 'before' server")
     args = parser.parse_args()
+    trees = [("before", args.baseline_src), ("after", None)] if args.baseline_src else [("", None)]
     cases = [
         (backend, int(mib), int(readers))
         for backend in args.backends.split(",")
@@ -108,33 +130,38 @@ async def main() -> None:
         backend, _, size = case.rpartition(":")
         mib, readers = size.split("x")
         cases.append((backend or "memory", int(mib), int(readers)))
+    tree_column = ("| tree ", "|---") if args.baseline_src else ("", "")
     print(
-        "| backend | prompt MiB | readers | baseline RSS MiB | peak RSS MiB "
-        "| growth MiB | growth / window |"
+        f"{tree_column[0]}| backend | prompt MiB | readers | baseline RSS MiB | peak RSS MiB "
+        "| growth MiB | growth / window | growth / message |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print(f"{tree_column[1]}|---|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         redis = None
         try:
-            for n, (backend, mib, readers) in enumerate(cases):
+            n = 0
+            for backend, mib, readers in cases:
                 flags: list[str] = []
                 if backend == "redis":
                     if redis is None:
                         (root / "redis").mkdir()
                         redis = start_redis(root / "redis")
                     flags = ["--redis-url", redis[1]]
-                server = start_serve(root / f"serve-{n}", *flags)
-                try:
-                    base, peak = await one_case(server, mib, readers)
-                finally:
-                    server.stop()
-                growth = peak - base
-                print(
-                    f"| {backend} | {mib} | {readers} | {base:.0f} | {peak:.0f} "
-                    f"| {growth:.0f} | {growth * MiB / WINDOW:.1f} |",
-                    flush=True,
-                )
+                for tree, src in trees:
+                    n += 1
+                    server = start_tree_serve(root / f"serve-{n}", src, flags)
+                    try:
+                        base, peak = await one_case(server, mib, readers)
+                    finally:
+                        server.stop()
+                    growth = peak - base
+                    print(
+                        f"{f'| {tree} ' if tree else ''}| {backend} | {mib} | {readers} "
+                        f"| {base:.0f} | {peak:.0f} | {growth:.0f} "
+                        f"| {growth * MiB / WINDOW:.1f} | {growth / mib:.1f}x |",
+                        flush=True,
+                    )
         finally:
             if redis is not None:
                 redis[0].terminate()

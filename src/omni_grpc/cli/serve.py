@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from omni_grpc.cli import banner, checks
+from omni_grpc.cli.large_blocks import map_large_blocks
 from omni_grpc.engines.loader import EngineLoadError, registered
 from omni_grpc.message_size import GRPC_MAX_MESSAGE_BYTES, HTTP_MAX_BODY_BYTES
 from omni_grpc.observability import logs, tracing
@@ -530,6 +531,7 @@ def run_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    map_large_blocks()  # before any large message is read (cli/large_blocks.py)
     try:
         tracing.configure_from_env()
         config = config_from(args)

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import math
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,6 +43,7 @@ _ARGUMENT_CHUNKS = ('{"path":', '"."}')
 # At zero pacing, deltas produced per event-loop turn.
 _DELTAS_PER_TURN = 16
 _N = TypeVar("_N", int, float)
+_WORD = re.compile(r"\S+\s*|\s+")
 
 
 _CALL_PREFIX = "call_demo_"
@@ -146,8 +147,9 @@ class _Turn:
         said = "I'll list the session workspace first."
         if opts.thinking_level != "none":
             thought = f"The user wrote {prompt!r}. Listing the workspace gives a concrete answer."
-            async for msg in self._segment("partial_thinking", _words(thought)):
+            async for msg in self._segment("partial_thinking", _words(thought), whole=thought):
                 yield msg
+            del thought  # a megabyte prompt is not held for the rest of the turn
         async for msg in self._segment("partial_text", _words(said)):
             yield msg
         async for msg in self._segment("partial_tool_call", _ARGUMENT_CHUNKS, call_id, TOOL_NAME):
@@ -180,7 +182,7 @@ class _Turn:
         await self._tick()
         yield self._begin()
         answer = (_answer(prompt, listing) * self.engine.repeat).rstrip()
-        async for msg in self._segment("partial_text", _words(answer)):
+        async for msg in self._segment("partial_text", _words(answer), whole=answer):
             yield msg
         yield self.engine._count(self, answer, prompt)
         yield self._end(StopReason.COMPLETED)
@@ -196,9 +198,10 @@ class _Turn:
         return protocol.request_end(status)
 
     async def _segment(
-        self, kind: str, chunks: Any, call_id: str = "", name: str = ""
+        self, kind: str, chunks: Any, call_id: str = "", name: str = "", whole: str | None = None
     ) -> AsyncIterator[JsonObject]:
-        """start, one delta per chunk, stop, then the complete message."""
+        """start, one delta per chunk, stop, then the complete message.
+        ``whole``: the chunks joined, when the caller has that text already."""
         segment_kind = SegmentKind.of_partial(kind)
         assert segment_kind is not None, kind
         segment = self.fragment = Segment(segment_kind, name=name, tool_call_id=call_id)
@@ -208,6 +211,10 @@ class _Turn:
             yield segment.delta(chunk)
         await self._tick()
         self.fragment = None
+        if whole is not None:
+            # The complete message carries the very text the deltas were cut
+            # from, not a join of them: one copy of a large echo, not two.
+            segment.chunks = [whole]
         for msg in segment.finish(StopReason.COMPLETED):
             yield msg
 
@@ -239,9 +246,10 @@ def _prompt_of(input: list[JsonObject]) -> str:
     return ""
 
 
-def _words(text: str) -> list[str]:
-    """Word chunks with their trailing whitespace, so they join back exactly."""
-    return re.findall(r"\S+\s*|\s+", text)
+def _words(text: str) -> Iterator[str]:
+    """Word chunks with their trailing whitespace, so they join back exactly;
+    made one at a time, so a large text is not held twice over as a list."""
+    return (match.group() for match in _WORD.finditer(text))
 
 
 def _list_workspace(workspace: Path) -> str:

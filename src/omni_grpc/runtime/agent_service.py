@@ -102,7 +102,11 @@ def run_request(request: pb.RunRequest) -> RunRequest:
         raise InvalidRequest("approval_mode", f"unknown value {request.approval_mode}")
     messages = list(request.input)
     if request.prompt:
-        messages.append(message_from_dict(protocol.user_text(request.prompt)))
+        # Stamped as it arrives (as ``stamped`` would), so the run holds this
+        # one message and not a stamped copy of a prompt that may be megabytes.
+        prompt = protocol.user_text(request.prompt, timestamp=protocol.now_timestamp())
+        messages.append(message_from_dict(prompt))
+        del prompt
     if not messages:
         raise InvalidRequest("input", "set input messages or a prompt")
     metadata = json_format.MessageToDict(request.metadata) if request.HasField("metadata") else {}
@@ -266,6 +270,7 @@ class RunCall:
                     raise missed
                 return
             yield event
+            del event  # let go once sent, not held while waiting (fanout._iterate)
 
     async def close(self) -> None:
         """Ends the call: a Run left before its task end is aborted, unless
@@ -291,6 +296,7 @@ class AttachCall:
         server stopping ends it plainly)."""
         async for event in self._sub:
             yield event
+            del event  # let go once sent, not held while waiting (fanout._iterate)
         try:
             await self.hub.require_session(self.session_id)
         except SessionNotFound:

@@ -253,6 +253,9 @@ class Subscriber:
     async def _iterate(self) -> AsyncIterator[HubEvent]:
         while (event := await self.next()) is not None:
             yield event
+            # Not held while waiting for the next: a large event (and the
+            # response a transport built from it) is let go once it is sent.
+            del event
 
     def close(self) -> None:
         """Stops delivery and releases the queue (idempotent)."""

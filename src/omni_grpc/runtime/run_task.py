@@ -329,6 +329,10 @@ class RunTasks:
                     else:
                         msg, body = bodies.engine_message(item)
                         await self._emit(run, msg, item, body)
+                        del msg, body
+                    # Not held while the engine makes the next one: a large
+                    # message is let go once its readers have it.
+                    del item
             except TraceRejected as exc:
                 infrastructure.append(exc)
                 abort.set(exc.failure.message, AbortKind.SERVER_FAILURE)

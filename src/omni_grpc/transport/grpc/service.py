@@ -41,6 +41,9 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
                 async for event in call.events():
                     # Encoded once per event for all its subscribers.
                     yield response_bytes(event, call.session_id, with_json=request.include_json)
+                    # Not held while waiting for the next event: a large one and
+                    # its response are let go once sent.
+                    del event
             except HubError as exc:  # a failed run, or the shared log gone mid-stream
                 await abort_with(context, exc)
         finally:
@@ -59,6 +62,7 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
             try:
                 async for event in call.events():
                     yield response_bytes(event, call.session_id, with_json=request.include_json)
+                    del event  # as in Run
             except HubError as exc:  # deleted, or the shared log gone mid-stream
                 await abort_with(context, exc)
         finally:

@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 
 # Seconds between checks of a failing trace storage (health recovers on its own).
 STORAGE_PROBE_SECONDS = 5.0
+# The most often a running run's record count is written to the index
+# (``count_soon``); its end writes the final count at once.
+COUNT_EVERY = 0.5
 
 
 class TraceRejected(Exception):
@@ -109,26 +112,50 @@ class Recorder:
             await self.count(run)
 
     async def count(self, run: Run) -> None:
-        record = run.record
-        await self.backend.index.recorded(run.session_id, record.message_count, record.updated_at)
+        """Writes the run's record count to the index now, after a write of
+        ``count_soon`` on its way (so the newest count lands last), and ends
+        the pending ones."""
+        async with run.count_lock:
+            counting, run.counting = run.counting, None
+            run.count_dirty = False
+            if counting is not None:
+                # Holding the lock, it is pausing or waiting for the lock:
+                # never cut off with its write half sent.
+                counting.cancel()
+            record = run.record
+            await self.backend.index.recorded(
+                run.session_id, record.message_count, record.updated_at
+            )
 
     def count_soon(self, run: Run) -> None:
-        """Counts in the background, the newest count only: the index holds an
-        absolute count, so a write skipped or lost is made good by the next."""
+        """Counts in the background, the newest count only and at most once
+        per ``COUNT_EVERY`` (the first at once): the index holds an absolute
+        count, so a write skipped or lost is made good by the next, and the
+        run's end writes the final count (``count``) before its idle is
+        published. A count per record cost a Redis round trip per message."""
         run.count_dirty = True
         if run.counting is None:
             run.counting = asyncio.create_task(self._counter(run))
 
     async def _counter(self, run: Run) -> None:
+        me = asyncio.current_task()
         try:
             while run.count_dirty:
                 run.count_dirty = False
-                try:
-                    await self.count(run)
-                except BackendUnavailable:
-                    return  # the run's end counts again
+                async with run.count_lock:
+                    if run.counting is not me:
+                        return  # ``count`` took over
+                    record = run.record
+                    try:
+                        await self.backend.index.recorded(
+                            run.session_id, record.message_count, record.updated_at
+                        )
+                    except BackendUnavailable:
+                        return  # the run's end counts again
+                await asyncio.sleep(COUNT_EVERY)
         finally:
-            run.counting = None
+            if run.counting is me:
+                run.counting = None
 
     # ---- the session_meta a trace opens with ------------------------------------
 

@@ -33,9 +33,12 @@ class Run:
     lost: bool = False
     # The last event queued with publish_nowait (its failure stops the run).
     last_publish: asyncio.Future[HubEvent] | None = None
-    # A write of the trace's record count to the index is on its way.
+    # The background writer of the trace's record count to the index
+    # (``Recorder.count_soon``), whether a newer count waits for it, and the
+    # lock that keeps its write and the final one in order.
     counting: asyncio.Task[None] | None = None
     count_dirty: bool = False
+    count_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property
     def session_id(self) -> str:

@@ -88,7 +88,10 @@ class RunTasks:
             if run.record.message_count == 0:
                 await self._confirm_lease(run)
                 meta = message_from_dict(self.recorder.session_meta(run.record))
-                await self.recorder.record(run, meta)
+                # Counted in the background, as every record of the run is:
+                # not a round trip before the run's first event.
+                if self.recorder.append(run, meta):
+                    self.recorder.count_soon(run)
             for msg in inputs:
                 await self._emit(run, msg)
             await run.log.publish(

@@ -640,7 +640,12 @@ class RedisEventLog:
         keys = [self._events, self._meta, self._run, self._bodies.key]
         with unavailable_on_failure():
             while True:
-                version = await self._conn.reads.hget(self._meta, "ver")
+                # The version guards initial events against a state change
+                # they missed; with none there is nothing to guard (a Run's
+                # own subscription: a round trip less before its first event).
+                version = None
+                if initial is not None:
+                    version = await self._conn.reads.hget(self._meta, "ver")
                 bodies_ = await initial_bodies(initial)
                 result = await self._subscribe_script(
                     keys=keys,

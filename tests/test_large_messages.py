@@ -97,7 +97,8 @@ async def test_a_lone_grpc_reader_gets_every_event_of_a_large_prompt(
     assert_whole(events, prompt, len(small))
 
 
-async def test_ten_readers_each_get_every_event_of_an_8_mib_prompt(serve: Serve) -> None:
+@pytest.mark.parametrize("mib", [1, 3, 8])
+async def test_ten_readers_each_get_every_event_of_a_large_prompt(serve: Serve, mib: int) -> None:
     server = serve()
     async with AgentClient(server.grpc_address) as client:
         # A first small run makes the session and the ids to attach from.
@@ -126,7 +127,7 @@ async def test_ten_readers_each_get_every_event_of_an_8_mib_prompt(serve: Serve)
 
         watchers = [asyncio.create_task(attach(j)) for j in joined]
         await asyncio.wait_for(asyncio.gather(*(j.wait() for j in joined)), 120)
-        prompt = prompt_of(8)
+        prompt = prompt_of(mib)
         events = [event async for event in client.run(prompt, session_id=sid)]
         attached = await asyncio.wait_for(asyncio.gather(*watchers), 300)
         # How many events a session's second run has (no tool list again).
@@ -141,7 +142,7 @@ async def test_ten_readers_each_get_every_event_of_an_8_mib_prompt(serve: Serve)
         assert {e.event_id for e in events} <= {e.event_id for e in seen}
 
 
-@pytest.mark.parametrize("mib", [3, 16])
+@pytest.mark.parametrize("mib", [1, 3, 8, 16])
 async def test_the_reference_stream_and_the_dialect_carry_a_large_prompt_whole(
     serve: Serve, mib: int
 ) -> None:

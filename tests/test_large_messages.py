@@ -142,12 +142,22 @@ async def test_ten_readers_each_get_every_event_of_a_large_prompt(serve: Serve, 
         assert {e.event_id for e in events} <= {e.event_id for e in seen}
 
 
-@pytest.mark.parametrize("mib", [1, 3, 8, 16])
+# 60 MiB on Redis is in the under-load test below.
+@pytest.mark.parametrize(
+    ("mib", "backend"),
+    [(m, b) for m in (1, 3, 8, 16) for b in ("memory", "redis")] + [(60, "memory")],
+)
 async def test_the_reference_stream_and_the_dialect_carry_a_large_prompt_whole(
-    serve: Serve, mib: int
+    serve_process: Callable[..., ServeProcess],
+    mib: int,
+    backend: str,
+    request: pytest.FixtureRequest,
 ) -> None:
-    server = serve()
-    await reference_and_dialect_carry(server, prompt_of(mib))
+    args: tuple[str, ...] = ()
+    if backend == "redis":
+        redis: RedisServer = request.getfixturevalue("redis")
+        args = ("--redis-url", redis.url)
+    await reference_and_dialect_carry(serve_process(*args), prompt_of(mib))
 
 
 async def reference_and_dialect_carry(server: ServeProcess, prompt: str) -> None:

@@ -14,7 +14,7 @@ from omni_grpc.engines.demo import DemoEngine
 from omni_grpc.runtime.hub import Hub
 from omni_grpc.transport.sse.app import create_app
 from omni_grpc.transport.sse.server import HttpServer
-from tests.browser.webdriver import chromium
+from tests.browser.webdriver import Browser, chromium
 
 pytestmark = pytest.mark.browser
 
@@ -86,6 +86,74 @@ async def test_the_page_streams_a_run_and_asks_for_approval(tmp_path: Path) -> N
         png = await browser.screenshot()
         assert png.startswith(b"\x89PNG")
         (tmp_path / "page.png").write_bytes(png)  # docs/ screenshots: test_layout.py
+
+
+# Holds the page's approval POST (its request or its answer) until the stream has
+# shown a decision: the two orders a real network can produce, made certain.
+HOLD_APPROVALS = """
+const send = window.fetch;
+const shown = () => new Promise((done) => {
+  const look = () => (document.querySelector('.tool .decision') ? done() : setTimeout(look, 10));
+  look();
+});
+window.fetch = async (url, init) => {
+  const approval = String(url).includes('/approvals/');
+  if (approval && %(request)s) await shown();
+  const answer = await send(url, init);
+  if (approval && !%(request)s) await shown();
+  return answer;
+};
+"""
+
+
+async def _ask(browser: Browser, url: str) -> None:
+    await browser.get(f"{url}/?access_token=browser-token")
+    await browser.js("document.getElementById('mode').value = 'ask'")
+    await browser.type("#prompt", "What is in my workspace?")
+    await browser.click("#send")
+    await browser.wait_for("return document.querySelector('.tool button.approve') !== null")
+
+
+DECISION = "const d = document.querySelector('.tool .decision'); return d && d.textContent"
+
+
+async def test_your_approval_is_yours_when_the_stream_outruns_its_answer(tmp_path: Path) -> None:
+    async with page_server(tmp_path) as (_, url), chromium() as browser:
+        await _ask(browser, url)
+        await browser.js(HOLD_APPROVALS % {"request": "false"})
+        await browser.click(".tool button.approve")
+        await browser.wait_for(
+            "return document.body.dataset.state === 'idle'"
+            " && document.querySelectorAll('.assistant').length === 2"
+        )
+        assert await browser.js(DECISION) == "allowed by you"
+
+
+async def test_a_decision_taken_elsewhere_first_is_not_labelled_yours(tmp_path: Path) -> None:
+    async with page_server(tmp_path) as (_, url), chromium() as browser:
+        await _ask(browser, url)
+        session = await browser.js("return document.body.dataset.session")
+        call = await browser.js("return document.querySelector('.tool').dataset.callId")
+        await browser.js(HOLD_APPROVALS % {"request": "true"})
+        await browser.click(".tool button.approve")  # held until the other decision shows
+        headers = {"Authorization": "Bearer browser-token"}
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30) as http:
+            r = await http.post(
+                f"/api/sessions/{session}/approvals/{call}", json={"decision": "deny"}
+            )
+            assert r.status_code == 204, r.text
+        # The page's own approve is refused as too late; the label names the run's mode.
+        label = await browser.wait_for(
+            "const d = document.querySelector('.tool .decision');"
+            " return d && !document.querySelector('.tool .ask')"
+            " && document.body.dataset.state === 'idle'"
+            " && !d.textContent.endsWith('by you') && d.textContent"
+        )
+        assert label == "denied (ask me)"
+        assert (
+            await browser.js("return document.querySelector('.tool .state').textContent")
+            == "not run"
+        )
 
 
 async def test_a_reload_rebuilds_the_session_from_history(tmp_path: Path) -> None:

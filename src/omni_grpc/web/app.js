@@ -447,19 +447,27 @@ function rememberMode(callId, mode) {
 }
 function modeOf(callId) { return modes()[callId] || null; }
 
+// Call ids whose decision this tab is sending: the server's approval_decision can
+// arrive over the stream before the POST's answer, and is still the user's own.
+const deciding = new Set();
+
+function decisionLabel(decision, id) {
+  const word = DECISION_WORDS[decision] || decision;
+  const mode = modeOf(id);
+  if (mode === "you") return word + " by you";
+  if (mode) return `${word} (${MODE_LABELS[mode] || mode})`;
+  return word;
+}
+
 function decide(card, decision, byYou) {
   const ask = card.querySelector(".ask");
   if (ask) ask.remove();
   const head = card.querySelector(".head");
   if (!head.querySelector(".decision")) {
-    let word = DECISION_WORDS[decision] || decision;
     const id = card.dataset.callId;
-    if (byYou) rememberMode(id, "you");
+    if (byYou || deciding.has(id)) rememberMode(id, "you");
     else if (liveMode && sink === logEl) rememberMode(id, liveMode);
-    const mode = modeOf(id);
-    if (mode === "you") word += " by you";
-    else if (mode) word += ` (${MODE_LABELS[mode] || mode})`;
-    head.append(el("span", "decision " + decision, word));
+    head.append(el("span", "decision " + decision, decisionLabel(decision, id)));
   }
   if (decision !== "allow") card.querySelector(".state").textContent = "not run";
   showStatus();
@@ -573,15 +581,25 @@ function askApproval(toolCall) {
     button.type = "button";
     button.onclick = async () => {
       buttons.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+      deciding.add(p.tool_call_id);
+      const modeNow = liveMode && sink === logEl ? liveMode : "";
       try {
         await api("POST", `api/sessions/${sessionId}/approvals/${encodeURIComponent(p.tool_call_id)}`, { decision });
         decide(card, decision, true);
       } catch (error) {
+        // Refused: whatever decision the stream showed meanwhile was not this tab's.
+        const shown = card.querySelector(".head .decision");
+        if (shown) {
+          rememberMode(p.tool_call_id, modeNow);
+          shown.textContent = decisionLabel(shown.classList[1], p.tool_call_id);
+        }
         buttons.querySelectorAll("button").forEach((b) => { b.disabled = false; });
         if (error.code === "approval_not_found") {
           ask.remove();
           showStatus();
         } else note("The approval was not sent: " + error.message, "error");
+      } finally {
+        deciding.delete(p.tool_call_id);
       }
     };
     buttons.append(button);

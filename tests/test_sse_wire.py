@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from conftest import MakeLog
+from hypothesis import given
+from hypothesis import strategies as st
 
 from omni_grpc.runtime.events import EventBody
 from omni_grpc.runtime.memory_log import MemoryEventLog
@@ -131,6 +133,38 @@ def test_frame_layout_follows_hono() -> None:
     assert encode_frame(b"a\nb\r\nc\rd") == b"data: a\ndata: b\ndata: c\ndata: d\n\n"
     # hono drops empty fields.
     assert encode_frame(b"x", event_id="", event="") == b"data: x\n\n"
+
+
+def _hono_frame(data: bytes, event_id: str, event: str) -> bytes:
+    """hono's writeSSE spelled out line by line: the rule the fast path keeps."""
+    lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+    out = [b"event: " + event.encode()] if event else []
+    out += [b"data: " + line for line in lines]
+    out += [b"id: " + event_id.encode()] if event_id else []
+    return b"\n".join(out) + b"\n\n"
+
+
+_SINGLE_LINE = st.text(
+    st.characters(exclude_characters="\r\n", exclude_categories=("Cs",)), max_size=12
+)
+
+
+@given(
+    data=st.lists(
+        st.sampled_from([b"a", b"{}", b"\n", b"\r", b"\r\n", b"\n\r", b" ", b"\xe2\x80\xa8"])
+    ).map(b"".join),
+    event_id=_SINGLE_LINE,
+    event=_SINGLE_LINE,
+)
+def test_any_payload_is_framed_as_hono_frames_it(data: bytes, event_id: str, event: str) -> None:
+    # Any mix of line-break styles, at either end and back to back, or none.
+    assert encode_frame(data, event_id=event_id, event=event) == _hono_frame(data, event_id, event)
+
+
+def test_a_large_single_line_payload_is_framed_whole() -> None:
+    data = b'{"text":"' + b"p" * (16 << 20) + b'"}'
+    frame = encode_frame(data, event_id="e-1")
+    assert frame == b"data: " + data + b"\nid: e-1\n\n"
 
 
 def test_fields_with_line_breaks_are_refused() -> None:

@@ -39,15 +39,21 @@ def encode_frame(data: bytes, *, event_id: str | None = None, event: str | None 
     Empty ``event`` or ``event_id`` write no line, as in hono (which drops
     falsy fields).
     """
-    parts: list[bytes] = []
+    head = b""
     if event:
         _check_field("event", event)
-        parts.append(b"event: " + event.encode())
-    parts.extend(b"data: " + line for line in _LINE_BREAK.split(data))
+        head = b"event: " + event.encode() + b"\n"
+    tail = b"\n\n"
     if event_id:
         _check_field("id", event_id)
-        parts.append(b"id: " + event_id.encode())
-    return b"\n".join(parts) + b"\n\n"
+        tail = b"\nid: " + event_id.encode() + b"\n\n"
+    # Compact JSON escapes its line breaks, so the split is almost never
+    # needed: two byte searches (memchr) instead of a regex pass, and one copy
+    # of the payload, which for a message of many MiB sent to many readers was
+    # most of the stream's CPU.
+    if b"\n" in data or b"\r" in data:
+        data = b"\ndata: ".join(_LINE_BREAK.split(data))
+    return b"".join((head, b"data: ", data, tail))
 
 
 def _check_field(name: str, value: str) -> None:

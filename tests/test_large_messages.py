@@ -97,7 +97,7 @@ async def test_a_lone_grpc_reader_gets_every_event_of_a_large_prompt(
     assert_whole(events, prompt, len(small))
 
 
-@pytest.mark.parametrize("mib", [1, 3, 8])
+@pytest.mark.parametrize("mib", [1, 3, 8, 16])
 async def test_ten_readers_each_get_every_event_of_a_large_prompt(serve: Serve, mib: int) -> None:
     server = serve()
     async with AgentClient(server.grpc_address) as client:
@@ -191,6 +191,39 @@ async def reference_and_dialect_carry(server: ServeProcess, prompt: str) -> None
     said = "".join(e.data["delta"] for e in dialect if e.event is DialectEventName.MESSAGE)
     thought = "".join(e.data["text"] for e in dialect if e.event is DialectEventName.THOUGHT)
     assert repr(prompt) in said and repr(prompt) in thought
+
+
+async def test_ten_reference_readers_each_get_a_16_mib_task_whole(serve: Serve) -> None:
+    server = serve()
+    prompt = prompt_of(16)
+    base = f"http://{server.http_address}"
+    async with httpx.AsyncClient(base_url=base, timeout=300) as http:
+        created = await http.post("/api/sessions", json={})
+        sid = created.json()["session"]["sessionId"]
+        connected = [asyncio.Event() for _ in range(10)]
+
+        async def watch(connected: asyncio.Event) -> list[Any]:
+            seen: list[Any] = []
+            async for item in read_reference(http, f"/api/sessions/{sid}/stream", until_idle=True):
+                seen.append(item)
+                connected.set()
+            return seen
+
+        watchers = [asyncio.create_task(watch(c)) for c in connected]
+        await asyncio.wait_for(asyncio.gather(*(c.wait() for c in connected)), 60)
+        started = await http.post(f"/api/sessions/{sid}/tasks", json={"prompt": prompt})
+        assert started.status_code == 202, started.text
+        views = await asyncio.wait_for(asyncio.gather(*watchers), 300)
+    for seen in views:
+        assert "resync_required" not in [item.server_event_kind for item in seen]
+        assert len([i for i in seen if i.message is not None and repr(prompt) in i.data]) >= 2
+    # The session was new: every message any reader saw is the task's, and all
+    # ten saw the same ones, in the same order, under the same ids.
+    messages = [[i.event_id for i in seen if i.message is not None] for seen in views]
+    assert messages[0] and all(ids == messages[0] for ids in messages)
+    seqs = [parse_event_id(event_id) for event_id in messages[0]]
+    assert all(s is not None for s in seqs)
+    assert [s[1] for s in seqs if s] == sorted({s[1] for s in seqs if s})
 
 
 async def test_60_mib_on_redis_under_load_reaches_every_transport_whole(

@@ -103,6 +103,11 @@ CASES = [
             for name in ("grpc", r"connect\+proto", r"connect\+json", "grpc-web", "grpc-web-text")
         ],
     ),
+    (
+        "large_sse.py",  # a real server, reference SSE readers of one large task
+        ["--mib", "0.25", "--readers", "2", "--rounds", "1"],
+        [rf"\| this tree \| {NUMBER} \({NUMBER}-{NUMBER}\) \| {NUMBER} \({NUMBER}-{NUMBER}\) \|"],
+    ),
     # Needs redis-server and half a minute of owner-loss waits: its imports only.
     ("scale_out.py", ["--help"], [r"--rounds ROUNDS"]),
 ]

@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 from omni_grpc.runtime.events import EventBody
 from omni_grpc.runtime.memory_log import MemoryEventLog
 from omni_grpc.transport.sse.stream import event_frames
-from omni_grpc.transport.sse.wire import PING, SSE_HEADERS, encode_frame
+from omni_grpc.transport.sse.wire import (
+    PASS_THROUGH_FROM,
+    PING,
+    SSE_HEADERS,
+    encode_frame,
+    frame_parts,
+)
 from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
 
 CONFORMANCE = Path(__file__).parent / "conformance"
@@ -165,6 +171,16 @@ def test_a_large_single_line_payload_is_framed_whole() -> None:
     data = b'{"text":"' + b"p" * (16 << 20) + b'"}'
     frame = encode_frame(data, event_id="e-1")
     assert frame == b"data: " + data + b"\nid: e-1\n\n"
+
+
+def test_a_large_single_line_payload_goes_out_as_itself() -> None:
+    data = b'{"text":"' + b"p" * PASS_THROUGH_FROM + b'"}'
+    head, payload, tail = frame_parts(data, event_id="e-1", event="server_event")
+    assert payload is data  # every reader sends the event's own bytes, not a copy
+    assert head + payload + tail == encode_frame(data, event_id="e-1", event="server_event")
+    # With a line break in it, the payload is split as hono splits it: one piece.
+    broken = data[:100] + b"\n" + data[100:]
+    assert frame_parts(broken) == (_hono_frame(broken, "", ""),)
 
 
 def test_fields_with_line_breaks_are_refused() -> None:

@@ -11,14 +11,8 @@ from omni_grpc.transport.sse.wire import (
     DEFAULT_HEARTBEAT_SECONDS,
     PING,
     SERVER_EVENT,
-    encode_frame,
+    frame_parts,
 )
-
-
-def frame_for(event: HubEvent) -> bytes:
-    """Messages go unnamed; control events as ``event: server_event``."""
-    name = None if event.body.is_message else SERVER_EVENT  # nothing decoded to tell
-    return encode_frame(event.data, event_id=event.event_id, event=name)
 
 
 async def paced(
@@ -61,10 +55,20 @@ async def paced(
 async def event_frames(
     subscription: Subscription, *, heartbeat: float | None = DEFAULT_HEARTBEAT_SECONDS
 ) -> AsyncGenerator[bytes, None]:
-    """The reference stream: one frame per event, ``: ping`` as the heartbeat."""
+    """The reference stream: one frame per event, ``: ping`` as the heartbeat.
+
+    A frame with a large payload comes in pieces (``wire.frame_parts``), its
+    payload being the event's own bytes, shared by every reader.
+    """
     events = paced(subscription, heartbeat)
     try:
         async for event in events:
-            yield PING if event is None else frame_for(event)
+            if event is None:
+                yield PING
+                continue
+            # Messages go unnamed; control events as ``event: server_event``.
+            name = None if event.body.is_message else SERVER_EVENT  # nothing decoded to tell
+            for part in frame_parts(event.data, event_id=event.event_id, event=name):
+                yield part
     finally:
         await events.aclose()

@@ -6,7 +6,8 @@ a new session, posts one task whose prompt of ``mib`` MiB the demo echoes in
 its thinking and its answer, and reads every stream to the task's end. Each
 reader must see both echoes and no ``resync_required``. The figure is the
 server's CPU time (user + system, /proc) from the post to the last reader's
-end, and the wall time; with ``--baseline-src`` a server from another tree's
+end, the wall time, and its peak RSS (``VmHWM``) over its RSS before the
+task, in MiB and per prompt MiB; with ``--baseline-src`` a server from another tree's
 ``src/`` runs the same round just before ("before" → "after", rounds
 alternating), and the ratio is after / before per round (median and range).
 The readers share this process, so wall time includes their parsing.
@@ -53,7 +54,14 @@ def start(data_dir: Path, src: str | None) -> tuple[subprocess.Popen[str], str]:
     raise RuntimeError(f"serve exited: {proc.wait()}")
 
 
-async def one_round(pid: int, base: str, prompt: str, readers: int) -> tuple[float, float]:
+def rss_mib(pid: int, field: str) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} for {pid}")
+
+
+async def one_round(pid: int, base: str, prompt: str, readers: int) -> tuple[float, float, float]:
     async with httpx.AsyncClient(base_url=base, timeout=600) as http:
         created = await http.post("/api/sessions", json={})
         sid = created.json()["session"]["sessionId"]
@@ -71,12 +79,12 @@ async def one_round(pid: int, base: str, prompt: str, readers: int) -> tuple[flo
 
         watchers = [asyncio.create_task(watch(c)) for c in connected]
         await asyncio.gather(*(c.wait() for c in connected))
-        cpu, wall = cpu_seconds(pid), time.perf_counter()
+        rss, cpu, wall = rss_mib(pid, "VmRSS"), cpu_seconds(pid), time.perf_counter()
         posted = await http.post(f"/api/sessions/{sid}/tasks", json={"prompt": prompt})
         if posted.status_code != 202:
             raise SystemExit(f"task refused: {posted.status_code} {posted.text}")
         await asyncio.gather(*watchers)
-        return cpu_seconds(pid) - cpu, time.perf_counter() - wall
+        return cpu_seconds(pid) - cpu, time.perf_counter() - wall, rss_mib(pid, "VmHWM") - rss
 
 
 def spread(values: list[float]) -> str:
@@ -92,7 +100,7 @@ async def main() -> None:
     args = parser.parse_args()
     trees = [("before", args.baseline_src), ("after", None)] if args.baseline_src else [("", None)]
     prompt = "p" * int(args.mib * MiB)
-    figures: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in trees}
+    figures: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _ in trees}
     with tempfile.TemporaryDirectory() as tmp:
         for n in range(args.rounds):
             for name, src in trees:
@@ -103,11 +111,17 @@ async def main() -> None:
                     proc.terminate()
                     proc.wait(30)
     print(f"{args.mib:g} MiB prompt, {args.readers} reference SSE readers, {args.rounds} rounds")
-    print("| tree | server CPU s (median, range) | wall s (median, range) |")
-    print("|---|---:|---:|")
+    print(
+        "| tree | server CPU s (median, range) | wall s (median, range) "
+        "| peak RSS growth MiB (median, range) | growth / prompt |"
+    )
+    print("|---|---:|---:|---:|---:|")
     for name, rows in figures.items():
-        cpu, wall = [r[0] for r in rows], [r[1] for r in rows]
-        print(f"| {name or 'this tree'} | {spread(cpu)} | {spread(wall)} |")
+        cpu, wall, peak = ([r[i] for r in rows] for i in range(3))
+        print(
+            f"| {name or 'this tree'} | {spread(cpu)} | {spread(wall)} | {spread(peak)} "
+            f"| {statistics.median(peak) / args.mib:.1f}x |"
+        )
     if args.baseline_src:
         ratios = [a[0] / b[0] for a, b in zip(figures["after"], figures["before"], strict=True)]
         print(

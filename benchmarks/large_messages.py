@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -94,19 +96,27 @@ async def one_case(server: Proc, mib: int, readers: int) -> tuple[float, float]:
     return base, rss_kib(server.process.pid, "VmHWM") / 1024
 
 
-def start_tree_serve(data_dir: Path, src: str | None, flags: list[str]) -> Proc:
-    """A server from this tree, or (``src``) from another tree's sources."""
+@contextlib.contextmanager
+def python_path(src: str | None) -> Iterator[None]:
+    """Servers started inside run another tree's sources (``src``), if given."""
     if src is None:
-        return start_serve(data_dir, *flags)
+        yield
+        return
     before = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = src
     try:
-        return start_serve(data_dir, *flags)
+        yield
     finally:
         if before is None:
             del os.environ["PYTHONPATH"]
         else:
             os.environ["PYTHONPATH"] = before
+
+
+def start_tree_serve(data_dir: Path, src: str | None, flags: list[str]) -> Proc:
+    """A server from this tree, or (``src``) from another tree's sources."""
+    with python_path(src):
+        return start_serve(data_dir, *flags)
 
 
 async def main() -> None:

@@ -20,45 +20,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import re
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
-from _common import cpu_seconds  # benchmarks/_common.py, beside this file
+from _common import cpu_seconds  # the modules beside this file
+from large_messages import python_path, rss_kib
+from soak import start, stop
 
 from omni_grpc.client.sse import read_reference
 
 MiB = 1 << 20
-
-
-def start(data_dir: Path, src: str | None) -> tuple[subprocess.Popen[str], str]:
-    env = dict(os.environ)
-    if src is not None:
-        env["PYTHONPATH"] = src
-    cmd = [sys.executable, "-m", "omni_grpc", "serve", "--grpc-port", "0", "--http-port", "0",
-           "--data-dir", str(data_dir), "--no-metrics"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
-    assert proc.stdout is not None
-    address = None
-    for line in proc.stdout:
-        if match := re.search(r"HTTP/SSE on (http://\S+?)/? ", line):
-            address = match.group(1)
-        if line.strip() == "omni-grpc ready" and address is not None:
-            return proc, address
-    raise RuntimeError(f"serve exited: {proc.wait()}")
-
-
-def rss_mib(pid: int, field: str) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no {field} for {pid}")
 
 
 async def one_round(pid: int, base: str, prompt: str, readers: int) -> tuple[float, float, float]:
@@ -79,12 +53,13 @@ async def one_round(pid: int, base: str, prompt: str, readers: int) -> tuple[flo
 
         watchers = [asyncio.create_task(watch(c)) for c in connected]
         await asyncio.gather(*(c.wait() for c in connected))
-        rss, cpu, wall = rss_mib(pid, "VmRSS"), cpu_seconds(pid), time.perf_counter()
+        rss, cpu, wall = rss_kib(pid, "VmRSS"), cpu_seconds(pid), time.perf_counter()
         posted = await http.post(f"/api/sessions/{sid}/tasks", json={"prompt": prompt})
         if posted.status_code != 202:
             raise SystemExit(f"task refused: {posted.status_code} {posted.text}")
         await asyncio.gather(*watchers)
-        return cpu_seconds(pid) - cpu, time.perf_counter() - wall, rss_mib(pid, "VmHWM") - rss
+        peak = (rss_kib(pid, "VmHWM") - rss) / 1024
+        return cpu_seconds(pid) - cpu, time.perf_counter() - wall, peak
 
 
 def spread(values: list[float]) -> str:
@@ -104,12 +79,13 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for n in range(args.rounds):
             for name, src in trees:
-                proc, base = start(Path(tmp) / f"{name}-{n}", src)
+                with python_path(src):
+                    served = start(Path(tmp) / f"{name}-{n}", "--no-metrics")
                 try:
-                    figures[name].append(await one_round(proc.pid, base, prompt, args.readers))
+                    one = await one_round(served.proc.pid, served.http, prompt, args.readers)
+                    figures[name].append(one)
                 finally:
-                    proc.terminate()
-                    proc.wait(30)
+                    stop(served)
     print(f"{args.mib:g} MiB prompt, {args.readers} reference SSE readers, {args.rounds} rounds")
     print(
         "| tree | server CPU s (median, range) | wall s (median, range) "

@@ -446,6 +446,9 @@ function rememberMode(callId, mode) {
   try { sessionStorage.setItem(modeKey(), JSON.stringify(known)); } catch (_) { /* storage full or off */ }
 }
 function modeOf(callId) { return modes()[callId] || null; }
+// The approval mode a decision shown now was made under: known only for a run
+// this page started and is showing live.
+function modeOfThisRun() { return liveMode && sink === logEl ? liveMode : null; }
 
 // Call ids whose decision this tab is sending: the server's approval_decision can
 // arrive over the stream before the POST's answer, and is still the user's own.
@@ -466,7 +469,7 @@ function decide(card, decision, byYou) {
   if (!head.querySelector(".decision")) {
     const id = card.dataset.callId;
     if (byYou || deciding.has(id)) rememberMode(id, "you");
-    else if (liveMode && sink === logEl) rememberMode(id, liveMode);
+    else if (modeOfThisRun()) rememberMode(id, modeOfThisRun());
     head.append(el("span", "decision " + decision, decisionLabel(decision, id)));
   }
   if (decision !== "allow") card.querySelector(".state").textContent = "not run";
@@ -582,7 +585,7 @@ function askApproval(toolCall) {
     button.onclick = async () => {
       buttons.querySelectorAll("button").forEach((b) => { b.disabled = true; });
       deciding.add(p.tool_call_id);
-      const modeNow = liveMode && sink === logEl ? liveMode : "";
+      const modeNow = modeOfThisRun() || "";
       try {
         await api("POST", `api/sessions/${sessionId}/approvals/${encodeURIComponent(p.tool_call_id)}`, { decision });
         decide(card, decision, true);

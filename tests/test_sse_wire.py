@@ -155,29 +155,34 @@ _SINGLE_LINE = st.text(
 )
 
 
+_LARGE = b"p" * PASS_THROUGH_FROM
+
+
 @given(
     data=st.lists(
         st.sampled_from([b"a", b"{}", b"\n", b"\r", b"\r\n", b"\n\r", b" ", b"\xe2\x80\xa8"])
     ).map(b"".join),
+    large=st.booleans(),
     event_id=_SINGLE_LINE,
     event=_SINGLE_LINE,
 )
-def test_any_payload_is_framed_as_hono_frames_it(data: bytes, event_id: str, event: str) -> None:
-    # Any mix of line-break styles, at either end and back to back, or none.
-    assert encode_frame(data, event_id=event_id, event=event) == _hono_frame(data, event_id, event)
-
-
-def test_a_large_single_line_payload_is_framed_whole() -> None:
-    data = b'{"text":"' + b"p" * (16 << 20) + b'"}'
-    frame = encode_frame(data, event_id="e-1")
-    assert frame == b"data: " + data + b"\nid: e-1\n\n"
+def test_any_payload_is_framed_as_hono_frames_it(
+    data: bytes, large: bool, event_id: str, event: str
+) -> None:
+    # Any mix of line-break styles, at either end and back to back, or none;
+    # small, or past the size that goes out in pieces.
+    if large:
+        data += _LARGE
+    expected = _hono_frame(data, event_id, event)
+    assert encode_frame(data, event_id=event_id, event=event) == expected
+    assert b"".join(frame_parts(data, event_id=event_id, event=event)) == expected
 
 
 def test_a_large_single_line_payload_goes_out_as_itself() -> None:
-    data = b'{"text":"' + b"p" * PASS_THROUGH_FROM + b'"}'
+    data = b'{"text":"' + b"p" * (16 << 20) + b'"}'
     head, payload, tail = frame_parts(data, event_id="e-1", event="server_event")
     assert payload is data  # every reader sends the event's own bytes, not a copy
-    assert head + payload + tail == encode_frame(data, event_id="e-1", event="server_event")
+    assert head + payload + tail == b"event: server_event\ndata: " + data + b"\nid: e-1\n\n"
     # With a line break in it, the payload is split as hono splits it: one piece.
     broken = data[:100] + b"\n" + data[100:]
     assert frame_parts(broken) == (_hono_frame(broken, "", ""),)

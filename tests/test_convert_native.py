@@ -151,6 +151,50 @@ def test_one_call_for_wire_and_text_agrees_with_two(obj: dict[str, Any]) -> None
         assert native == outcome(lambda: _message.encode_message_dict(obj))
 
 
+def string_slots(value: Any) -> list[tuple[Any, Any]]:
+    """(container, key) of every string value inside a payload, at any depth."""
+    slots: list[tuple[Any, Any]] = []
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, item in items:
+        if isinstance(item, str) and key != "type":
+            slots.append((value, key))
+        elif isinstance(item, (dict, list)):
+            slots += string_slots(item)
+    return slots
+
+
+# Where a length's varint grows a byte: the native codec writes nested
+# messages and the payload where they stand and moves them up over the room
+# the length did not need, so each length size is its own case.
+VARINT_EDGES = [0, 1, 127, 128, 16_383, 16_384, 2_097_151, 2_097_152]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(envelopes(), st.data())
+def test_a_string_of_any_length_size_agrees_at_any_depth(
+    obj: dict[str, Any], data: st.DataObject
+) -> None:
+    """One string anywhere in the payload (a nested message's too) grown to a
+    size where its length, or an enclosing message's, takes one more byte:
+    wire bytes and text agree with the Python codec's, by each native path."""
+    assert NATIVE is not None
+    payload = obj.get("payload")
+    slots = string_slots(payload) if isinstance(payload, dict) else []
+    if slots:
+        container, key = data.draw(st.sampled_from(slots))
+        size = max(0, data.draw(st.sampled_from(VARINT_EDGES)) + data.draw(st.integers(-12, 0)))
+        container[key] = data.draw(st.sampled_from(["a", "é", "\n", "\\"])) * size
+    line = jt.dump_value(obj).encode()
+    both_parse(line)
+    native = outcome(lambda: _message.encode_message_dict(obj))
+    with pure():
+        assert native == outcome(lambda: _message.encode_message_dict(obj))
+    wire_only = NATIVE.encode(obj)
+    if wire_only is not None:
+        assert NATIVE.encode_with_text(obj) == (wire_only, NATIVE.decode_text(wire_only))
+        assert NATIVE.encode_text(line) in (None, wire_only)
+
+
 @PROFILE
 @given(envelopes(), st.data())
 def test_lines_with_a_wrong_value_agree(obj: dict[str, Any], data: st.DataObject) -> None:

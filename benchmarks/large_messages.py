@@ -15,6 +15,11 @@ own memory is not counted.
 ``--baseline-src``: each case also runs on a server from another tree's
 ``src/`` (before → after in one run, the baseline first), each on a fresh
 server and a fresh session.
+
+``--timeline``: the server's RSS is also sampled every 2 ms during the large
+run, and a second table gives, for each message of 1 MiB or more the run
+reader got, the highest growth between the previous such message's arrival
+and its own: what the server held while producing and sending that one.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ import contextlib
 import os
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,8 +69,47 @@ def echoed(events: list[StreamEvent], prompt: str) -> int:
     return out
 
 
-async def one_case(server: Proc, mib: int, readers: int) -> tuple[float, float]:
-    """(baseline RSS, peak RSS) in MiB; raises if a reader missed anything."""
+Samples = list[tuple[float, float]]  # (seconds since the large run began, RSS MiB)
+Arrivals = list[tuple[float, str]]  # (seconds, payload arm) of each message >= 1 MiB
+
+
+@contextlib.contextmanager
+def sampled(pid: int, samples: Samples) -> Iterator[float]:
+    """Samples ``pid``'s RSS every 2 ms into ``samples`` (a thread: /proc
+    reads release the GIL) while the body runs; yields its start time."""
+    started = time.perf_counter()
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.002):
+            samples.append((time.perf_counter() - started, rss_kib(pid, "VmRSS") / 1024))
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield started
+    finally:
+        done.set()
+        thread.join()
+
+
+def in_flight(samples: Samples, arrivals: Arrivals, base: float) -> list[tuple[str, float]]:
+    """Per large message: the highest RSS growth over the baseline since the
+    previous one arrived (0 if RSS never rose above it meanwhile)."""
+    out = []
+    since = 0.0
+    for at, arm in arrivals:
+        window = [rss for t, rss in samples if since <= t <= at]
+        out.append((arm, max([base, *window]) - base))
+        since = at
+    return out
+
+
+async def one_case(
+    server: Proc, mib: int, readers: int, samples: Samples, arrivals: Arrivals
+) -> tuple[float, float]:
+    """(baseline RSS, peak RSS) in MiB; raises if a reader missed anything.
+    RSS samples and large arrivals of the run are appended to the lists."""
     prompt = "p" * (mib * MiB)
     async with AgentClient(server.address) as client:
         small = client.run("hi")
@@ -87,7 +133,13 @@ async def one_case(server: Proc, mib: int, readers: int) -> tuple[float, float]:
 
         watchers = [asyncio.create_task(attach(j)) for j in joined]
         await asyncio.gather(*(j.wait() for j in joined))
-        run = [e async for e in client.run(prompt, session_id=sid)]
+        with sampled(server.process.pid, samples) as started:
+            run = []
+            async for event in client.run(prompt, session_id=sid):
+                run.append(event)
+                if event.message is not None and event.message.ByteSize() >= MiB:
+                    arm = event.message.WhichOneof("payload") or "?"
+                    arrivals.append((time.perf_counter() - started, arm))
         seen = [run, *await asyncio.gather(*watchers)]
     for events in seen:
         kinds = [e.kind for e in events]
@@ -128,6 +180,9 @@ async def main() -> None:
         "--also", default="60x1", help="more [BACKEND:]MIBxREADERS cases (memory by default)"
     )
     parser.add_argument("--baseline-src", help="another tree's src/ for a 'before' server")
+    parser.add_argument(
+        "--timeline", action="store_true", help="also the growth while each large message is sent"
+    )
     args = parser.parse_args()
     trees = [("before", args.baseline_src), ("after", None)] if args.baseline_src else [("", None)]
     cases = [
@@ -146,6 +201,7 @@ async def main() -> None:
         "| growth MiB | growth / window | growth / message |"
     )
     print(f"{tree_column[1]}|---|---:|---:|---:|---:|---:|---:|---:|")
+    flights: list[tuple[tuple[str, str, int, int], list[tuple[str, float]]]] = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         redis = None
@@ -161,10 +217,14 @@ async def main() -> None:
                 for tree, src in trees:
                     n += 1
                     server = start_tree_serve(root / f"serve-{n}", src, flags)
+                    samples: Samples = []
+                    arrivals: Arrivals = []
                     try:
-                        base, peak = await one_case(server, mib, readers)
+                        base, peak = await one_case(server, mib, readers, samples, arrivals)
                     finally:
                         server.stop()
+                    flight = in_flight(samples, arrivals, base)
+                    flights.append(((tree, backend, mib, readers), flight))
                     growth = peak - base
                     print(
                         f"{f'| {tree} ' if tree else ''}| {backend} | {mib} | {readers} "
@@ -176,6 +236,18 @@ async def main() -> None:
             if redis is not None:
                 redis[0].terminate()
                 redis[0].wait()
+    if args.timeline:
+        print(
+            f"\n{tree_column[0]}| backend | prompt MiB | readers | message "
+            "| growth MiB in flight | growth / message |"
+        )
+        print(f"{tree_column[1]}|---|---:|---:|---|---:|---:|")
+        for (tree, backend, mib, readers), flight in flights:
+            for arm, growth in flight:
+                print(
+                    f"{f'| {tree} ' if tree else ''}| {backend} | {mib} | {readers} | {arm} "
+                    f"| {growth:.0f} | {growth / mib:.1f}x |"
+                )
 
 
 if __name__ == "__main__":

@@ -104,6 +104,14 @@ CASES = [
         ],
     ),
     (
+        "large_messages.py",  # a real server, one large run, RSS sampled while it is sent
+        ["--sizes", "1", "--readers", "2", "--backends", "memory", "--also", "", "--timeline"],
+        [
+            rf"\| memory \| 1 \| 2 \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER}x \|",
+            rf"\| memory \| 1 \| 2 \| thinking \| {NUMBER} \| {NUMBER}x \|",
+        ],
+    ),
+    (
         "large_sse.py",  # a real server, reference SSE readers of one large task
         ["--mib", "0.25", "--readers", "2", "--rounds", "1"],
         [rf"\| this tree(?: \| {NUMBER} \({NUMBER}-{NUMBER}\)){{3}} \| {NUMBER}x \|"],

@@ -57,23 +57,32 @@ def replicas(
     return start
 
 
-_channels: dict[str, grpc.aio.Channel] = {}
+# One channel per replica and event loop. Keyed by the loop as well: other
+# modules use stub() without this module's closing fixture, so a channel of a
+# test whose loop has closed may still be here, and a later replica can come
+# up on the same port; it must get a channel of its own loop, not that one.
+_channels: dict[tuple[asyncio.AbstractEventLoop, str], grpc.aio.Channel] = {}
 
 
 def stub(server: ServeProcess) -> agent_service_pb2_grpc.AgentServiceStub:
-    """A stub on one channel per replica (closed after each test)."""
-    channel = _channels.get(server.grpc_address)
+    """A stub on one channel per replica (closed after each test of this
+    module; another module's are dropped once their loop has closed)."""
+    loop = asyncio.get_running_loop()
+    for key in [key for key in _channels if key[0].is_closed()]:
+        del _channels[key]  # its loop is gone: it can be neither used nor closed
+    channel = _channels.get((loop, server.grpc_address))
     if channel is None:
-        channel = _channels[server.grpc_address] = grpc.aio.insecure_channel(server.grpc_address)
+        channel = grpc.aio.insecure_channel(server.grpc_address)
+        _channels[loop, server.grpc_address] = channel
     return agent_service_pb2_grpc.AgentServiceStub(channel)
 
 
 @pytest.fixture(autouse=True)
 async def _close_channels() -> AsyncIterator[None]:
     yield
-    for channel in _channels.values():
-        await channel.close()
-    _channels.clear()
+    loop = asyncio.get_running_loop()
+    for key in [key for key in _channels if key[0] is loop]:
+        await _channels.pop(key).close()
 
 
 def is_idle_end(response: pb.RunResponse | pb.AttachResponse) -> bool:

@@ -163,9 +163,9 @@ def string_slots(value: Any) -> list[tuple[Any, Any]]:
     return slots
 
 
-# Where a length's varint grows a byte: the native codec writes nested
-# messages and the payload where they stand and moves them up over the room
-# the length did not need, so each length size is its own case.
+# Where a length's varint grows a byte: the native codec writes the length
+# of every nested message and of the payload itself, so each length size, at
+# each depth, is its own case.
 VARINT_EDGES = [0, 1, 127, 128, 16_383, 16_384, 2_097_151, 2_097_152]
 
 

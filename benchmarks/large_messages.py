@@ -106,10 +106,10 @@ def in_flight(samples: Samples, arrivals: Arrivals, base: float) -> list[tuple[s
 
 
 async def one_case(
-    server: Proc, mib: int, readers: int, samples: Samples, arrivals: Arrivals
-) -> tuple[float, float]:
-    """(baseline RSS, peak RSS) in MiB; raises if a reader missed anything.
-    RSS samples and large arrivals of the run are appended to the lists."""
+    server: Proc, mib: int, readers: int, timeline: bool
+) -> tuple[float, float, list[tuple[str, float]]]:
+    """(baseline RSS, peak RSS) in MiB and, with ``timeline``, the growth in
+    flight per large message (``in_flight``); raises if a reader missed anything."""
     prompt = "p" * (mib * MiB)
     async with AgentClient(server.address) as client:
         small = client.run("hi")
@@ -133,19 +133,24 @@ async def one_case(
 
         watchers = [asyncio.create_task(attach(j)) for j in joined]
         await asyncio.gather(*(j.wait() for j in joined))
-        with sampled(server.process.pid, samples) as started:
+        samples: Samples = []
+        arrivals: Arrivals = []
+        watch = sampled(server.process.pid, samples) if timeline else contextlib.nullcontext(0.0)
+        with watch as started:
             run = []
             async for event in client.run(prompt, session_id=sid):
                 run.append(event)
-                if event.message is not None and event.message.ByteSize() >= MiB:
-                    arm = event.message.WhichOneof("payload") or "?"
+                message = event.message
+                if timeline and message is not None and message.ByteSize() >= MiB:
+                    arm = message.WhichOneof("payload") or "?"
                     arrivals.append((time.perf_counter() - started, arm))
         seen = [run, *await asyncio.gather(*watchers)]
     for events in seen:
         kinds = [e.kind for e in events]
         if "@resync_required" in kinds or echoed(events, prompt) != 2:
             raise RuntimeError(f"{mib} MiB x {readers}: a reader missed events: {kinds[:20]}")
-    return base, rss_kib(server.process.pid, "VmHWM") / 1024
+    peak = rss_kib(server.process.pid, "VmHWM") / 1024
+    return base, peak, in_flight(samples, arrivals, base)
 
 
 @contextlib.contextmanager
@@ -217,13 +222,10 @@ async def main() -> None:
                 for tree, src in trees:
                     n += 1
                     server = start_tree_serve(root / f"serve-{n}", src, flags)
-                    samples: Samples = []
-                    arrivals: Arrivals = []
                     try:
-                        base, peak = await one_case(server, mib, readers, samples, arrivals)
+                        base, peak, flight = await one_case(server, mib, readers, args.timeline)
                     finally:
                         server.stop()
-                    flight = in_flight(samples, arrivals, base)
                     flights.append(((tree, backend, mib, readers), flight))
                     growth = peak - base
                     print(

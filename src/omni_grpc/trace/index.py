@@ -531,10 +531,11 @@ class IndexAppender:
             entry = b""
             if scan.feed(msg):
                 entry = Unit(old.records, line_start, zlib.crc32(record), scan.unit_prior).pack()
-            written = record + b"\n"
+            # The last _TAIL bytes written (the record's end and its newline),
+            # without joining a copy of a record that may be megabytes.
             tail = (
-                zlib.crc32(written[-_TAIL:])
-                if len(written) >= _TAIL
+                zlib.crc32(b"\n", zlib.crc32(memoryview(record)[1 - _TAIL :]))
+                if len(record) + 1 >= _TAIL
                 else _tail_crc(shard_fd, after)
             )
             shard_st = os.fstat(shard_fd)

@@ -78,9 +78,11 @@ def iter_blocks(
         cut = chunk.rfind(b"\n") + 1
         if cut:
             data = b"".join([*parts, chunk[:cut]]) if parts else chunk[:cut]
+            # The pieces of a long line go before it is handed on, not after:
+            # a multi-megabyte line is held once, not twice.
+            parts, held = ([chunk[cut:]], len(chunk) - cut) if cut < len(chunk) else ([], 0)
             yield Block(number, data)
             number += data.count(b"\n")
-            parts, held = ([chunk[cut:]], len(chunk) - cut) if cut < len(chunk) else ([], 0)
         else:
             parts.append(chunk)
             held += len(chunk)

@@ -229,18 +229,21 @@ class UnitScan:
         if self.in_compaction:
             self._touch(ms)
             return False
+        # Read once: each read of a protobuf string field builds a new str, and
+        # the text may be megabytes.
+        text = p.text
         if p.role == omni_pb2.ROLE_USER:
-            if p.text.startswith(_SUMMARY_PREFIXES):
+            if text.startswith(_SUMMARY_PREFIXES):
                 self._touch(ms)
                 return False
-            if _STEERING.match(p.text):
+            if _STEERING.match(text):
                 self._touch(ms)
                 self.prompt_run = False
                 self.steering_open = True
                 return False
             return self._prompt(ms)
         self._touch(ms)
-        if p.text.strip():
+        if _has_words(text):
             if self.task is not None:
                 self.task.drew_stats = True
             self.prompt_run = False
@@ -254,7 +257,7 @@ class UnitScan:
 
     def _on_thinking(self, p: Any, ms: int | None) -> bool:
         self._touch(ms)
-        if not self.in_compaction and p.thinking.strip():
+        if not self.in_compaction and _has_words(p.thinking):
             self.prompt_run = False
         return False
 
@@ -349,3 +352,8 @@ def _millis(timestamp: str) -> int | None:
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _has_words(text: str) -> bool:
+    """``text.strip()`` is not empty, without building the stripped copy."""
+    return bool(text) and not text.isspace()

@@ -27,26 +27,53 @@ def kept(data: bytes) -> bytes:
     return memoryview(data).tobytes()
 
 
+# Wire bytes past which a published body does not keep its decoded message.
+# A large message is sent as its wire bytes (gRPC) or its text (SSE); the
+# object beside them was one more copy of it, held for as long as any reader
+# was still sending it. A reader that needs the object (the dialect, A2A)
+# decodes it from the wire bytes, once per event (``HubEvent.message``).
+# Small ones keep it: decoding each again would cost more than they weigh.
+DECODED_UP_TO = 64 * 1024
+
+
 def message_body(
     msg: omni_pb2.OmniMessage, abort_kind: AbortKind | None = None, wire: bytes | None = None
 ) -> EventBody:
     """``wire``: ``msg``'s wire bytes, when the caller has them."""
     wire, text = encode_message(msg, wire)
-    return EventBody(msg, None, text, abort_kind=abort_kind, wire=wire)
+    return _body(msg, wire, text, abort_kind)
 
 
 def engine_message(item: Mapping[str, Any]) -> tuple[omni_pb2.OmniMessage, EventBody]:
     """An engine's message dict, decoded once and encoded once: the message
-    (the hub reads it) and the body every transport sends."""
+    (the hub reads it while it records and publishes it) and the body every
+    transport sends."""
     msg, wire, text = encode_message_dict(item)
-    return msg, EventBody(msg, None, text, wire=wire)
+    return msg, _body(msg, wire, text)
+
+
+def _body(
+    msg: omni_pb2.OmniMessage, wire: bytes, text: bytes, abort_kind: AbortKind | None = None
+) -> EventBody:
+    if len(wire) <= DECODED_UP_TO:
+        return EventBody(msg, None, text, abort_kind=abort_kind, wire=wire)
+    arm = msg.WhichOneof("payload") or ""
+    return EventBody(None, None, text, abort_kind=abort_kind, encoded="message", wire=wire, arm=arm)
 
 
 def with_abort_kind(body: EventBody, kind: AbortKind | None) -> EventBody:
     if kind is None:
         return body
     return EventBody(
-        body.message, None, body.data, body.failure, kind, body.encoded, body.wire, body.counted
+        body.message,
+        None,
+        body.data,
+        body.failure,
+        kind,
+        body.encoded,
+        body.wire,
+        body.counted,
+        body.arm,
     )
 
 

@@ -54,6 +54,9 @@ class EventBody:
     # stored it beside the text: the back-pressure and the window read it
     # several times per event.
     counted: int = field(default=-1, compare=False, repr=False)
+    # A message body's payload arm, when its maker knew it and did not keep
+    # the message (``payload_arm`` need not decode a large one to tell).
+    arm: str | None = None
 
     @property
     def is_message(self) -> bool:
@@ -67,8 +70,27 @@ class EventBody:
             "message" if self.message is not None else "server_event"
         )
         return EventBody(
-            None, None, self.data, self.failure, self.abort_kind, encoded, counted=self.counted
+            None,
+            None,
+            self.data,
+            self.failure,
+            self.abort_kind,
+            encoded,
+            counted=self.counted,
+            arm=self.payload_arm,
         )
+
+    @property
+    def payload_arm(self) -> str | None:
+        """The message's payload arm (``""`` for none); None for a server event."""
+        if self.message is not None:
+            return self.message.WhichOneof("payload") or ""
+        if self.encoded != "message":
+            return None
+        if self.arm is not None:
+            return self.arm
+        decoded = self.decoded_message
+        return (decoded.WhichOneof("payload") or "") if decoded is not None else None
 
     @property
     def decoded_message(self) -> omni_pb2.OmniMessage | None:

@@ -351,7 +351,9 @@ class Recovery:
             return closing
         # The close is the trace's last records; its bodies carry the fragment
         # stops the trace does not keep, so they go out as they are.
-        own = [b.data for b in closing if b.message is not None and _recordable_msg(b.message)]
+        own = [
+            b.data for b in closing if (m := b.decoded_message) is not None and _recordable_msg(m)
+        ]
         engine_part = tail[: len(tail) - len(own)]
         if [serialize_message(m) for m in tail[len(engine_part) :]] != own:
             engine_part, closing = tail, []  # not the close we wrote: the trace's as it is

@@ -117,8 +117,7 @@ def _bumps_state(body: EventBody) -> bool:
     """Events after which a new subscriber's initial events may differ."""
     if not body.is_message:
         return True
-    message = body.decoded_message
-    return message is not None and message.WhichOneof("payload") == "approval_decision"
+    return body.payload_arm == "approval_decision"
 
 
 def encode_proto(body: EventBody) -> bytes:

@@ -20,6 +20,7 @@ import os
 import secrets
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from omni_grpc.engines.base import AbortSignal, Engine, RetriesRequests
@@ -355,7 +356,10 @@ class Hub:
         lease = claim.lease  # as last renewed
         broker = ApprovalBroker(session_id, self.limits.approval_wait)
         run = Run(record, lease, event_log, AbortSignal(), broker)
-        self.tasks.start(run, [stamped(m) for m in request.input], request)
+        # The task owns its input from here, and lets each message go once it
+        # is emitted: the request it keeps for its options does not hold them.
+        inputs = [stamped(m) for m in request.input]
+        self.tasks.start(run, inputs, replace(request, input=[]))
         return session_id, subscription
 
     def _check_load(self) -> None:

@@ -92,12 +92,11 @@ class RunTasks:
                 # not a round trip before the run's first event.
                 if self.recorder.append(run, meta):
                     self.recorder.count_soon(run)
-            for msg in inputs:
-                await self._emit(run, msg)
+            engine_input = await self._emit_inputs(run, inputs)
             await run.log.publish(
                 bodies.task_state_body(SessionState.RUNNING), fence=run.lease.token
             )
-            await self._run_engine(run, inputs, request)
+            await self._run_engine(run, engine_input, request)
             await self._settle(run)  # a write that failed after the engine ended
         except Fenced:
             run.lost = True
@@ -201,6 +200,19 @@ class RunTasks:
             out.append(bodies.message_body(msg, kind))
         return out
 
+    async def _emit_inputs(self, run: Run, inputs: list[omni_pb2.OmniMessage]) -> list[JsonObject]:
+        """Records and publishes the run's input; returns it as the engine reads
+        it. Each message is let go once emitted (``inputs`` ends empty): the
+        engine has its dict, and a prompt may be megabytes, not to be held twice
+        for the whole run."""
+        engine_input: list[JsonObject] = []
+        while inputs:
+            msg = inputs.pop(0)
+            as_dict = message_to_dict(msg)
+            await self._emit(run, msg, as_dict)
+            engine_input.append(as_dict)
+        return engine_input
+
     async def _settle(self, run: Run) -> None:
         """Waits for what was queued for the log; raises its failure."""
         if run.last_publish is not None:
@@ -264,7 +276,7 @@ class RunTasks:
         abort_local(run, None, AbortKind.REPLICA_LOST)
 
     async def _run_engine(
-        self, run: Run, inputs: list[omni_pb2.OmniMessage], request: RunRequest
+        self, run: Run, engine_input: list[JsonObject], request: RunRequest
     ) -> None:
         guard, abort = run.guard, run.abort
         session_id = run.session_id
@@ -321,7 +333,7 @@ class RunTasks:
         infrastructure: list[BaseException] = []
 
         async def pump() -> None:
-            stream = self.engine.run([message_to_dict(m) for m in inputs], options)
+            stream = self.engine.run(engine_input, options)
             try:
                 async for item in stream:
                     # The engine's own abort, with what it left open closed first.

@@ -27,7 +27,7 @@ checks most):
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -91,6 +91,11 @@ class SessionTrace(Protocol):
 
     def messages(self) -> list[JsonObject]:
         """The recorded messages in order, torn lines skipped."""
+        ...
+
+    def iter_messages(self) -> Iterator[JsonObject]:
+        """``messages()`` one at a time: an engine that folds the past (counts,
+        ids, totals) need not hold a long session's history at once."""
         ...
 
 

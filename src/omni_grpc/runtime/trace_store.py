@@ -19,7 +19,7 @@ import logging
 import os
 import shutil
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -68,11 +68,15 @@ class ShardedTrace:
 
     def messages(self) -> list[JsonObject]:
         """Recorded messages in order; torn and malformed lines are skipped."""
-        out: list[JsonObject] = []
+        return list(self.iter_messages())
+
+    def iter_messages(self) -> Iterator[JsonObject]:
         for shard in self._shards:
             if shard.is_file():
-                out.extend(message_to_dict(r.message) for r in read_jsonl(shard, tolerant=True))
-        return out
+                for record in read_jsonl(shard, tolerant=True):
+                    as_dict = message_to_dict(record.message)
+                    del record  # the message is not held beside its dict
+                    yield as_dict
 
 
 class TraceStore:

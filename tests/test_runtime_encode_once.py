@@ -95,6 +95,32 @@ def events() -> list[HubEvent]:
     return live + [e.stored().replayed() for e in live]
 
 
+@pytest.mark.parametrize(
+    "size", [10, bodies.DECODED_UP_TO - 100, bodies.DECODED_UP_TO + 1, 1 << 20]
+)
+def test_a_large_body_keeps_its_bytes_and_not_its_decoded_message(codec: str, size: int) -> None:
+    """Over ``DECODED_UP_TO`` wire bytes a body does not hold the message
+    beside its bytes; whoever asks for it gets it decoded from them, once per
+    event, and its payload arm is known without decoding."""
+    thought = message_from_dict(protocol.thinking("é" * size))
+    made = [
+        bodies.engine_message(protocol.assistant_text("x" * size)),
+        (thought, bodies.message_body(thought, AbortKind.CLIENT_GONE)),
+    ]
+    for msg, body in made:
+        arm = msg.WhichOneof("payload")
+        assert body.wire == msg.SerializeToString()
+        assert body.data == serialize_message(msg)
+        assert (body.message is not None) == (len(body.wire) <= bodies.DECODED_UP_TO)
+        assert body.is_message and body.decoded_message == msg
+        for kept in (body, body.stored(), bodies.with_abort_kind(body, AbortKind.ENGINE_FAILURE)):
+            assert kept.payload_arm == arm
+        event = HubEvent(1, "ep-1", body, True, 0)
+        assert event.message == msg
+        assert event.message is event.message  # decoded once for all its readers
+        assert pb.RunResponse.FromString(response_bytes(event, "s")).message == msg
+
+
 @pytest.mark.parametrize("with_json", [False, True])
 def test_grpc_responses_built_once_are_the_responses(with_json: bool) -> None:
     for event in events():

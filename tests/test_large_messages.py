@@ -97,7 +97,7 @@ async def test_a_lone_grpc_reader_gets_every_event_of_a_large_prompt(
     assert_whole(events, prompt, len(small))
 
 
-@pytest.mark.parametrize("mib", [1, 3, 8, 16])
+@pytest.mark.parametrize("mib", [1, 3, 8, 16, 60])
 async def test_ten_readers_each_get_every_event_of_a_large_prompt(serve: Serve, mib: int) -> None:
     server = serve()
     async with AgentClient(server.grpc_address) as client:

@@ -93,9 +93,11 @@ class SessionTrace(Protocol):
         """The recorded messages in order, torn lines skipped."""
         ...
 
-    def iter_messages(self) -> Iterator[JsonObject]:
-        """``messages()`` one at a time: an engine that folds the past (counts,
-        ids, totals) need not hold a long session's history at once."""
+    def iter_messages(self, *, skip_last: int = 0) -> Iterator[JsonObject]:
+        """``messages()`` one at a time, without the last ``skip_last`` (a
+        run's own input, which the engine has as its argument: those are not
+        converted at all). An engine that folds the past (counts, ids, totals)
+        need not hold a long session's history at once."""
         ...
 
 

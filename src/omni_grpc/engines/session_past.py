@@ -14,10 +14,9 @@ own input is its last records by then, and is not the past.
 from __future__ import annotations
 
 import re
-from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from omni_grpc.convert import ConversionError, message_from_dict
 from omni_grpc.engines.base import JsonObject, RunOptions
@@ -25,7 +24,6 @@ from omni_grpc.trace.window import UnitScan
 
 # Payloads that open a tool call (their id names the call).
 _CALLS = frozenset({"tool_call", "partial_tool_call"})
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -51,20 +49,11 @@ EMPTY = SessionPast(0, frozenset(), False, None)
 
 def session_past(options: RunOptions, input_count: int) -> SessionPast:
     """The session's past before this run (``input_count``: its input messages,
-    recorded last). Read one record at a time: a long session's history is
-    folded, not held."""
+    recorded last, left out). Read one record at a time: a long session's
+    history is folded, not held."""
     if options.trace is None:
         return EMPTY
-    return past_of(_all_but_last(options.trace.iter_messages(), input_count))
-
-
-def _all_but_last(items: Iterator[_T], count: int) -> Iterator[_T]:
-    """``items`` without its last ``count``, holding no more than ``count``."""
-    held: deque[_T] = deque()
-    for item in items:
-        held.append(item)
-        if len(held) > count:
-            yield held.popleft()
+    return past_of(options.trace.iter_messages(skip_last=input_count))
 
 
 def past_of(messages: Iterable[JsonObject]) -> SessionPast:

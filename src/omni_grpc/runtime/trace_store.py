@@ -18,11 +18,11 @@ import contextlib
 import logging
 import os
 import shutil
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -38,6 +38,7 @@ from omni_grpc.trace.writer import shard_fence
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 # Where a deleted session's kept trace and workspace go (never indexed).
 DELETED_DIR = "deleted"
@@ -70,13 +71,26 @@ class ShardedTrace:
         """Recorded messages in order; torn and malformed lines are skipped."""
         return list(self.iter_messages())
 
-    def iter_messages(self) -> Iterator[JsonObject]:
+    def iter_messages(self, *, skip_last: int = 0) -> Iterator[JsonObject]:
+        for message in all_but_last(self._records(), skip_last):
+            as_dict = message_to_dict(message)
+            del message  # not held beside its dict while the reader has that
+            yield as_dict
+
+    def _records(self) -> Iterator[omni_pb2.OmniMessage]:
         for shard in self._shards:
             if shard.is_file():
                 for record in read_jsonl(shard, tolerant=True):
-                    as_dict = message_to_dict(record.message)
-                    del record  # the message is not held beside its dict
-                    yield as_dict
+                    yield record.message
+
+
+def all_but_last(items: Iterator[_T], count: int) -> Iterator[_T]:
+    """``items`` without its last ``count``, holding no more than ``count``."""
+    held: deque[_T] = deque()
+    for item in items:
+        held.append(item)
+        if len(held) > count:
+            yield held.popleft()
 
 
 class TraceStore:

@@ -112,6 +112,15 @@ CASES = [
         ],
     ),
     (
+        "large_message_copies.py",  # a real server under memray, one large run
+        ["--mib", "2", "--top", "3"],
+        [
+            r"#1: RSS \d+ MiB; \d+ allocations of 1 MiB or more alive",
+            # The response to the run's reader, built once from the event's bytes.
+            rf"\| {NUMBER} \| {NUMBER} \| `runtime/agent_service\.py:\d+ _encode` \|",
+        ],
+    ),
+    (
         "large_sse.py",  # a real server, reference SSE readers of one large task
         ["--mib", "0.25", "--readers", "2", "--rounds", "1"],
         [rf"\| this tree(?: \| {NUMBER} \({NUMBER}-{NUMBER}\)){{3}} \| {NUMBER}x \|"],

@@ -12,6 +12,9 @@ the stack, the native function that made it: grpc's own buffers).
     .venv/bin/python benchmarks/large_message_copies.py [--mib 16] [--top 3]
         [--redis-url URL]
 
+With ``PYTHONPATH=OTHER_TREE/src`` the server (and the frame names) are
+another tree's: before and after a change, with the same tool.
+
 A size is what was allocated, not what is resident: a buffer grown by
 doubling shows its capacity, and memray's own tables add to the RSS column.
 """
@@ -31,10 +34,12 @@ from typing import Any
 
 from memray import FileReader
 
+import omni_grpc
 from omni_grpc.client import AgentClient
 
 MiB = 1 << 20
-_SRC = str(Path(__file__).resolve().parent.parent / "src" / "omni_grpc") + "/"
+# The server runs the omni_grpc this script imports (PYTHONPATH=OTHER/src for another tree).
+_SRC = str(Path(omni_grpc.__file__).resolve().parent) + "/"
 
 
 def serve_under_memray(capture: Path, data_dir: Path, extra: list[str]) -> tuple[Any, str]:

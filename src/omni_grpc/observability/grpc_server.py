@@ -246,10 +246,10 @@ def _streaming(
         else:
             call.received()
         error: BaseException | None = None
+        responses = stream_responses(behavior, request, _CountingContext(context, call))
+        del request  # not held for the call (transport/grpc/released_request.py)
         try:
-            async for response in stream_responses(
-                behavior, request, _CountingContext(context, call)
-            ):
+            async for response in responses:
                 call.sent()
                 yield response
         except BaseException as exc:

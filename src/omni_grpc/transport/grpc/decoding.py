@@ -104,8 +104,10 @@ class DecodeGuardInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
             if isinstance(request, _Undecodable):
                 await _refuse(request, context)
+            responses = stream_responses(inner_stream, request, context)
+            del request  # not held for the call (released_request.py)
             try:
-                async for response in stream_responses(inner_stream, request, context):
+                async for response in responses:
                     yield response
             except (grpc.aio.AbortError, grpc.RpcError):
                 raise

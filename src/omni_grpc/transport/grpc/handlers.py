@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from typing import Any
 
 import grpc
@@ -48,16 +48,23 @@ async def unary_response(behavior: Behavior, request: Any, context: Any) -> Any:
     return await behavior(request, context)
 
 
-async def stream_responses(behavior: Behavior, request: Any, context: Any) -> AsyncIterator[Any]:
+async def stream_responses(
+    behavior: Behavior, request: Any, context: Any
+) -> AsyncGenerator[Any, None]:
     """The responses a streaming behavior yields or returns. A coroutine sends
     its own through ``context.write`` (so a wrapper passes a counting context
-    to see them) and yields nothing here."""
+    to see them) and yields nothing here. The request is not held once handed
+    to an async behavior (``released_request``: it may be megabytes)."""
     if inspect.isasyncgenfunction(behavior):
-        async for response in behavior(request, context):
+        responses = behavior(request, context)
+        del request
+        async for response in responses:
             yield response
         return
     if not is_sync(behavior):
-        await behavior(request, context)
+        done = behavior(request, context)
+        del request
+        await done
         return
     loop = asyncio.get_running_loop()
     responses = await loop.run_in_executor(None, behavior, request, context)

@@ -20,6 +20,7 @@ from omni_grpc.transport.grpc import health
 from omni_grpc.transport.grpc.auth import BearerAuthInterceptor
 from omni_grpc.transport.grpc.decoding import DecodeGuardInterceptor
 from omni_grpc.transport.grpc.reflection import enable_reflection
+from omni_grpc.transport.grpc.released_request import ReleasedRequestInterceptor
 from omni_grpc.transport.grpc.responses import add_to_server
 from omni_grpc.transport.grpc.service import AgentService
 from omni_grpc_proto.omni.v1 import agent_service_pb2
@@ -166,9 +167,11 @@ class GrpcTransport:
 def interceptor_chain(
     outer: Sequence[grpc.aio.ServerInterceptor], auth_token: str | None
 ) -> list[grpc.aio.ServerInterceptor]:
-    """``outer`` (telemetry), then auth, then the decode guard: auth sees the
-    guarded handler, so a refused call never parses garbage."""
-    chain = list(outer)
+    """Run's request release (``released_request``) outermost, so every layer
+    below sees Run as declared; then ``outer`` (telemetry), then auth, then
+    the decode guard: auth sees the guarded handler, so a refused call never
+    parses garbage."""
+    chain: list[grpc.aio.ServerInterceptor] = [ReleasedRequestInterceptor(), *outer]
     if auth_token:
         chain.append(BearerAuthInterceptor(auth_token))
     chain.append(DecodeGuardInterceptor())

@@ -31,16 +31,20 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
     async def Run(
         self, request: pb.RunRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[bytes]:  # RunResponse bytes (see responses.py)
+        with_json = request.include_json
         try:
             call = await self.calls.run(request)
         except HubError as exc:
             await abort_with(context, exc)
+        # The run has its input: the request (a prompt may be megabytes) is
+        # not held while it streams (released_request.py).
+        del request
         try:
             await context.send_initial_metadata(self._metadata(call.session_id))
             try:
                 async for event in call.events():
                     # Encoded once per event for all its subscribers.
-                    yield response_bytes(event, call.session_id, with_json=request.include_json)
+                    yield response_bytes(event, call.session_id, with_json=with_json)
                     # Not held while waiting for the next event: a large one and
                     # its response are let go once sent.
                     del event

@@ -23,16 +23,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import signal
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from memray import FileReader
+
+sys.path.insert(0, str(Path(__file__).parent))
+from scale_out import Proc, start_serve  # benchmarks/scale_out.py
 
 import omni_grpc
 from omni_grpc.client import AgentClient
@@ -42,22 +42,10 @@ MiB = 1 << 20
 _SRC = str(Path(omni_grpc.__file__).resolve().parent) + "/"
 
 
-def serve_under_memray(capture: Path, data_dir: Path, extra: list[str]) -> tuple[Any, str]:
-    cmd = [
-        sys.executable, "-m", "memray", "run", "--native", "--force", "--quiet",
-        "--output", str(capture), "-m", "omni_grpc", "serve",
-        "--grpc-port", "0", "--no-http", "--no-metrics", "--data-dir", str(data_dir), *extra,
-    ]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    address = None
-    for line in proc.stdout:
-        match = re.search(r"gRPC on grpc://(\S+)", line)
-        if match:
-            address = match.group(1)
-        if line.strip() == "omni-grpc ready" and address is not None:
-            return proc, address
-    raise RuntimeError(f"serve exited: {proc.wait()}")
+def serve_under_memray(capture: Path, data_dir: Path, extra: list[str]) -> Proc:
+    memray = [sys.executable, "-m", "memray", "run", "--native", "--force", "--quiet",
+              "--output", str(capture)]  # fmt: skip
+    return start_serve(data_dir, *extra, launcher=memray)
 
 
 async def one_run(address: str, mib: float) -> None:
@@ -121,12 +109,12 @@ def main() -> None:
     extra = ["--redis-url", args.redis_url] if args.redis_url else []
     with tempfile.TemporaryDirectory() as tmp:
         capture = Path(tmp) / "serve.bin"
-        proc, address = serve_under_memray(capture, Path(tmp) / "data", extra)
+        server = serve_under_memray(capture, Path(tmp) / "data", extra)
         try:
-            asyncio.run(one_run(address, args.mib))
+            asyncio.run(one_run(server.address, args.mib))
         finally:
-            proc.send_signal(signal.SIGINT)  # memray writes its capture on the way out
-            proc.wait(120)
+            server.process.send_signal(signal.SIGINT)  # memray writes its capture on the way out
+            server.process.wait(120)
         least = int(args.mib * MiB) // 2
         for n, (rss, live) in enumerate(peaks(capture, args.top, least), 1):
             held = sum(size for size, _ in live)

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,9 +73,10 @@ def start_redis(directory: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("redis-server did not start")
 
 
-def start_serve(data_dir: Path, *extra: str) -> Proc:
-    cmd = [sys.executable, "-m", "omni_grpc", "serve", "--grpc-port", "0", "--no-http",
-           "--data-dir", str(data_dir), "--no-metrics", *extra]  # fmt: skip
+def start_serve(data_dir: Path, *extra: str, launcher: Sequence[str] = ()) -> Proc:
+    """``launcher``: what runs ``-m omni_grpc`` instead of this Python (a profiler)."""
+    cmd = [*(launcher or [sys.executable]), "-m", "omni_grpc", "serve", "--grpc-port", "0",
+           "--no-http", "--data-dir", str(data_dir), "--no-metrics", *extra]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     address = None

@@ -4,6 +4,7 @@ wire bytes and its JSON text, the one from the other (``encode_message``)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from omni_grpc.convert import encode_message, encode_message_dict, serialize_server_event
@@ -64,17 +65,7 @@ def _body(
 def with_abort_kind(body: EventBody, kind: AbortKind | None) -> EventBody:
     if kind is None:
         return body
-    return EventBody(
-        body.message,
-        None,
-        body.data,
-        body.failure,
-        kind,
-        body.encoded,
-        body.wire,
-        body.counted,
-        body.arm,
-    )
+    return replace(body, abort_kind=kind)
 
 
 def server_event_body(event: agent_service_pb2.ServerEvent) -> EventBody:

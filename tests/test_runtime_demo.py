@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from omni_grpc import protocol
 from omni_grpc.convert import message_from_dict
+from omni_grpc.engines import demo
 from omni_grpc.engines.base import AbortSignal, Decision, JsonObject, RunOptions
 from omni_grpc.engines.demo import DemoEngine
 from omni_grpc.engines.loader import EngineLoadError, load_engine
@@ -33,6 +37,7 @@ async def play(
     abort_after: int | None = None,
     thinking_level: str | None = None,
     trace: Path | None = None,
+    prompt: str = "hello demo",
 ) -> list[JsonObject]:
     """``trace``: the session's trace, recorded as the hub would (input, then
     every recordable message), so a later run sees this one as its past."""
@@ -44,7 +49,7 @@ async def play(
         return decision
 
     writer = TraceWriter(trace) if trace is not None else None
-    run_input = [protocol.user_text("hello demo")]
+    run_input = [protocol.user_text(prompt)]
     if writer is not None:
         writer.write(message_from_dict(run_input[0]))
     options = RunOptions(
@@ -226,3 +231,87 @@ async def test_tool_call_ids_stay_unique_across_a_restart(tmp_path: Path) -> Non
         ]
         await hub.shutdown()
     assert ids == ["call_demo_1", "call_demo_2", "call_demo_3", "call_demo_4"]
+
+
+# ---- how the demo cuts a text into deltas --------------------------------------
+
+_TEXTS = st.lists(
+    st.tuples(
+        st.text(alphabet="ab\u00e9\U0001f600", min_size=1, max_size=60),
+        st.text(alphabet=" \n\t", max_size=3),
+    ),
+    max_size=2500,
+).map(lambda parts: "".join(word + gap for word, gap in parts))
+
+
+@given(_TEXTS, st.integers(min_value=1, max_value=3))
+def test_a_text_is_cut_into_whole_words_and_a_bounded_number_of_deltas(
+    once: str, repeat: int
+) -> None:
+    text = once * repeat
+    chunks = list(demo._words(text, scale=len(once)))
+    assert "".join(chunks) == text
+    words = [m.group() for m in demo._WORD.finditer(text)]
+    # Every cut falls where a word (with its trailing whitespace) ends.
+    assert set(itertools.accumulate(map(len, chunks))) <= set(itertools.accumulate(map(len, words)))
+    least = -(-len(once) // demo._DELTAS_AT_MOST)
+    if least <= 1:
+        assert chunks == words  # a short text goes word by word, as before
+    else:
+        assert all(len(chunk) >= least for chunk in chunks[:-1])
+        assert len(chunks) <= repeat * demo._DELTAS_AT_MOST + 1
+
+
+def segment_deltas(messages: list[JsonObject]) -> dict[str, list[int]]:
+    """Per partial kind, the number of deltas of each of its segments."""
+    out: dict[str, list[int]] = {}
+    for m in messages:
+        p = m["payload"]
+        if p["type"].startswith("partial_"):
+            runs = out.setdefault(p["type"], [])
+            if p["event_type"] == "start":
+                runs.append(0)
+            elif p["event_type"] == "delta":
+                runs[-1] += 1
+    return out
+
+
+@pytest.mark.parametrize("repeat", [1, 3])
+async def test_a_megabyte_prompt_of_words_streams_in_thousands_of_deltas(
+    tmp_path: Path, repeat: int
+) -> None:
+    # A pasted log: about 180,000 words. Word by word it was that many
+    # deltas in its thinking and as many in its answer.
+    prompt = "".join(f"line {n}: GET /index.html 200\n" for n in range(40_000))
+    assert len(prompt) > 1 << 20
+    messages = await play(DemoEngine(repeat=repeat), tmp_path, prompt=prompt)
+    deltas = segment_deltas(messages)
+    thinking, text = deltas["partial_thinking"], deltas["partial_text"]
+    assert len(thinking) == 1 and 1000 < thinking[0] <= demo._DELTAS_AT_MOST + 1
+    said, answer = text  # request 1's short sentence, then the final answer
+    assert said == len(demo._WORD.findall("I'll list the session workspace first."))
+    assert repeat * 1000 < answer <= repeat * demo._DELTAS_AT_MOST + 1
+    # Still whole: the deltas join to the complete messages, which echo the prompt.
+    aggregated = protocol.aggregate_all(
+        [m for m in messages if m["payload"]["type"].startswith("partial_")]
+    )
+    completes = [m for m in messages if m["payload"]["type"] in ("text", "thinking")]
+    assert [m["payload"] for m in aggregated if m["payload"]["type"] in ("text", "thinking")] == [
+        m["payload"] for m in completes
+    ]
+    assert repr(prompt) in completes[0]["payload"]["thinking"]
+    assert completes[-1]["payload"]["text"].count(repr(prompt)) == repeat
+
+
+async def test_a_prompt_of_one_long_word_is_never_cut(tmp_path: Path) -> None:
+    prompt = "p" * (1 << 20)
+    messages = await play(DemoEngine(), tmp_path, prompt=prompt)
+    last_text = max(i for i, m in enumerate(messages) if kinds([m]) == ["partial_text:start"])
+    segments = {
+        "thinking": [m for m in messages if m["payload"]["type"] == "partial_thinking"],
+        "text": messages[last_text:],  # the final answer's segment
+    }
+    for key, segment in segments.items():
+        chunks = [m["payload"][key] for m in segment if m["payload"].get("event_type") == "delta"]
+        # The prompt's repr is one word: one delta carries it whole.
+        assert 1 <= len(chunks) <= 3 and any(repr(prompt) in chunk for chunk in chunks)

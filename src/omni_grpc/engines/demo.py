@@ -44,6 +44,12 @@ _ARGUMENT_CHUNKS = ('{"path":', '"."}')
 _DELTAS_PER_TURN = 16
 _N = TypeVar("_N", int, float)
 _WORD = re.compile(r"\S+\s*|\s+")
+# Deltas per streamed text, at most (and one for what is left over). A text
+# of up to this many characters goes word by word, as a model's tokens
+# would; a longer one in runs of whole words, so a pasted log of megabytes is
+# echoed in a few thousand events, not millions (no model answers with that
+# many words), and its segment does not hold millions of small strings.
+_DELTAS_AT_MOST = 4096
 
 
 _CALL_PREFIX = "call_demo_"
@@ -181,8 +187,12 @@ class _Turn:
         # Request 2: the final answer.
         await self._tick()
         yield self._begin()
-        answer = (_answer(prompt, listing) * self.engine.repeat).rstrip()
-        async for msg in self._segment("partial_text", _words(answer), whole=answer):
+        once = _answer(prompt, listing)
+        answer = (once * self.engine.repeat).rstrip()
+        # ``repeat`` lengthens the stream: each repetition is cut as one answer is.
+        chunks = _words(answer, scale=len(once))
+        del once
+        async for msg in self._segment("partial_text", chunks, whole=answer):
             yield msg
         yield self.engine._count(self, answer, prompt)
         yield self._end(StopReason.COMPLETED)
@@ -246,10 +256,28 @@ def _prompt_of(input: list[JsonObject]) -> str:
     return ""
 
 
-def _words(text: str) -> Iterator[str]:
-    """Word chunks with their trailing whitespace, so they join back exactly;
-    made one at a time, so a large text is not held twice over as a list."""
-    return (match.group() for match in _WORD.finditer(text))
+def _words(text: str, scale: int | None = None) -> Iterator[str]:
+    """Chunks of whole words with their trailing whitespace, so they join back
+    exactly; made one at a time, so a large text is not held twice over as a
+    list. Each chunk but the last holds at least ``scale / _DELTAS_AT_MOST``
+    characters (``scale``: the text's length, or that of the part it
+    repeats), so a text of ``scale`` characters makes at most
+    ``_DELTAS_AT_MOST + 1`` chunks."""
+    least = -(-(len(text) if scale is None else scale) // _DELTAS_AT_MOST)
+    if least <= 1:
+        return (match.group() for match in _WORD.finditer(text))
+    return _runs_of_words(text, least)
+
+
+def _runs_of_words(text: str, least: int) -> Iterator[str]:
+    start = 0
+    for match in _WORD.finditer(text):
+        end = match.end()
+        if end - start >= least:
+            yield text[start:end]
+            start = end
+    if start < len(text):
+        yield text[start:]
 
 
 def _list_workspace(workspace: Path) -> str:

@@ -16,6 +16,11 @@ own memory is not counted.
 ``src/`` (before → after in one run, the baseline first), each on a fresh
 server and a fresh session.
 
+``--prompt words``: the prompt is a log of short lines (about 150,000 words
+a MiB) instead of one long word. Every case also gives the run's events, its
+seconds as its reader read it, and the server's CPU seconds meanwhile: how
+many deltas the demo engine streamed, and what they cost.
+
 ``--timeline``: the server's RSS is also sampled every 2 ms during the large
 run, and a second table gives, for each message of 1 MiB or more the run
 reader got, the highest growth between the previous such message's arrival
@@ -53,19 +58,31 @@ def rss_kib(pid: int, field: str) -> int:
     raise RuntimeError(f"no {field} for {pid}")
 
 
+def prompt_of(mib: int, kind: str) -> str:
+    """One long word, or a log of short lines (``words``) of ``mib`` MiB."""
+    if kind == "word":
+        return "p" * (mib * MiB)
+    line = "line {:08d}: GET /index.html 200\n"
+    return "".join(line.format(n) for n in range(mib * MiB // len(line.format(0))))
+
+
+def cpu_seconds(pid: int) -> float:
+    """The process's user and system CPU time so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def echoed(events: list[StreamEvent], prompt: str) -> int:
+    shown = repr(prompt)
     out = 0
     for event in events:
-        if event.message is not None:
-            arm = event.message.WhichOneof("payload")
-            text = (
-                event.message.text.text
-                if arm == "text"
-                else event.message.thinking.thinking
-                if arm == "thinking"
-                else ""
-            )
-            out += repr(prompt) in text
+        message = event.message
+        if message is not None:
+            arm = message.WhichOneof("payload")
+            if arm == "text":
+                out += shown in message.text.text
+            elif arm == "thinking":
+                out += shown in message.thinking.thinking
     return out
 
 
@@ -106,11 +123,13 @@ def in_flight(samples: Samples, arrivals: Arrivals, base: float) -> list[tuple[s
 
 
 async def one_case(
-    server: Proc, mib: int, readers: int, timeline: bool
-) -> tuple[float, float, list[tuple[str, float]]]:
-    """(baseline RSS, peak RSS) in MiB and, with ``timeline``, the growth in
-    flight per large message (``in_flight``); raises if a reader missed anything."""
-    prompt = "p" * (mib * MiB)
+    server: Proc, mib: int, readers: int, timeline: bool, kind: str
+) -> tuple[float, float, int, float, float, list[tuple[str, float]]]:
+    """(baseline RSS, peak RSS) in MiB, the run's events, its seconds and the
+    server's CPU seconds meanwhile, and,
+    with ``timeline``, the growth in flight per large message (``in_flight``);
+    raises if a reader missed anything."""
+    prompt = prompt_of(mib, kind)
     async with AgentClient(server.address) as client:
         small = client.run("hi")
         sid = await small.session()
@@ -137,6 +156,7 @@ async def one_case(
         arrivals: Arrivals = []
         watch = sampled(server.process.pid, samples) if timeline else contextlib.nullcontext(0.0)
         with watch as started:
+            began, cpu = time.perf_counter(), cpu_seconds(server.process.pid)
             run = []
             async for event in client.run(prompt, session_id=sid):
                 run.append(event)
@@ -144,13 +164,15 @@ async def one_case(
                 if timeline and message is not None and message.ByteSize() >= MiB:
                     arm = message.WhichOneof("payload") or "?"
                     arrivals.append((time.perf_counter() - started, arm))
+            seconds = time.perf_counter() - began
+            cpu = cpu_seconds(server.process.pid) - cpu
         seen = [run, *await asyncio.gather(*watchers)]
     for events in seen:
         kinds = [e.kind for e in events]
         if "@resync_required" in kinds or echoed(events, prompt) != 2:
             raise RuntimeError(f"{mib} MiB x {readers}: a reader missed events: {kinds[:20]}")
     peak = rss_kib(server.process.pid, "VmHWM") / 1024
-    return base, peak, in_flight(samples, arrivals, base)
+    return base, peak, len(run), seconds, cpu, in_flight(samples, arrivals, base)
 
 
 @contextlib.contextmanager
@@ -184,6 +206,9 @@ async def main() -> None:
     parser.add_argument(
         "--also", default="60x1", help="more [BACKEND:]MIBxREADERS cases (memory by default)"
     )
+    parser.add_argument(
+        "--prompt", choices=("word", "words"), default="word", help="one long word, or a log"
+    )
     parser.add_argument("--baseline-src", help="another tree's src/ for a 'before' server")
     parser.add_argument(
         "--timeline", action="store_true", help="also the growth while each large message is sent"
@@ -203,9 +228,10 @@ async def main() -> None:
     tree_column = ("| tree ", "|---") if args.baseline_src else ("", "")
     print(
         f"{tree_column[0]}| backend | prompt MiB | readers | baseline RSS MiB | peak RSS MiB "
-        "| growth MiB | growth / window | growth / message |"
+        "| growth MiB | growth / window | growth / message | run events | run seconds "
+        "| server CPU s |"
     )
-    print(f"{tree_column[1]}|---|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"{tree_column[1]}|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     flights: list[tuple[tuple[str, str, int, int], list[tuple[str, float]]]] = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -223,7 +249,9 @@ async def main() -> None:
                     n += 1
                     server = start_tree_serve(root / f"serve-{n}", src, flags)
                     try:
-                        base, peak, flight = await one_case(server, mib, readers, args.timeline)
+                        base, peak, events, seconds, cpu, flight = await one_case(
+                            server, mib, readers, args.timeline, args.prompt
+                        )
                     finally:
                         server.stop()
                     flights.append(((tree, backend, mib, readers), flight))
@@ -231,7 +259,8 @@ async def main() -> None:
                     print(
                         f"{f'| {tree} ' if tree else ''}| {backend} | {mib} | {readers} "
                         f"| {base:.0f} | {peak:.0f} | {growth:.0f} "
-                        f"| {growth * MiB / WINDOW:.1f} | {growth / mib:.1f}x |",
+                        f"| {growth * MiB / WINDOW:.1f} | {growth / mib:.1f}x "
+                        f"| {events} | {seconds:.1f} | {cpu:.1f} |",
                         flush=True,
                     )
         finally:

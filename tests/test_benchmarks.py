@@ -107,8 +107,17 @@ CASES = [
         "large_messages.py",  # a real server, one large run, RSS sampled while it is sent
         ["--sizes", "1", "--readers", "2", "--backends", "memory", "--also", "", "--timeline"],
         [
-            rf"\| memory \| 1 \| 2 \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER}x \|",
+            rf"\| memory \| 1 \| 2 \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER}x "
+            rf"\| \d+ \| {NUMBER} \| {NUMBER} \|",
             rf"\| memory \| 1 \| 2 \| thinking \| {NUMBER} \| {NUMBER}x \|",
+        ],
+    ),
+    (
+        "large_messages.py",  # the same with a prompt of many words
+        ["--prompt=words", "--sizes=1", "--readers=1", "--backends=memory", "--also="],
+        [
+            rf"\| memory \| 1 \| 1 \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER}x "
+            rf"\| \d+ \| {NUMBER} \| {NUMBER} \|"
         ],
     ),
     (

@@ -1,15 +1,15 @@
 """Large messages end to end, with real servers (``omni-grpc serve``) on the
 memory and the Redis backends: prompts of 1 to 60 MiB that the demo engine
-echoes (in its thinking and its answer) reach every reader whole, on gRPC,
-the reference SSE stream and the dialect; a reader slowed past the window is
-told, and its gRPC call never ends OK; past the record limit the request is
-refused, naming the size."""
+echoes (in its thinking and its answer), one long word or a log of many
+words, reach every reader whole, on gRPC, the reference SSE stream and the
+dialect; a reader slowed past the window is told, and its gRPC call never
+ends OK; past the record limit the request is refused, naming the size."""
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import grpc
@@ -19,13 +19,16 @@ import redis.asyncio as aioredis
 from conftest import ServeProcess
 from redis_server import RedisServer
 
+from omni_grpc import protocol
 from omni_grpc.client import AgentClient, AgentError
 from omni_grpc.client.events import StreamEvent
 from omni_grpc.client.sse import read_dialect, read_reference
+from omni_grpc.convert import message_to_dict
 from omni_grpc.message_size import GRPC_MAX_MESSAGE_BYTES, MAX_MESSAGE_BYTES
 from omni_grpc.runtime.events import parse_event_id
 from omni_grpc.vocabulary import DialectEventName
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
+from omni_grpc_proto.omni.v1 import omni_pb2 as pb_omni
 
 MiB = 1 << 20
 Serve = Callable[..., ServeProcess]
@@ -61,14 +64,18 @@ async def grpc_run(address: str, prompt: str) -> tuple[list[StreamEvent], AgentE
 
 def texts(events: list[StreamEvent]) -> list[str]:
     """The complete thinking and text messages."""
+    return message_texts(event.message for event in events)
+
+
+def message_texts(messages: Iterable[pb_omni.OmniMessage | None]) -> list[str]:
     out = []
-    for event in events:
-        if event.message is not None:
-            arm = event.message.WhichOneof("payload")
+    for message in messages:
+        if message is not None:
+            arm = message.WhichOneof("payload")
             if arm == "text":
-                out.append(event.message.text.text)
+                out.append(message.text.text)
             elif arm == "thinking":
-                out.append(event.message.thinking.thinking)
+                out.append(message.thinking.thinking)
     return out
 
 
@@ -182,7 +189,8 @@ async def reference_and_dialect_carry(server: ServeProcess, prompt: str) -> None
         await asyncio.wait_for(watcher, 300)
         kinds = [item.server_event_kind for item in seen]
         assert "resync_required" not in kinds
-        echoed = [i for i in seen if i.message is not None and repr(prompt) in i.data]
+        shown = repr(prompt)
+        echoed = [t for t in message_texts(i.message for i in seen) if shown in t]
         assert len(echoed) >= 2
 
         dialect = [e async for e in read_dialect(http, "/v1/runs", {"prompt": prompt})]
@@ -333,6 +341,36 @@ async def test_a_grpc_reader_slowed_past_the_window_is_told_and_never_ends_ok(
         recorded = [m async for m in client.history(sid)]
     echoed = [m for m in recorded if m.WhichOneof("payload") in ("text", "thinking")]
     assert sum(repr(prompt) in (m.text.text or m.thinking.thinking) for m in echoed) == 2
+
+
+def log_of(mib: float) -> str:
+    """A pasted log: short lines of a few words each (about 150,000 a MiB)."""
+    line = "line {:08d}: GET /index.html 200\n"
+    return "".join(line.format(n) for n in range(int(mib * MiB) // len(line.format(0))))
+
+
+async def test_a_large_prompt_of_words_reaches_every_transport_whole(serve: Serve) -> None:
+    # Echoed word by word, an 8 MiB log was over a million deltas per run.
+    # In runs of whole words it is a few thousand, and still whole.
+    server = serve()
+    prompt = log_of(8)
+    events, error = await grpc_run(server.grpc_address, prompt)
+    assert error is None, error
+    kinds = [e.kind for e in events]
+    assert "@resync_required" not in kinds and events[-1].is_task_end
+    assert 2_000 < len(events) < 2 * (4096 + 1) + 100, len(events)
+    # Each segment's deltas join to its complete message, both echoes whole.
+    messages = [message_to_dict(e.message) for e in events if e.message is not None]
+    partials = [m for m in messages if m["payload"]["type"].startswith("partial_")]
+    completes = [
+        m["payload"]
+        for m in messages[1:]  # after the run's input
+        if m["payload"]["type"] in ("text", "thinking", "tool_call")
+    ]
+    aggregated = [m["payload"] for m in protocol.aggregate_all(partials)]
+    assert [p for p in aggregated if p["type"] != "tool_call_output"] == completes
+    assert len([t for t in texts(events) if repr(prompt) in t]) == 2
+    await reference_and_dialect_carry(server, prompt)
 
 
 async def test_a_prompt_past_the_record_limit_is_refused_naming_its_size(serve: Serve) -> None:

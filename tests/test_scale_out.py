@@ -13,10 +13,12 @@ import os
 import signal
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import grpc
 import orjson
 import pytest
+import redis.asyncio as aioredis
 from conftest import ServeProcess
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from redis_server import RedisServer
@@ -296,25 +298,50 @@ async def test_redis_killed_and_restarted_with_aof_keeps_every_acknowledged_even
     replicas: Replicas, redis: RedisServer, tmp_path: Path
 ) -> None:
     data_dir = tmp_path / "shared-data"
-    # The kill must find the run going, but the server runs ahead of a slow
-    # client by what flow control lets through: at repeat=20 a client 5 s
-    # behind (a loaded CI machine) saw the run complete before the kill. The
-    # answer now lasts about 26 s past event 40 (and the last run here 22 s).
+    # The kill must find the run going. It goes by the server's progress, read
+    # in Redis, not by what the client has read: the server runs ahead of a
+    # slow client by what flow control lets through, and a client on a loaded
+    # machine lagged 5 s, then 26 s, and saw the run complete before a kill
+    # made at its 40th event. The answer lasts about 26 s past the log's 40th.
     a, b, _c = replicas(3, "--pacing", "0.02", "--engine-opt", "repeat=100")
     run = stub(a).Run(pb.RunRequest(prompt="a long answer"))
-    acknowledged = []
-    with pytest.raises(grpc.aio.AioRpcError) as lost:
-        async for response in run:
-            acknowledged.append(frame(response))
-            if len(acknowledged) == 40:
-                redis.kill()  # SIGKILL, mid-run
+    acknowledged: list[tuple[str, bytes]] = []
+    session: list[str] = []  # the run's, from its first event
+    started = asyncio.Event()
+
+    async def read() -> grpc.aio.AioRpcError:
+        try:
+            async for response in run:
+                acknowledged.append(frame(response))
+                session.append(response.session_id)
+                started.set()
+        except grpc.aio.AioRpcError as exc:
+            return exc
+        raise AssertionError("the run's stream ended OK though Redis was killed mid-run")
+
+    reader = asyncio.create_task(read())
+    await asyncio.wait_for(started.wait(), WAIT)
+    events_key = f"omni:{{{session[0]}}}:events"
+    admin: Any = aioredis.Redis.from_url(redis.url)  # replies typed bytes | str
+
+    async def logged_40() -> None:
+        while await admin.xlen(events_key) < 40:
+            await asyncio.sleep(0.01)
+
+    try:
+        await asyncio.wait_for(logged_40(), WAIT)
+    finally:
+        await admin.aclose()
+    redis.kill()  # SIGKILL, mid-run
+    lost = await asyncio.wait_for(reader, WAIT)
     # The run's client is told: the stream ends with UNAVAILABLE, not OK.
-    assert lost.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert lost.code() == grpc.StatusCode.UNAVAILABLE
     await until_health(a, health_pb2.HealthCheckResponse.NOT_SERVING)
     redis.start()  # same port, same AOF
     await until_health(a, health_pb2.HealthCheckResponse.SERVING)
     [info] = (await stub(b).ListSessions(pb.ListSessionsRequest())).sessions
     session_id = info.session_id
+    assert session_id == session[0]
     epoch = acknowledged[0][0].rsplit("-", 1)[0]
     replay = await read_until_idle(
         stub(b).Attach(pb.AttachRequest(session_id=session_id, after_event_id=f"{epoch}-0"))

@@ -14,9 +14,9 @@ from tests.browser.webdriver import ENTER, chromium
 pytestmark = pytest.mark.browser
 
 # Every conversation element whose box must hold its content: a flex column
-# that shrinks its children squeezes exactly these.
+# that shrinks its children squeezes exactly these (the turns, and what each holds).
 CARD_HEIGHTS = """
-const cards = [...document.querySelectorAll('#log > *')];
+const cards = [...document.querySelectorAll('#log > *, #log > .turn > *')];
 return cards.map((e) => ({cls: e.className, height: e.getBoundingClientRect().height,
                           content: e.scrollHeight}));
 """

@@ -176,12 +176,12 @@ async def test_a_reload_rebuilds_the_session_from_history(tmp_path: Path) -> Non
 async def test_the_page_reports_a_wrong_token(tmp_path: Path) -> None:
     async with page_server(tmp_path) as (_, url), chromium() as browser:
         await browser.get(f"{url}/?access_token=wrong")
-        await browser.type("#prompt", "hello")
-        await browser.click("#send")
         message = await browser.wait_for(
-            "const n = document.getElementById('banner'); return !n.hidden && n.textContent"
+            "const t = document.getElementById('token');"
+            " return !t.hidden && document.getElementById('token-why').textContent"
         )
-        assert "bearer token" in message
+        assert "refused this access token" in message and "bearer token" in message
+        assert await browser.js("return document.getElementById('send').disabled") is True
 
 
 async def test_without_a_session_the_page_lists_them_newest_first(tmp_path: Path) -> None:

@@ -103,6 +103,12 @@ class Browser:
         entries: list[dict[str, Any]] = await self._call("POST", "/se/log", {"type": "browser"})
         return entries
 
+    async def cdp(self, command: str, params: dict[str, Any] | None = None) -> Any:
+        """A Chrome DevTools Protocol command (chromedriver's goog/cdp/execute)."""
+        return await self._call(
+            "POST", "/goog/cdp/execute", {"cmd": command, "params": params or {}}
+        )
+
     async def screenshot(self) -> bytes:
         return base64.b64decode(await self._call("GET", "/screenshot"))
 

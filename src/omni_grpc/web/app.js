@@ -6,9 +6,26 @@
 "use strict";
 
 const params = new URLSearchParams(location.search);
-const token = params.get("access_token") || "";
 const $ = (id) => document.getElementById(id);
 const logEl = $("log");
+const modeSelect = $("mode");
+
+// The bearer token: from a shared link (?access_token=), else the one typed
+// into the page's token field in this tab (sessionStorage: it leaves with the
+// tab, and never goes into a URL the page writes).
+const TOKEN_KEY = "omni-grpc:token";
+const urlToken = params.get("access_token") || "";
+const token = urlToken || stored(sessionStorage, TOKEN_KEY) || "";
+
+function stored(area, key) {
+  try { return area.getItem(key); } catch (_) { return null; } // storage off
+}
+function store(area, key, value) {
+  try {
+    if (value === null) area.removeItem(key);
+    else area.setItem(key, value);
+  } catch (_) { /* storage full or off: the page works on without it */ }
+}
 
 const TAIL_TURNS = 20; // turns a session opens with; earlier ones load on demand
 const FOLD_LINES = 8; // tool arguments and outputs longer than this fold
@@ -24,7 +41,10 @@ let source = null;
 let ready = null; // the promise of a connected stream
 let lastEventId = null;
 let runState = "idle";
-let connection = "ok"; // ok | reconnecting | offline
+let connection = "ok"; // the session's stream: ok | reconnecting
+let missing = false; // the session named in the address does not exist
+// Tool cards whose question waits for the user: call id -> the question's box.
+const asking = new Map();
 // Elements still being streamed into, and tool cards by tool_call_id.
 const open = { text: null, thinking: null };
 const tools = new Map();
@@ -45,18 +65,62 @@ function el(tag, cls, text) {
 
 function link(query) {
   const next = new URLSearchParams();
-  if (token) next.set("access_token", token);
+  if (urlToken) next.set("access_token", urlToken);
   for (const [key, value] of Object.entries(query)) next.set(key, value);
   const text = next.toString();
   return text ? "?" + text : location.pathname;
 }
 
+// ---- one frame's work ------------------------------------------------------
+
+// The stream's events are queued as they arrive and rendered together once per
+// animation frame: one style and layout pass per frame, however many deltas
+// came in it, and none of it depends on how long the conversation is. Nothing
+// here reads the log's geometry per event; the view is pinned to the end once
+// per frame, after the frame's changes.
+const queue = []; // [handler, event data] in arrival order
+const dirty = new Set(); // assistant bubbles whose Markdown changed this frame
+let frameDue = false;
+let grew = false; // the log changed since the last frame
+const HIDDEN_TAB_MS = 250; // a hidden tab gets no animation frames: render anyway
+
+function schedule() {
+  if (frameDue) return;
+  frameDue = true;
+  requestAnimationFrame(frame);
+  setTimeout(frame, HIDDEN_TAB_MS);
+}
+
+// Anything that changes the log outside the stream (an approval answered, a
+// fold opened, a window loaded) says so, and the next frame keeps the end in view.
+function changed() {
+  grew = true;
+  schedule();
+}
+
+function frame() {
+  if (!frameDue) return; // the other of rAF and the timeout came first
+  frameDue = false;
+  // The reader may have scrolled up since the last pin, before their scroll
+  // event arrived: growth never lowers scrollTop, so that says it. The layout
+  // is the last frame's here, still clean, so the read costs nothing.
+  if (following && logEl.scrollTop < pinnedAt - 2) following = false;
+  const batch = queue.splice(0, queue.length);
+  for (const [handle, data] of batch) handle(data);
+  if (batch.length) grew = true;
+  for (const node of dirty) paintNow(node);
+  dirty.clear();
+  showStatus();
+  if (!grew) return;
+  grew = false;
+  if (following) pin();
+  else if (document.body.dataset.view === "session") $("latest").hidden = false;
+}
+
 // ---- following the stream -------------------------------------------------
 
 // The view follows the conversation while the reader is at its end; once they
-// scroll up it stays where they are, and "Latest" brings them back. Whatever
-// grows (a new card, a streamed word, an approval's buttons) goes through the
-// observer below.
+// scroll up it stays where they are, and "Latest" brings them back.
 let following = true;
 const FOLLOW_SLACK = 48; // px from the end that still count as "at the end"
 
@@ -78,15 +142,6 @@ logEl.addEventListener("scroll", () => {
     $("latest").hidden = true;
   }
 });
-new MutationObserver(() => {
-  // The reader may have scrolled up since the last pin, before their scroll
-  // event arrived: growth never lowers scrollTop, so that says it (content
-  // that shrank, a thought folding up, lowers only the highest scrollTop).
-  const highest = logEl.scrollHeight - logEl.clientHeight;
-  if (following && logEl.scrollTop < Math.min(pinnedAt, highest) - 2) following = false;
-  if (following) pin();
-  else if (document.body.dataset.view === "session" && !atEnd()) $("latest").hidden = false;
-}).observe(logEl, { childList: true, subtree: true, characterData: true });
 // A narrower window (a phone turned, a resized pane) rewraps everything: keep the end in view.
 new ResizeObserver(() => {
   if (following) pin();
@@ -97,13 +152,21 @@ $("latest").addEventListener("click", () => {
   $("latest").hidden = true;
 });
 
+// The log holds one box per turn (a prompt and all that answered it): a new
+// event lays out its turn, and the log around it only moves turns along,
+// however many there are.
 function add(node) {
-  sink.appendChild(node);
+  let turn = sink.lastElementChild;
+  if (!turn || !turn.classList.contains("turn")) turn = sink.appendChild(el("div", "turn"));
+  turn.appendChild(node);
+  if (sink === logEl) grew = true;
   return node;
 }
 
 function note(text, kind) {
-  return add(el("div", kind ? "note " + kind : "note", text));
+  const node = add(el("div", kind ? "note " + kind : "note", text));
+  changed();
+  return node;
 }
 
 // ---- the server -------------------------------------------------------------
@@ -115,6 +178,8 @@ class ApiError extends Error {
     this.code = code;
   }
 }
+
+const UNREACHABLE = "Cannot reach the omni-grpc server. Is it running?";
 
 async function api(method, path, body) {
   const headers = body === undefined ? {} : { "Content-Type": "application/json" };
@@ -128,8 +193,10 @@ async function api(method, path, body) {
     });
   } catch (_) {
     // fetch rejects only when nothing answered at all.
-    throw new ApiError(0, "unreachable", "Cannot reach the omni-grpc server. Is it running?");
+    serverGone();
+    throw new ApiError(0, "unreachable", UNREACHABLE);
   }
+  if (server === "unreachable") checkHealth(); // it answers again
   if (!response.ok) {
     let code = "http_" + response.status;
     let message = response.status + " " + response.statusText;
@@ -139,6 +206,8 @@ async function api(method, path, body) {
       code = error.code || code;
       message = error.message || message;
     } catch (_) { /* not JSON: a proxy's page */ }
+    if (response.status === 401) askToken(message);
+    else if (response.status === 503) checkHealth();
     throw new ApiError(response.status, code, message);
   }
   if (response.status === 204) return null;
@@ -151,8 +220,10 @@ function banner(text, kind, actions) {
     box.hidden = true;
     box.replaceChildren();
     delete box.dataset.kind;
+    delete box.dataset.server;
     return;
   }
+  delete box.dataset.server;
   box.replaceChildren(el("span", "", text));
   for (const [label, href] of actions || []) {
     const a = el("a", "", label);
@@ -164,23 +235,160 @@ function banner(text, kind, actions) {
   box.hidden = false;
 }
 
+// ---- the token ------------------------------------------------------------------
+
+// A server started with a token answers 401 without it: the page asks for it
+// in a field (a password field: it is a secret) rather than leaving the URL
+// as the only way in. The token is kept for this tab and the page starts over.
+let tokenNeeded = false;
+
+function askToken(message) {
+  if (tokenNeeded) return;
+  tokenNeeded = true;
+  const box = $("token");
+  $("token-why").textContent = token
+    ? "The server refused this access token (" + message + "). Enter the right one:"
+    : "This server needs an access token (the one serve was started with):";
+  box.hidden = false;
+  $("token-input").focus();
+  showStatus();
+}
+
+$("token").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const given = $("token-input").value.trim();
+  if (!given) return;
+  store(sessionStorage, TOKEN_KEY, given);
+  // A token in the address would win over the typed one: take it out, keep the rest.
+  const next = new URLSearchParams(location.search);
+  next.delete("access_token");
+  const query = next.toString();
+  history.replaceState(null, "", query ? "?" + query : location.pathname);
+  location.reload();
+});
+
+// ---- the server's health --------------------------------------------------------
+
+// What the page knows of the server beside its session's stream: "ok",
+// "unreachable" (nothing answers), or not serving new runs (GET /healthz is 503:
+// draining for a shutdown, or its storage failed), with its problems.
+let server = "ok";
+let problems = {};
+const HEALTH_EVERY_MS = 4000; // while the page is open
+const RETRY_EVERY_MS = 2000; // while the server does not answer
+let healthTimer = null;
+
+function serverGone() {
+  if (server === "unreachable") return;
+  server = "unreachable";
+  showServer();
+  watchHealth(RETRY_EVERY_MS);
+}
+
+function watchHealth(delay) {
+  clearTimeout(healthTimer);
+  healthTimer = setTimeout(checkHealth, delay);
+}
+
+async function checkHealth() {
+  clearTimeout(healthTimer);
+  const was = server;
+  try {
+    const response = await fetch("healthz", { cache: "no-store" });
+    const body = await response.json().catch(() => ({}));
+    server = response.ok ? "ok" : "not-serving";
+    problems = response.ok ? {} : body.problems || {};
+  } catch (_) {
+    server = "unreachable";
+  }
+  showServer();
+  if (was === "unreachable" && server !== "unreachable") serverBack();
+  watchHealth(server === "unreachable" ? RETRY_EVERY_MS : HEALTH_EVERY_MS);
+}
+
+// The server answers again: the list reloads, a session's stream resumes.
+function serverBack() {
+  if (document.body.dataset.view === "list") refreshList().catch(listError);
+  else if (sessionId && (!source || source.readyState === EventSource.CLOSED)) reconnect();
+}
+
+function showServer() {
+  if (!tokenNeeded) {
+    let text = null;
+    let kind = "warn";
+    if (server === "unreachable") {
+      text = "Cannot reach the server: it may be stopped or restarting. Sending is off until it answers; retrying…";
+      kind = "error";
+    } else if (server === "not-serving") text = notServing();
+    else if (connection === "reconnecting") text = "Connection lost. Reconnecting…";
+    const box = $("banner");
+    // The banner says the server's state until it is well again; a banner
+    // about something else (an unknown session, a refused request) stays.
+    if (text) {
+      banner(text, kind);
+      box.dataset.server = "1";
+    } else if (box.dataset.server) banner(null);
+  }
+  showStatus();
+}
+
+function draining() {
+  return server === "not-serving" && "draining" in problems;
+}
+
+function notServing() {
+  if (draining()) {
+    const waiting = asking.size ? " Answer the waiting approval before it stops." : "";
+    return "The server is shutting down: it finishes the running task and takes no new ones." + waiting;
+  }
+  const why = Object.values(problems).join("; ");
+  return "The server takes no new runs now" + (why ? ": " + why : ".");
+}
+
 // ---- the header ---------------------------------------------------------------
 
 const STATUS_WORDS = {
   idle: "Ready", running: "Running…", waiting: "Approval needed",
-  reconnecting: "Reconnecting…", offline: "Offline",
+  reconnecting: "Reconnecting…", offline: "Offline", "not-serving": "Shutting down",
+  unknown: "Not found", token: "Token needed",
 };
 
 function showStatus() {
-  const waiting = runState === "running" && logEl.querySelector(".tool .ask") !== null;
-  const state = connection !== "ok" ? connection : waiting ? "waiting" : runState;
+  const waiting = runState === "running" && asking.size > 0;
+  let state = waiting ? "waiting" : runState;
+  if (tokenNeeded) state = "token";
+  else if (missing) state = "unknown";
+  else if (server === "unreachable") state = "offline";
+  // Draining, a run going on is still the news; after it, or once its stream
+  // is cut (the shutdown came), the server stopping is.
+  else if (draining() && (connection !== "ok" || runState !== "running")) state = "not-serving";
+  else if (connection !== "ok") state = connection;
+  // Called every frame: each write only when its value changes, so an
+  // unchanged header invalidates no style.
   const status = $("status");
-  status.textContent = STATUS_WORDS[state] || state;
-  status.className = "status " + state;
-  document.body.dataset.state = connection !== "ok" ? connection : runState;
-  logEl.setAttribute("aria-busy", runState === "running" ? "true" : "false");
-  $("send").disabled = runState === "running";
-  $("abort").disabled = runState !== "running" || connection !== "ok";
+  const word = STATUS_WORDS[state] || state;
+  if (status.textContent !== word) status.textContent = word;
+  if (status.className !== "status " + state) status.className = "status " + state;
+  const bodyState = state === "waiting" ? runState : state;
+  if (document.body.dataset.state !== bodyState) document.body.dataset.state = bodyState;
+  const busy = runState === "running" ? "true" : "false";
+  if (logEl.getAttribute("aria-busy") !== busy) logEl.setAttribute("aria-busy", busy);
+  // Send only what the server can take now: never while it is unreachable,
+  // shutting down, or without a token, and one run at a time.
+  const reachable = server === "ok" && connection === "ok" && !tokenNeeded;
+  const send = $("send");
+  const sendOff = runState === "running" || !reachable || missing;
+  if (send.disabled !== sendOff) send.disabled = sendOff;
+  const why = reachable ? "" : "The server cannot take a new run now";
+  if (send.title !== why) send.title = why;
+  const abortOff = runState !== "running" || connection !== "ok" || server === "unreachable";
+  if ($("abort").disabled !== abortOff) $("abort").disabled = abortOff;
+  // An approval cannot be answered while nothing answers (or while it is being sent).
+  for (const [id, ask] of asking) {
+    for (const button of ask.querySelectorAll("button")) {
+      button.disabled = server === "unreachable" || deciding.has(id);
+    }
+  }
 }
 
 function setRunState(state) {
@@ -188,16 +396,14 @@ function setRunState(state) {
   runState = state;
   if (state !== "running") {
     for (const kind of ["text", "thinking"]) finishOpen(kind);
+    endTools();
   }
   showStatus();
 }
 
 function setConnection(state) {
   connection = state;
-  if (state === "ok") banner(null);
-  else if (state === "reconnecting") banner("Connection lost. Reconnecting…", "warn");
-  else banner("The server is not answering. Retrying…", "error");
-  showStatus();
+  showServer();
 }
 
 function showMeta(info) {
@@ -209,8 +415,8 @@ function showMeta(info) {
   $("meta").textContent = parts.join(" · ");
 }
 
-function setTitle(text) {
-  const title = text ? clip(text, TITLE_LENGTH) : "New session";
+function setTitle(text, fallback = "New session") {
+  const title = text ? clip(text, TITLE_LENGTH) : fallback;
   $("title").textContent = title;
   $("title").title = text || "";
   document.title = title + " · omni-grpc";
@@ -314,18 +520,13 @@ function bubble(kind) {
   return node;
 }
 
-let paintPending = new Set();
+// Re-rendering Markdown on every delta is wasted work: once per frame is enough.
 function paint(node) {
-  // Re-rendering Markdown on every delta is wasted work: once per frame is enough.
-  if (paintPending.has(node)) return;
-  paintPending.add(node);
-  setTimeout(() => {
-    paintPending.delete(node);
-    paintNow(node);
-  }, 40);
+  dirty.add(node);
 }
 
 function paintNow(node) {
+  dirty.delete(node);
   if (node.classList.contains("assistant")) {
     node.querySelector(".body").replaceChildren(window.renderMarkdown(node.markdown));
   }
@@ -407,6 +608,7 @@ function toolCard(id, name) {
     card.append(head, args, out, el("div", "images"));
     card.rawArgs = "";
     tools.set(id, card);
+    unfinished.add(card);
     add(card);
   }
   if (name) {
@@ -422,13 +624,55 @@ function setArgs(card, raw) {
   foldable(card.querySelector(".args"), pretty(raw));
 }
 
-function setOutput(card, text, images) {
-  foldable(card.querySelector(".output"), text);
+// Cards whose call has neither an output nor a refusal yet: when their run
+// ends they did not run, or were cut off (endTools).
+const unfinished = new Set();
+
+function setState(card, word) {
   const state = card.querySelector(".state");
-  if (!card.querySelector(".decision.deny, .decision.forbidden")) state.textContent = "done";
+  state.textContent = word;
+  state.className = "state " + word.replace(" ", "-");
+  card.dataset.state = word;
+}
+
+function allowed(card) {
+  return card.querySelector(".decision.allow") !== null;
+}
+
+function closeAsk(card) {
+  const ask = asking.get(card.dataset.callId);
+  if (!ask) return;
+  ask.remove();
+  asking.delete(card.dataset.callId);
+}
+
+// ``stopReason`` is the complete output's (undefined while it streams): an
+// aborted or timed-out output is a call that never ran (nobody approved it
+// before the run stopped, or the wait ran out), or, once allowed, one cut off.
+function setOutput(card, text, images, stopReason) {
+  foldable(card.querySelector(".output"), text);
+  closeAsk(card);
+  const refused = card.querySelector(".decision.deny, .decision.forbidden") !== null;
+  if (stopReason !== undefined) {
+    unfinished.delete(card);
+    if (refused) setState(card, "not run");
+    else if (stopReason === "aborted" || stopReason === "timeout") {
+      setState(card, allowed(card) ? "interrupted" : "not run");
+    } else setState(card, "done");
+  } else if (!refused) setState(card, "running");
   if (images && images.length) {
     card.querySelector(".images").replaceChildren(...images.map((url, k) => image(url, `tool image ${k + 1}`)));
   }
+}
+
+// The run ended (it finished, was stopped, or the server shut down): a call
+// still without output never ran, or ran and never finished.
+function endTools() {
+  for (const card of unfinished) {
+    closeAsk(card);
+    setState(card, allowed(card) ? "interrupted" : "not run");
+  }
+  unfinished.clear();
 }
 
 const DECISION_WORDS = { allow: "allowed", deny: "denied", forbidden: "blocked" };
@@ -463,8 +707,7 @@ function decisionLabel(decision, id) {
 }
 
 function decide(card, decision, byYou) {
-  const ask = card.querySelector(".ask");
-  if (ask) ask.remove();
+  closeAsk(card);
   const head = card.querySelector(".head");
   if (!head.querySelector(".decision")) {
     const id = card.dataset.callId;
@@ -472,12 +715,16 @@ function decide(card, decision, byYou) {
     else if (modeOfThisRun()) rememberMode(id, modeOfThisRun());
     head.append(el("span", "decision " + decision, decisionLabel(decision, id)));
   }
-  if (decision !== "allow") card.querySelector(".state").textContent = "not run";
+  if (decision !== "allow") {
+    setState(card, "not run");
+    unfinished.delete(card);
+  } else if (unfinished.has(card)) setState(card, "running");
   showStatus();
 }
 
 function startTurn() {
   turnStats = null;
+  sink.appendChild(el("div", "turn"));
 }
 
 function usage(p) {
@@ -536,7 +783,7 @@ function renderMessage(msg, raw) {
       break;
     }
     case "tool_call_output":
-      setOutput(toolCard(p.tool_call_id), p.output, p.images);
+      setOutput(toolCard(p.tool_call_id), p.output, p.images, p.stop_reason || "completed");
       break;
     case "approval_decision":
       decide(toolCard(p.tool_call_id), p.decision, false);
@@ -574,8 +821,8 @@ function askApproval(toolCall) {
   const p = toolCall.payload;
   const card = toolCard(p.tool_call_id, p.name);
   setArgs(card, p.arguments || "");
-  if (card.querySelector(".ask") || card.querySelector(".decision")) return;
-  card.querySelector(".state").textContent = "waiting";
+  if (asking.has(p.tool_call_id) || card.querySelector(".decision") || !unfinished.has(card)) return;
+  setState(card, "waiting");
   const ask = el("div", "ask");
   ask.append(el("span", "question", `Run ${p.name}? You asked to approve each tool call (approval mode “ask me”).`));
   const buttons = el("div", "answers");
@@ -597,18 +844,20 @@ function askApproval(toolCall) {
           shown.textContent = decisionLabel(shown.classList[1], p.tool_call_id);
         }
         buttons.querySelectorAll("button").forEach((b) => { b.disabled = false; });
-        if (error.code === "approval_not_found") {
-          ask.remove();
-          showStatus();
-        } else note("The approval was not sent: " + error.message, "error");
+        if (error.code === "approval_not_found") closeAsk(card);
+        else note("The approval was not sent: " + error.message, "error");
       } finally {
         deciding.delete(p.tool_call_id);
+        showStatus();
       }
     };
     buttons.append(button);
   }
   ask.append(buttons);
   card.querySelector(".args-box").after(ask); // the question under what it is about
+  asking.set(p.tool_call_id, ask);
+  if (sink === logEl) changed();
+  if (server === "not-serving") showServer(); // the banner says to answer it now
   showStatus();
 }
 
@@ -627,6 +876,9 @@ function renderServerEvent(event) {
 function reset() {
   logEl.replaceChildren();
   tools.clear();
+  unfinished.clear();
+  asking.clear();
+  dirty.clear();
   shown.clear();
   open.text = open.thinking = null;
   turnStats = null;
@@ -667,6 +919,7 @@ async function loadTail() {
   showMeta(null);
   following = true;
   pin();
+  showStatus();
   return history;
 }
 
@@ -760,7 +1013,7 @@ async function listSessions() {
   $("prompt").placeholder = "Ask something to start a new session…";
   const again = () => {
     if (document.body.dataset.view !== "list") return; // a prompt opened a session
-    refreshList().then(() => banner(null)).catch(listError)
+    refreshList().then(() => { if (!$("banner").dataset.server) banner(null); }).catch(listError)
       .finally(() => setTimeout(again, LIST_REFRESH_MS));
   };
   setTimeout(again, LIST_REFRESH_MS); // also retries a list that could not load
@@ -768,8 +1021,10 @@ async function listSessions() {
 }
 
 function listError(error) {
-  if (error.code === "unreachable") banner(error.message + " Retrying…", "error");
-  else banner("The sessions could not be listed: " + error.message, "error");
+  // An unreachable server or a missing token is said already (showServer, askToken).
+  if (error.code !== "unreachable" && error.code !== "unauthenticated") {
+    banner("The sessions could not be listed: " + error.message, "error");
+  }
 }
 
 async function refreshList() {
@@ -839,57 +1094,131 @@ function showTitle(title, text) {
 
 function showLoadError(error) {
   if (error.code === "session_not_found") {
+    missing = true;
     banner("This session does not exist on this server.", "error",
       [["See all sessions", link({})], ["Start a new one", link({ new: "1" })]]);
-    document.body.dataset.state = "unknown";
+    setTitle("", "Session not found");
+    $("status").hidden = false;
+    $("meta").textContent = "";
     $("composer").hidden = true;
-  } else if (error.code === "unreachable") {
-    setConnection("offline");
+    if (source) source.close();
+    showStatus();
+  } else if (error.code === "unreachable" || error.code === "unauthenticated") {
+    // Said already: the banner (and the health checks until it answers), or the token field.
   } else {
     banner(error.message, "error");
   }
 }
 
+// Stream events go through the frame queue; their ids are noted at once, so
+// a reconnect resumes after the newest one received.
 function openStream(after) {
   if (source) source.close();
   const query = new URLSearchParams();
   if (token) query.set("access_token", token);
   if (after) query.set("lastEventId", after);
   const text = query.toString();
-  source = new EventSource(`api/sessions/${sessionId}/stream${text ? "?" + text : ""}`);
+  const stream = new EventSource(`api/sessions/${sessionId}/stream${text ? "?" + text : ""}`);
+  source = stream;
   const seen = (e) => { if (e.lastEventId) lastEventId = e.lastEventId; };
-  source.onmessage = (e) => { seen(e); renderMessage(JSON.parse(e.data), e.data); };
-  source.addEventListener("server_event", (e) => { seen(e); renderServerEvent(JSON.parse(e.data)); });
-  source.onopen = () => setConnection("ok");
-  source.onerror = () => {
-    if (source.readyState === EventSource.CONNECTING) {
-      setConnection("reconnecting");
+  stream.onmessage = (e) => {
+    seen(e);
+    queue.push([(data) => renderMessage(JSON.parse(data), data), e.data]);
+    schedule();
+  };
+  stream.addEventListener("server_event", (e) => {
+    seen(e);
+    queue.push([(data) => renderServerEvent(JSON.parse(data)), e.data]);
+    schedule();
+  });
+  stream.onopen = () => {
+    if (server === "unreachable") server = "ok";
+    setConnection("ok");
+  };
+  stream.onerror = () => {
+    if (stream !== source) return;
+    // Whether the server is gone or only this connection: /healthz tells.
+    checkHealth();
+    if (stream.readyState === EventSource.CONNECTING) {
+      setConnection("reconnecting"); // the browser tries again by itself
       return;
     }
-    // Closed for good (the server answered with an error, or gave up): retry ourselves.
-    setConnection("offline");
-    setTimeout(reconnect, 2000);
+    // Closed for good (the server answered with an error): ask it why, and retry.
+    setConnection("reconnecting");
+    setTimeout(reconnect, RETRY_EVERY_MS);
   };
   return new Promise((resolve, reject) => {
-    const onOpen = () => { source.removeEventListener("open", onOpen); resolve(); };
-    source.addEventListener("open", onOpen);
-    source.addEventListener("error", () => {
-      if (source.readyState === EventSource.CLOSED) reject(new ApiError(0, "unreachable", "no stream"));
+    const onOpen = () => { stream.removeEventListener("open", onOpen); resolve(); };
+    stream.addEventListener("open", onOpen);
+    stream.addEventListener("error", () => {
+      if (stream.readyState === EventSource.CLOSED) reject(new ApiError(0, "unreachable", "no stream"));
     }, { once: true });
   });
 }
 
+let reconnecting = false;
+
 async function reconnect() {
+  if (reconnecting || missing || tokenNeeded) return;
+  reconnecting = true;
   try {
     await api("GET", `api/sessions/${sessionId}`);
   } catch (error) {
+    reconnecting = false;
     if (error.code === "session_not_found") return showLoadError(error);
-    setTimeout(reconnect, 2000);
+    if (error.code !== "unauthenticated") setTimeout(reconnect, RETRY_EVERY_MS);
     return;
   }
+  reconnecting = false;
   // The server answers again; its stream says (resync_required) if the gap is lost.
   openStream(lastEventId).catch(() => {});
 }
+
+// ---- the approval mode -----------------------------------------------------------
+
+// The mode belongs to the session (the server keeps it, as the reference
+// does): the selector shows the open session's, and changing it changes the
+// session's (PATCH), which a running task applies from its next tool call.
+// A new session starts with the user's last choice, kept in localStorage.
+const MODE_CHOICE_KEY = "omni-grpc:approval-mode";
+let sessionMode = null; // the open session's mode, as the server last said it
+let modeChange = Promise.resolve();
+
+function offered(mode) {
+  return [...modeSelect.options].some((option) => option.value === mode);
+}
+
+function showMode(session) {
+  const word = MODE_WORDS[session.approvalMode] || session.approvalMode;
+  sessionMode = word;
+  if (offered(word)) modeSelect.value = word;
+  modeSelect.dataset.session = word; // what the session has, for a reader or a test
+}
+
+// Makes the session's mode the selector's; refused, the selector goes back to
+// the session's and the refusal is shown.
+async function applyMode() {
+  const wanted = modeSelect.value;
+  if (!sessionId || wanted === sessionMode) return;
+  try {
+    const { session } = await api("PATCH", `api/sessions/${sessionId}`, { approvalMode: wanted });
+    showMode(session);
+    if (runState === "running" && liveMode) liveMode = sessionMode;
+  } catch (error) {
+    if (sessionMode && offered(sessionMode)) modeSelect.value = sessionMode;
+    if (error.code !== "unreachable" && error.code !== "unauthenticated") {
+      note("The approval mode was not changed: " + error.message, "error");
+    }
+    throw error;
+  }
+}
+
+modeSelect.addEventListener("change", () => {
+  store(localStorage, MODE_CHOICE_KEY, modeSelect.value);
+  if (sessionId && ready) modeChange = ready.then(applyMode).catch(() => {});
+});
+
+// ---- the session and its stream ----------------------------------------------------
 
 async function openSession() {
   document.body.dataset.view = "session";
@@ -900,10 +1229,7 @@ async function openSession() {
   setTitle("");
   const { session } = await api("GET", `api/sessions/${sessionId}`);
   document.body.dataset.session = sessionId;
-  // The selector shows the mode this session runs with, not the page's default.
-  const select = $("mode");
-  const word = MODE_WORDS[session.approvalMode] || session.approvalMode;
-  if ([...select.options].some((option) => option.value === word)) select.value = word;
+  showMode(session); // the mode this session runs with, not the page's default
   showMeta(session);
   const history = await loadTail();
   loadTitle(sessionId, history.page && history.page.before ? null : history.messages)
@@ -916,9 +1242,11 @@ function connect() {
   if (ready) return ready;
   ready = (async () => {
     if (!sessionId) {
+      // The session is born with the mode the selector shows.
+      const { session } = await api("POST", "api/sessions", { approvalMode: modeSelect.value });
       logEl.replaceChildren(); // the list gives way to the new conversation
-      const { session } = await api("POST", "api/sessions", {});
       sessionId = session.sessionId;
+      showMode(session);
       $("prompt").placeholder = PROMPT_HINT;
       history.replaceState(null, "", link({ session: sessionId }));
       document.body.dataset.view = "session";
@@ -940,22 +1268,26 @@ let sending = false;
 
 async function send() {
   const text = $("prompt").value.trim();
-  // One send at a time: the run's "running" state arrives over the stream, after the POST.
-  if (!text || runState === "running" || sending) return;
+  // One send at a time: the run's "running" state arrives over the stream, after
+  // the POST. A disabled Send says why (the banner); the prompt stays for later.
+  if (!text || $("send").disabled || sending) return;
   sending = true;
   try {
     await connect();
     if (!$("title").title) setTitle(text);
+    await modeChange;
+    await applyMode(); // a mode picked before the session answered, or set by a script
     // Set before the POST: a run in "allow all" may decide before the answer comes back.
-    liveMode = $("mode").value;
-    await api("POST", `api/sessions/${sessionId}/tasks`, { input: [{ type: "text", text }], approvalMode: liveMode });
+    liveMode = sessionMode;
+    await api("POST", `api/sessions/${sessionId}/tasks`, { input: [{ type: "text", text }] });
     $("prompt").value = "";
     following = true; // their own prompt brings the reader back to the end
-    pin();
+    changed();
   } catch (error) {
     if (runState !== "running") liveMode = null;
-    if (error.code === "unreachable") banner(error.message, "error");
-    else if (error.code !== "session_not_found") note(error.message, "error");
+    if (!["unreachable", "unauthenticated", "session_not_found"].includes(error.code)) {
+      note(error.message, "error");
+    }
   } finally {
     sending = false;
   }
@@ -990,6 +1322,11 @@ document.addEventListener("keydown", (event) => {
 setInterval(() => {
   for (const time of document.querySelectorAll("time.when")) time.textContent = relativeTime(time.dateTime);
 }, 60000);
+
+// A new session starts from the user's last choice of mode, if this server offers it.
+const lastChoice = stored(localStorage, MODE_CHOICE_KEY);
+if (!sessionId && lastChoice && offered(lastChoice)) modeSelect.value = lastChoice;
+checkHealth();
 
 if (sessionId) {
   connect();

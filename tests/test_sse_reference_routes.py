@@ -123,6 +123,36 @@ async def test_patch_changes_the_mode_of_the_next_call(tmp_path: Path) -> None:
         assert outputs and "Tool call denied by user." in outputs[0]
 
 
+async def test_a_restart_keeps_each_sessions_own_mode(tmp_path: Path) -> None:
+    # The memory backend's index is gone after a restart: the mode comes back
+    # from beside the trace, or a session in "ask" would run in the server's.
+    async with served(tmp_path) as (_, http):
+        asking = (await http.post(AGENT, json={"approvalMode": "always-ask"})).json()["session"]
+        changed = (await http.post(AGENT, json={})).json()["session"]
+        patched = await http.patch(
+            f"/api/sessions/{changed['sessionId']}", json={"approvalMode": "deny-all"}
+        )
+        assert patched.status_code == 200, patched.text
+        plain = (await http.post(AGENT, json={})).json()["session"]
+    async with served(tmp_path) as (hub, http):
+        await hub.restore()
+        modes = {
+            s["sessionId"]: s["approvalMode"] for s in (await http.get(AGENT)).json()["sessions"]
+        }
+        assert modes == {
+            asking["sessionId"]: "always-ask",
+            changed["sessionId"]: "deny-all",
+            plain["sessionId"]: "allow-all",  # none of its own: the server's
+        }
+        assert asked(await task_events(http, asking["sessionId"], "deny"))
+        # Deleted, the session's mode goes with its trace.
+        saved = list((tmp_path / "data" / "traces").glob(f"*/*{asking['sessionId']}*.mode"))
+        assert [p.read_text() for p in saved] == ["ask"]
+        deleted = await http.delete(f"/api/sessions/{asking['sessionId']}?deleteTrace=true")
+        assert deleted.status_code == 204, deleted.text
+    assert not list((tmp_path / "data" / "traces").glob(f"*/*{asking['sessionId']}*.mode"))
+
+
 async def test_patch_names_what_it_cannot_change(tmp_path: Path) -> None:
     async with served(tmp_path) as (_, http):
         sid = (await http.post(AGENT, json={})).json()["session"]["sessionId"]

@@ -200,8 +200,10 @@ class Hub:
     async def set_approval_mode(self, session_id: str, mode: ApprovalMode) -> SessionInfo:
         """Changes the session's own approval mode (the reference's PATCH). Every
         replica sees it; a running task applies it from its next tool call."""
-        await self._record(session_id)
+        record = await self._record(session_id)
         self._check_mode(mode)
+        # On disk first: a restart finds the session in the mode it was given.
+        await self.new_sessions.save_mode(record, mode.value)
         if not await self.backend.index.set_approval_mode(session_id, mode.value):
             raise SessionNotFound(session_id)
         return await self.session_info(session_id)

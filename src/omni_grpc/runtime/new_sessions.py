@@ -55,6 +55,15 @@ class NewSessions:
             raise StorageUnavailable(failure.message, exhausted=exhausted) from exc
         return record
 
+    async def save_mode(self, record: SessionRecord, mode: str) -> None:
+        """Keeps a session's new approval mode on disk (``TraceStore.save_mode``)."""
+        try:
+            await asyncio.to_thread(self._traces.save_mode, record, mode)
+        except OSError as exc:
+            failure = self._recorder.storage_failed(exc)
+            exhausted = failure.code == "resource_exhausted"
+            raise StorageUnavailable(failure.message, exhausted=exhausted) from exc
+
     async def forget(self, record: SessionRecord) -> None:
         """Takes back a session no run used: out of the index, its files gone.
         An index that cannot answer now (Redis down, or its pool's wait run

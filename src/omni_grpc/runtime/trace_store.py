@@ -129,18 +129,35 @@ class TraceStore:
         session leaves nothing on disk): its workspace and, ``with_trace``,
         its first shard, empty, so a restart indexes the session again even
         though no run recorded anything yet (the memory backend keeps no
-        index of its own). Raises OSError when the disk refuses."""
+        index of its own), with its own approval mode if it has one. Raises
+        OSError when the disk refuses."""
         self.workspace(record.session_id)
         if with_trace:
             shard = self.paths(record)[0]
             shard.parent.mkdir(parents=True, exist_ok=True)
             shard.touch(exist_ok=True)
+        if record.approval_mode is not None:
+            self.save_mode(record, record.approval_mode)
+
+    def save_mode(self, record: SessionRecord, mode: str) -> None:
+        """The session's own approval mode, in a small file beside its first
+        shard (``<shard>.mode``): the memory backend keeps no index across a
+        restart, and a session in "ask" must not come back in the server's
+        mode. It moves and goes with the shard (``remove``). Raises OSError
+        when the disk refuses."""
+        path = _mode_path(self.paths(record)[0])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staged = path.with_name(path.name + ".tmp")
+        staged.write_text(mode)
+        os.replace(staged, path)  # whole or not at all
 
     def discard(self, record: SessionRecord) -> None:
         """Undoes :meth:`create` for a session no run ever used: only what is
         still empty goes."""
         with contextlib.suppress(OSError):
             (self.workspaces_dir / record.session_id).rmdir()
+        with contextlib.suppress(OSError):
+            _mode_path(self.paths(record)[0]).unlink()
         for shard in self.paths(record):
             with contextlib.suppress(OSError):
                 if shard.stat().st_size == 0:
@@ -288,7 +305,19 @@ class TraceStore:
         meta = (
             payload if record.get("type") == "session_meta" and isinstance(payload, dict) else None
         )
-        return SessionRecord(session_id, created, updated, count, names, meta)
+        mode = _saved_mode(first)
+        return SessionRecord(session_id, created, updated, count, names, meta, approval_mode=mode)
+
+
+def _mode_path(first_shard: Path) -> Path:
+    return first_shard.with_name(first_shard.name + ".mode")
+
+
+def _saved_mode(first_shard: Path) -> str | None:
+    try:
+        return _mode_path(first_shard).read_text().strip() or None
+    except FileNotFoundError:
+        return None
 
 
 def _read_shard(path: Path) -> list[omni_pb2.OmniMessage]:

@@ -81,6 +81,7 @@ function link(query) {
 const queue = []; // [handler, event data] in arrival order
 const dirty = new Set(); // assistant bubbles whose Markdown changed this frame
 let frameDue = false;
+let fallback = null; // the timer that renders if no animation frame comes
 let grew = false; // the log changed since the last frame
 const HIDDEN_TAB_MS = 250; // a hidden tab gets no animation frames: render anyway
 
@@ -88,7 +89,7 @@ function schedule() {
   if (frameDue) return;
   frameDue = true;
   requestAnimationFrame(frame);
-  setTimeout(frame, HIDDEN_TAB_MS);
+  fallback = setTimeout(frame, HIDDEN_TAB_MS);
 }
 
 // Anything that changes the log outside the stream (an approval answered, a
@@ -101,10 +102,15 @@ function changed() {
 function frame() {
   if (!frameDue) return; // the other of rAF and the timeout came first
   frameDue = false;
+  clearTimeout(fallback);
   // The reader may have scrolled up since the last pin, before their scroll
-  // event arrived: growth never lowers scrollTop, so that says it. The layout
-  // is the last frame's here, still clean, so the read costs nothing.
-  if (following && logEl.scrollTop < pinnedAt - 2) following = false;
+  // event arrived: growth never lowers scrollTop, so that says it (content
+  // that shrank, a thought folding up, lowers only the highest scrollTop).
+  // The layout is the last frame's here, still clean, so the reads cost nothing.
+  if (following) {
+    const highest = logEl.scrollHeight - logEl.clientHeight;
+    if (logEl.scrollTop < Math.min(pinnedAt, highest) - 2) following = false;
+  }
   const batch = queue.splice(0, queue.length);
   for (const [handle, data] of batch) handle(data);
   if (batch.length) grew = true;

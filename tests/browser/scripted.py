@@ -7,6 +7,8 @@ The prompt picks the script:
   N numbered lines with a PNG image, then a short reply;
 * ``fail``: the model request fails and the engine gives up (a failed run);
 * ``hang``: a reply opens and waits, with no text, until the run is stopped;
+* ``tool-hang``: a ``read_file`` call, approved, that runs until the run is
+  stopped (it never has an output);
 * ``slow``: a long reply streamed slowly until it ends or the run is stopped.
 """
 
@@ -168,6 +170,21 @@ class _Run:
             yield protocol.request_begin()
             yield protocol.request_end(StopReason.FAILED, error_message="upstream answered 500")
             yield protocol.abort_event("llm request error: upstream answered 500")
+        elif prompt == "tool-hang":
+            self.engine._calls += 1
+            call_id = f"call_read_{self.engine._calls}"
+            args = '{"path": "notes/slow.txt"}'
+            yield protocol.request_begin()
+            self.request_open = True
+            async for msg in self.segment(SegmentKind.TOOL_CALL, [args], call_id, "read_file"):
+                yield msg
+            call = protocol.tool_call("read_file", args, call_id)
+            decision = await self.options.approve(call)
+            yield protocol.approval_decision(decision, call_id)
+            yield self.usage(12)
+            self.request_open = False
+            yield protocol.request_end(StopReason.COMPLETED)
+            await self.tick(3600)  # the tool runs until the run is stopped
         elif prompt == "hang":
             yield protocol.request_begin()
             self.request_open = True

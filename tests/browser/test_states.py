@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from omni_grpc.engines.demo import DemoEngine
+from tests.browser.scripted import ScriptedEngine
 from tests.browser.serving import AUTH, TOKEN, page_server, run_turns
 from tests.browser.webdriver import ENTER, Browser, chromium
 
@@ -145,6 +146,29 @@ async def test_a_drain_and_a_shutdown_are_said_and_the_call_shows_not_run(
         assert await browser.js("return document.getElementById('status').textContent") == (
             "Shutting down"
         )
+
+
+async def test_a_call_cut_off_by_a_stop_reads_interrupted(tmp_path: Path) -> None:
+    async with page_server(tmp_path, ScriptedEngine()) as (_, url), chromium() as browser:
+        await browser.get(f"{url}/?access_token={TOKEN}&new=1")
+        await browser.type("#prompt", "tool-hang" + ENTER)
+        await browser.wait_for(
+            "const t = document.querySelector('.tool');"
+            " return t && t.querySelector('.decision.allow') !== null"
+            " && t.dataset.state === 'running'"
+        )
+        await browser.click("#abort")
+        await browser.wait_for(
+            "return document.body.dataset.state === 'idle'"
+            " && document.querySelector('.tool').dataset.state === 'interrupted'"
+        )
+        assert await browser.js("return document.querySelector('.tool .state').textContent") == (
+            "interrupted"
+        )
+        notes = await browser.js(
+            "return [...document.querySelectorAll('.note')].map((n) => n.textContent)"
+        )
+        assert notes == ["Stopped."]
 
 
 async def test_send_is_off_while_the_server_is_down_and_back_on_when_it_returns(

@@ -38,7 +38,10 @@ new MutationObserver((records) => {
     const last = turns[turns.length - 1];
     const node = r.target.nodeType === 1 ? r.target : r.target.parentElement;
     if (last && last.contains(node)) watch.inside++;
-    else if (node === log && [...r.addedNodes].every((n) => n === last)) watch.inside++;
+    // The log itself: the new turn's box added, or its busy flag for the run.
+    else if (node === log && r.type === 'childList' && r.removedNodes.length === 0
+             && [...r.addedNodes].every((n) => n === last)) watch.inside++;
+    else if (node === log && r.attributeName === 'aria-busy') watch.inside++;
     else watch.outside.push(node.className || node.nodeName);
   }
 }).observe(log, {childList: true, subtree: true, characterData: true, attributes: true});

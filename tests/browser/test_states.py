@@ -263,3 +263,29 @@ async def test_the_page_asks_for_the_token_and_keeps_it_for_the_tab(tmp_path: Pa
             "return document.body.dataset.state === 'idle'"
             " && document.querySelectorAll('.assistant').length === 4"
         )
+
+
+async def test_a_prompt_sent_before_the_token_is_given_is_kept(tmp_path: Path) -> None:
+    async with page_server(tmp_path, DemoEngine()) as (_, url), chromium() as browser:
+        await browser.set_size(390, 760)  # a phone: the field fits the width
+        await browser.get(f"{url}/?new=1")
+        await browser.type("#prompt", "my first question" + ENTER)
+        await browser.wait_for("return !document.getElementById('token').hidden")
+        widths = await browser.js(
+            "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+        )
+        assert widths[0] == widths[1], widths
+        await browser.type("#token-input", TOKEN + ENTER)
+        # The page starts over with the token, the prompt still in the box.
+        await browser.wait_for(
+            "return document.getElementById('token').hidden"
+            " && document.getElementById('prompt').value === 'my first question'"
+        )
+        await browser.type("#prompt", ENTER)
+        await browser.wait_for(
+            "return document.body.dataset.state === 'idle'"
+            " && document.querySelectorAll('.assistant').length === 2"
+        )
+        users = "return [...document.querySelectorAll('.user')].map((e) => e.textContent)"
+        assert await browser.js(users) == ["my first question"]
+        assert "access_token" not in await browser.js("return location.href")

@@ -270,8 +270,17 @@ $("token").addEventListener("submit", (event) => {
   next.delete("access_token");
   const query = next.toString();
   history.replaceState(null, "", query ? "?" + query : location.pathname);
+  // A prompt typed before the server asked for the token survives the reload.
+  store(sessionStorage, DRAFT_KEY, $("prompt").value || null);
   location.reload();
 });
+
+const DRAFT_KEY = "omni-grpc:draft";
+const draft = stored(sessionStorage, DRAFT_KEY);
+if (draft) {
+  $("prompt").value = draft;
+  store(sessionStorage, DRAFT_KEY, null);
+}
 
 // ---- the server's health --------------------------------------------------------
 

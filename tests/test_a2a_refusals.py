@@ -81,7 +81,9 @@ async def test_malformed_json_and_unknown_methods_get_json_rpc_codes(a2a_server:
     ("message", "field"),
     [
         ({"parts": []}, "message.parts"),
-        ({"parts": [{"raw": "AAE=", "mediaType": "application/octet-stream"}]}, "message.parts[0]"),
+        ({"parts": [{}]}, "message.parts[0]"),
+        ({"parts": [{"text": "hi"}], "role": "ROLE_AGENT"}, "message.role"),
+        ({"parts": [{"text": "hi"}], "role": "ROLE_UNSPECIFIED"}, "message.role"),
         ({"parts": [{"text": "hi"}], "contextId": "no-such-context"}, "message.contextId"),
         ({"parts": [{"text": "hi"}], "contextId": "not a valid id!"}, "message.contextId"),
     ],
@@ -203,10 +205,12 @@ async def test_the_token_guards_every_binding_but_the_card(a2a_server: Start) ->
             http_url(server) + "/a2a/jsonrpc", json=send({"parts": [{"text": "hi"}]})
         )
         rest = await http.get(http_url(server) + "/a2a/rest/tasks")
-    assert card["securitySchemes"] == {
-        "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer", "description": card[
-            "securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["description"]}}
-    }  # fmt: skip
+    bearer = card["securitySchemes"]["bearer"]
+    description = bearer["httpAuthSecurityScheme"]["description"]
+    assert list(card["securitySchemes"]) == ["bearer"]
+    assert bearer["httpAuthSecurityScheme"] == {"scheme": "Bearer", "description": description}
+    # The same scheme in A2A 0.3's form, for 0.3 clients.
+    assert (bearer["type"], bearer["scheme"]) == ("http", "Bearer")
     assert card["securityRequirements"] == [{"schemes": {"bearer": {}}}]
     assert refused.status_code == 401 and rest.status_code == 401
     assert server.grpc is not None

@@ -68,7 +68,7 @@ class HubRequestHandler(RequestHandler):
         self, params: a2a.SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[StreamEvent]:
         view, sub = await self._send(params, context)
-        async for event in _stream(view, sub):
+        async for event in _stream(view, sub, until=TERMINAL | INTERRUPTED):
             yield event
 
     async def _send(
@@ -256,7 +256,7 @@ class HubRequestHandler(RequestHandler):
         if view.ended:
             sub.close()
             raise UnsupportedOperationError(f"task {ref.task_id!r} has ended; GetTask returns it")
-        async for event in _stream(view, sub):
+        async for event in _stream(view, sub, until=TERMINAL):
             yield event
 
     async def _open(self, ref: TaskRef, lossless: bool) -> tuple[TaskView, Subscription]:
@@ -378,11 +378,24 @@ async def _follow(view: TaskView, sub: Subscription, *, until: frozenset[int]) -
         view.apply(event)
 
 
-async def _stream(view: TaskView, sub: Subscription) -> AsyncGenerator[StreamEvent]:
-    """The task as it is, then its events until it ends (or the client leaves)."""
+async def _stream(
+    view: TaskView, sub: Subscription, *, until: frozenset[int]
+) -> AsyncGenerator[StreamEvent]:
+    """The task as it is, then its events until it ends or reaches a state of
+    ``until`` (or the client leaves).
+
+    A message's stream stops where SendMessage would return: at the end, or
+    when the task waits for input (A2A 1.0, section 11.7: events "until the
+    task reaches a terminal or interrupted state, at which point the stream
+    closes"; the Python SDK's event consumer stops there too). The client
+    answers with another message, whose stream goes on from there, or follows
+    the task with SubscribeToTask, which stays open to the terminal state
+    (section 3.1.6), across the waits; a wait is bounded by the approval
+    timeout (``--max-approval-wait``), so that stream ends too.
+    """
     try:
         yield view.task()
-        while not view.ended:
+        while not view.ended and view.state not in until:
             event = await _next(sub)
             if event is None:
                 return

@@ -3,6 +3,7 @@ no trace, no event; and the token guards every binding but the card."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -256,11 +257,30 @@ async def test_a_message_to_a_busy_context_is_refused_and_recorded_nowhere(
     waiting = await rpc(server, send({"parts": [{"text": "hi"}]}))
     task = waiting["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-    before = await server.hub.session_info(task["contextId"])
-    busy = await rpc(server, send({"parts": [{"text": "more"}], "contextId": task["contextId"]}))
+    context = task["contextId"]
+    window = await server.hub.replay_window(context)
+    said = [e.message for e in window if e.message is not None]
+    last = [m for m in said if not m.WhichOneof("payload").startswith("partial_")][-1]
+
+    async def trace_caught_up() -> bool:
+        # The trace is written behind the log, and the session's count behind
+        # the trace: wait for the log's last message in both.
+        traced = [m async for m in await server.hub.history(context)]
+        count = (await server.hub.session_info(context)).message_count
+        return traced[-1] == last and count == len(traced)
+
+    deadline = asyncio.get_running_loop().time() + 30
+    while not await trace_caught_up() and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.01)
+    before = await server.hub.session_info(context)
+    busy = await rpc(server, send({"parts": [{"text": "more"}], "contextId": context}))
     assert busy["error"]["code"] == INVALID_PARAMS
     assert busy["error"]["data"][0]["metadata"]["code"] == "task_in_progress"
-    after = await server.hub.session_info(task["contextId"])
+    # No event, no trace line.
+    after = await server.hub.session_info(context)
+    assert [e.event_id for e in await server.hub.replay_window(context)] == [
+        e.event_id for e in window
+    ]
     assert (after.message_count, after.last_event_id) == (
         before.message_count,
         before.last_event_id,

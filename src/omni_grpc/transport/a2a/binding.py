@@ -27,7 +27,13 @@ from omni_grpc.transport.a2a.card import (
     Skill,
     agent_card,
 )
-from omni_grpc.transport.a2a.endpoints import CardEndpoint, JsonRpcEndpoint, rest_list_tasks
+from omni_grpc.transport.a2a.endpoints import (
+    CardEndpoint,
+    JsonRpcEndpoint,
+    quiet_client_mistakes,
+    rest_list_tasks,
+    spec_statuses,
+)
 from omni_grpc.transport.a2a.grpc_service import A2aGrpcService
 from omni_grpc.transport.a2a.handler import HubRequestHandler
 
@@ -70,6 +76,7 @@ class A2aBinding:
             grpc_url=lambda: config.grpc_url or self._grpc_url(),
         )
         self.handler = HubRequestHandler(hub, agent_card(self.facts))
+        quiet_client_mistakes()
 
     def locate(
         self,
@@ -116,7 +123,11 @@ class A2aBinding:
 
 
 def _checked(route: BaseRoute) -> BaseRoute:
-    """The SDK's REST route, GET /tasks with its ``status`` filter checked first."""
-    if isinstance(route, Route) and route.path == REST_SUFFIX + "/tasks":
-        return Route(route.path, rest_list_tasks(route.endpoint), methods=["GET"])
-    return route
+    """The SDK's REST route with the spec's error statuses, and GET /tasks with
+    its ``status`` filter checked first."""
+    if not isinstance(route, Route):
+        return route
+    endpoint = spec_statuses(route.endpoint)
+    if route.path == REST_SUFFIX + "/tasks":
+        endpoint = rest_list_tasks(endpoint)
+    return Route(route.path, endpoint, methods=sorted(route.methods or ()))

@@ -16,6 +16,7 @@ server is restarted on other ports or names.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Awaitable, Callable
 from email.utils import formatdate
 from typing import Any
@@ -41,6 +42,35 @@ _STREAMING = frozenset(
 CARD_MAX_AGE = 300
 
 
+# What the SDK's dispatcher logs with logger.exception (ERROR and a traceback)
+# for a request the client got wrong; the client's answer already names it.
+_CLIENT_MISTAKES = frozenset(
+    {"Failed to parse request params", "Failed to validate base JSON-RPC request"}
+)
+
+
+class ClientMistakes(logging.Filter):
+    """Turns the SDK's ERROR-with-traceback for a client's malformed request
+    into one WARNING line naming the problem: an operator's ERRORs are the
+    server's own faults, and a client sending junk must not flood them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg in _CLIENT_MISTAKES and record.levelno > logging.WARNING:
+            problem = record.exc_info[1] if record.exc_info else None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.msg = f"{record.msg} (a client's request): %s"
+            record.args = (problem,)
+            record.exc_info = record.exc_text = None
+        return True
+
+
+def quiet_client_mistakes() -> None:
+    """Installs ``ClientMistakes`` on the SDK's JSON-RPC logger, once."""
+    logger = logging.getLogger(JsonRpcDispatcher.__module__)
+    if not any(isinstance(f, ClientMistakes) for f in logger.filters):
+        logger.addFilter(ClientMistakes())
+
+
 class JsonRpcEndpoint:
     """The JSON-RPC binding's POST endpoint: parse, then the SDK's dispatcher."""
 
@@ -61,6 +91,9 @@ class JsonRpcEndpoint:
         # Starlette caches the decoded body here; the dispatcher's request.json()
         # then returns this value instead of decoding the body again.
         request._json = parsed
+        refusal = _bad_status(parsed)
+        if refusal is not None:
+            return JSONResponse(build_error_response(parsed.get("id"), refusal))
         if _is_notification(parsed):
             if parsed.get("method") not in _STREAMING:
                 await self.dispatcher.handle_requests(request)
@@ -100,6 +133,39 @@ def rest_list_tasks(
         return await endpoint(request)
 
     return list_tasks
+
+
+# A2A 1.0, section 5.4: the HTTP statuses where the SDK (1.3) answers 400 or 500.
+_SPEC_STATUSES = {
+    "CONTENT_TYPE_NOT_SUPPORTED": 415,
+    "TASK_NOT_CANCELABLE": 409,
+    "INVALID_AGENT_RESPONSE": 502,
+}
+
+
+def spec_statuses(
+    endpoint: Callable[[Request], Awaitable[Response]],
+) -> Callable[[Request], Awaitable[Response]]:
+    """A REST endpoint of the SDK's whose error answers carry the spec's HTTP
+    status (section 5.4's table), told by the ErrorInfo reason in the body."""
+
+    async def answer(request: Request) -> Response:
+        response = await endpoint(request)
+        if response.status_code not in (400, 500) or not isinstance(response, JSONResponse):
+            return response
+        payload = orjson.loads(response.body)
+        error = payload.get("error") if isinstance(payload, dict) else None
+        if not isinstance(error, dict):
+            return response
+        details = error.get("details")
+        reason = details[0].get("reason") if isinstance(details, list) and details else None
+        status = _SPEC_STATUSES.get(reason) if isinstance(reason, str) else None
+        if status is None:
+            return response
+        error["code"] = status
+        return JSONResponse(payload, status_code=status, media_type=response.media_type)
+
+    return answer
 
 
 def _is_notification(body: Any) -> bool:

@@ -395,6 +395,7 @@ async def _stream(
     """
     try:
         yield view.task()
+        view.streaming()
         while not view.ended and view.state not in until:
             event = await _next(sub)
             if event is None:

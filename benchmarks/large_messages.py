@@ -21,6 +21,10 @@ a MiB) instead of one long word. Every case also gives the run's events, its
 seconds as its reader read it, and the server's CPU seconds meanwhile: how
 many deltas the demo engine streamed, and what they cost.
 
+``--via a2a``: the large run is an A2A task instead (SendStreamingMessage on
+the A2A gRPC service beside AgentService, in the small turn's context), read
+as A2A's artifact chunks; the Attach readers are as before.
+
 ``--timeline``: the server's RSS is also sampled every 2 ms during the large
 run, and a second table gives, for each message of 1 MiB or more the run
 reader got, the highest growth between the previous such message's arrival
@@ -37,10 +41,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import grpc
+from a2a.types import a2a_pb2 as a2a
+from a2a.types import a2a_pb2_grpc
 from scale_out import Proc, start_redis, start_serve  # benchmarks/scale_out.py
 
 from omni_grpc.client import AgentClient
@@ -122,8 +129,44 @@ def in_flight(samples: Samples, arrivals: Arrivals, base: float) -> list[tuple[s
     return out
 
 
+async def a2a_run(address: str, prompt: str, context_id: str) -> tuple[int, int]:
+    """One A2A task of ``prompt`` in ``context_id``, read to its end over the
+    A2A gRPC binding: (stream responses, echoes of the prompt in its text and
+    thinking artifacts)."""
+    request = a2a.SendMessageRequest(
+        message=a2a.Message(
+            message_id="bench", role=a2a.ROLE_USER, context_id=context_id,
+            parts=[a2a.Part(text=prompt)],
+        )
+    )  # fmt: skip
+    texts: dict[str, list[str]] = {}
+    names: dict[str, str] = {}
+    events = 0
+    limit = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+    async with grpc.aio.insecure_channel(address, options=limit) as channel:
+        stub = a2a_pb2_grpc.A2AServiceStub(channel)  # type: ignore[no-untyped-call]
+        async for response in stub.SendStreamingMessage(
+            request, metadata=(("a2a-version", "1.0"),)
+        ):
+            events += 1
+            if response.HasField("artifact_update"):
+                artifact = response.artifact_update.artifact
+                names[artifact.artifact_id] = artifact.name
+                chunks = texts.setdefault(artifact.artifact_id, [])
+                if not response.artifact_update.append:
+                    chunks.clear()
+                chunks.extend(part.text for part in artifact.parts)
+    shown = repr(prompt)
+    echoes = sum(
+        shown in "".join(chunks)
+        for artifact_id, chunks in texts.items()
+        if names[artifact_id] in ("text", "thinking")
+    )
+    return events, echoes
+
+
 async def one_case(
-    server: Proc, mib: int, readers: int, timeline: bool, kind: str
+    server: Proc, mib: int, readers: int, timeline: bool, kind: str, via: str = "grpc"
 ) -> tuple[float, float, int, float, float, list[tuple[str, float]]]:
     """(baseline RSS, peak RSS) in MiB, the run's events, its seconds and the
     server's CPU seconds meanwhile, and,
@@ -158,7 +201,12 @@ async def one_case(
         with watch as started:
             began, cpu = time.perf_counter(), cpu_seconds(server.process.pid)
             run = []
-            async for event in client.run(prompt, session_id=sid):
+            a2a_events = 0
+            if via == "a2a":
+                a2a_events, echoes = await a2a_run(server.address, prompt, sid)
+                if echoes != 2:
+                    raise RuntimeError(f"{mib} MiB over A2A: {echoes} echoes of the prompt, not 2")
+            async for event in client.run(prompt, session_id=sid) if via == "grpc" else _none():
                 run.append(event)
                 message = event.message
                 if timeline and message is not None and message.ByteSize() >= MiB:
@@ -166,13 +214,22 @@ async def one_case(
                     arrivals.append((time.perf_counter() - started, arm))
             seconds = time.perf_counter() - began
             cpu = cpu_seconds(server.process.pid) - cpu
-        seen = [run, *await asyncio.gather(*watchers)]
+        seen = [run, *await asyncio.gather(*watchers)] if via == "grpc" else []
+        if via == "a2a":
+            # The A2A task is over; the Attach readers see its end on their own.
+            seen = [*await asyncio.gather(*watchers)]
     for events in seen:
         kinds = [e.kind for e in events]
         if "@resync_required" in kinds or echoed(events, prompt) != 2:
             raise RuntimeError(f"{mib} MiB x {readers}: a reader missed events: {kinds[:20]}")
     peak = rss_kib(server.process.pid, "VmHWM") / 1024
-    return base, peak, len(run), seconds, cpu, in_flight(samples, arrivals, base)
+    count = len(run) if via == "grpc" else a2a_events
+    return base, peak, count, seconds, cpu, in_flight(samples, arrivals, base)
+
+
+async def _none() -> AsyncIterator[StreamEvent]:
+    return
+    yield
 
 
 @contextlib.contextmanager
@@ -210,6 +267,9 @@ async def main() -> None:
         "--prompt", choices=("word", "words"), default="word", help="one long word, or a log"
     )
     parser.add_argument("--baseline-src", help="another tree's src/ for a 'before' server")
+    parser.add_argument(
+        "--via", choices=("grpc", "a2a"), default="grpc", help="the large run: Run, or an A2A task"
+    )
     parser.add_argument(
         "--timeline", action="store_true", help="also the growth while each large message is sent"
     )
@@ -250,7 +310,7 @@ async def main() -> None:
                     server = start_tree_serve(root / f"serve-{n}", src, flags)
                     try:
                         base, peak, events, seconds, cpu, flight = await one_case(
-                            server, mib, readers, args.timeline, args.prompt
+                            server, mib, readers, args.timeline, args.prompt, args.via
                         )
                     finally:
                         server.stop()

@@ -64,13 +64,25 @@ async def test_the_card_names_every_binding_the_extension_and_the_tools(a2a_serv
     async with httpx.AsyncClient() as http:
         card = (await http.get(http_url(server) + "/.well-known/agent-card.json")).json()
     assert server.grpc is not None
-    bindings = {i["protocolBinding"]: i["url"] for i in card["supportedInterfaces"]}
-    assert bindings == {
-        "JSONRPC": http_url(server) + "/a2a/jsonrpc",
-        "HTTP+JSON": http_url(server) + "/a2a/rest",
-        "GRPC": server.grpc.address,
-    }
-    assert {i["protocolVersion"] for i in card["supportedInterfaces"]} == {"1.0"}
+    interfaces = [(i["protocolVersion"], i["protocolBinding"], i["url"]) for i in card[
+        "supportedInterfaces"]]  # fmt: skip
+    jsonrpc, rest = http_url(server) + "/a2a/jsonrpc", http_url(server) + "/a2a/rest"
+    # The 1.0 interfaces first (a client takes the first it can use), then the
+    # same HTTP endpoints for A2A 0.3 clients.
+    assert interfaces == [
+        ("1.0", "JSONRPC", jsonrpc),
+        ("1.0", "HTTP+JSON", rest),
+        ("1.0", "GRPC", server.grpc.address),
+        ("0.3", "JSONRPC", jsonrpc),
+        ("0.3", "HTTP+JSON", rest),
+    ]
+    # A 0.3 card's own fields: its main URL, transport and the others.
+    assert (card["url"], card["preferredTransport"], card["protocolVersion"]) == (
+        jsonrpc,
+        "JSONRPC",
+        "0.3",
+    )
+    assert card["additionalInterfaces"] == [{"url": rest, "transport": "HTTP+JSON"}]
     assert card["capabilities"]["streaming"] is True
     assert card["capabilities"].get("pushNotifications", False) is False
     assert [e["uri"] for e in card["capabilities"]["extensions"]] == [extension.URI]
@@ -163,11 +175,10 @@ async def test_an_approval_is_asked_as_input_required_and_answered_by_a_message(
 ) -> None:
     server = await a2a_server(approval_mode=ApprovalMode.ASK)
     async with sdk_client(server, binding) as client:
-        events: list[a2a.StreamResponse] = []
-        async for event in client.send_message(user_message("list my files")):
-            events.append(event)
-            if state_of(event) == a2a.TASK_STATE_INPUT_REQUIRED:
-                break
+        # The stream closes by itself where the task waits for input.
+        events = await collect(client.send_message(user_message("list my files")))
+        assert state_of(events[-1]) == a2a.TASK_STATE_INPUT_REQUIRED
+        assert [state_of(e) for e in events].count(a2a.TASK_STATE_INPUT_REQUIRED) == 1
         asked = events[-1].status_update.status.message
         data = next(p.data.struct_value for p in asked.parts if p.HasField("data"))
         call_id = data.fields["approvalRequest"].struct_value.fields["toolCallId"].string_value
@@ -192,16 +203,17 @@ async def test_an_approval_answered_on_agent_service_moves_the_a2a_task_on(
 ) -> None:
     server = await a2a_server(approval_mode=ApprovalMode.ASK)
     async with sdk_client(server, "JSONRPC") as client:
-        events: list[a2a.StreamResponse] = []
-        async for event in client.send_message(user_message("list my files")):
-            events.append(event)
-            if state_of(event) == a2a.TASK_STATE_INPUT_REQUIRED:
-                task = await client.get_task(a2a.GetTaskRequest(id=task_id_of(event)))
-                data = next(p.data for p in task.status.message.parts if p.HasField("data"))
-                call = data.struct_value.fields["approvalRequest"].struct_value
-                await server.hub.approve(
-                    task.context_id, call.fields["toolCallId"].string_value, "deny"
-                )
+        asked = await collect(client.send_message(user_message("list my files")))
+        assert state_of(asked[-1]) == a2a.TASK_STATE_INPUT_REQUIRED
+        # A subscriber follows the task across its wait, to its end.
+        followed = client.subscribe(a2a.SubscribeToTaskRequest(id=task_id_of(asked[-1])))
+        snapshot = await anext(followed)
+        assert snapshot.task.status.state == a2a.TASK_STATE_INPUT_REQUIRED
+        task = snapshot.task
+        data = next(p.data for p in task.status.message.parts if p.HasField("data"))
+        call = data.struct_value.fields["approvalRequest"].struct_value
+        await server.hub.approve(task.context_id, call.fields["toolCallId"].string_value, "deny")
+        events = [snapshot, *await collect(followed)]
     states = [s for e in events if (s := state_of(e)) is not None]
     assert states[-1] == a2a.TASK_STATE_COMPLETED
     assert a2a.TASK_STATE_WORKING in states[states.index(a2a.TASK_STATE_INPUT_REQUIRED) :]

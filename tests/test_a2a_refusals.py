@@ -3,6 +3,7 @@ no trace, no event; and the token guards every binding but the card."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,9 @@ async def test_malformed_json_and_unknown_methods_get_json_rpc_codes(a2a_server:
     ("message", "field"),
     [
         ({"parts": []}, "message.parts"),
-        ({"parts": [{"raw": "AAE=", "mediaType": "application/octet-stream"}]}, "message.parts[0]"),
+        ({"parts": [{}]}, "message.parts[0]"),
+        ({"parts": [{"text": "hi"}], "role": "ROLE_AGENT"}, "message.role"),
+        ({"parts": [{"text": "hi"}], "role": "ROLE_UNSPECIFIED"}, "message.role"),
         ({"parts": [{"text": "hi"}], "contextId": "no-such-context"}, "message.contextId"),
         ({"parts": [{"text": "hi"}], "contextId": "not a valid id!"}, "message.contextId"),
     ],
@@ -203,10 +206,12 @@ async def test_the_token_guards_every_binding_but_the_card(a2a_server: Start) ->
             http_url(server) + "/a2a/jsonrpc", json=send({"parts": [{"text": "hi"}]})
         )
         rest = await http.get(http_url(server) + "/a2a/rest/tasks")
-    assert card["securitySchemes"] == {
-        "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer", "description": card[
-            "securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["description"]}}
-    }  # fmt: skip
+    bearer = card["securitySchemes"]["bearer"]
+    description = bearer["httpAuthSecurityScheme"]["description"]
+    assert list(card["securitySchemes"]) == ["bearer"]
+    assert bearer["httpAuthSecurityScheme"] == {"scheme": "Bearer", "description": description}
+    # The same scheme in A2A 0.3's form, for 0.3 clients.
+    assert (bearer["type"], bearer["scheme"]) == ("http", "Bearer")
     assert card["securityRequirements"] == [{"schemes": {"bearer": {}}}]
     assert refused.status_code == 401 and rest.status_code == 401
     assert server.grpc is not None
@@ -252,11 +257,30 @@ async def test_a_message_to_a_busy_context_is_refused_and_recorded_nowhere(
     waiting = await rpc(server, send({"parts": [{"text": "hi"}]}))
     task = waiting["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
-    before = await server.hub.session_info(task["contextId"])
-    busy = await rpc(server, send({"parts": [{"text": "more"}], "contextId": task["contextId"]}))
+    context = task["contextId"]
+    window = await server.hub.replay_window(context)
+    said = [e.message for e in window if e.message is not None]
+    last = [m for m in said if not m.WhichOneof("payload").startswith("partial_")][-1]
+
+    async def trace_caught_up() -> bool:
+        # The trace is written behind the log, and the session's count behind
+        # the trace: wait for the log's last message in both.
+        traced = [m async for m in await server.hub.history(context)]
+        count = (await server.hub.session_info(context)).message_count
+        return traced[-1] == last and count == len(traced)
+
+    deadline = asyncio.get_running_loop().time() + 30
+    while not await trace_caught_up() and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.01)
+    before = await server.hub.session_info(context)
+    busy = await rpc(server, send({"parts": [{"text": "more"}], "contextId": context}))
     assert busy["error"]["code"] == INVALID_PARAMS
     assert busy["error"]["data"][0]["metadata"]["code"] == "task_in_progress"
-    after = await server.hub.session_info(task["contextId"])
+    # No event, no trace line.
+    after = await server.hub.session_info(context)
+    assert [e.event_id for e in await server.hub.replay_window(context)] == [
+        e.event_id for e in window
+    ]
     assert (after.message_count, after.last_event_id) == (
         before.message_count,
         before.last_event_id,

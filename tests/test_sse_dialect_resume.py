@@ -94,7 +94,7 @@ async def test_a_resume_from_any_frame_sends_exactly_the_rest(tmp_path: Path) ->
         session_id, full = await frames(http, "POST", body={"prompt": "tell me everything"})
         check_run(full)
         assert all(f.id.startswith(session_id + "/") for f in full)
-        for cut in range(len(full)):
+        for cut in range(len(full) - 1):
             # A POST reconnect repeats its body; the id makes it a resume, not a new run.
             _, rest = await frames(http, "POST", body={"prompt": "tell me everything"},
                                    last=full[cut].id)  # fmt: skip
@@ -105,6 +105,17 @@ async def test_a_resume_from_any_frame_sends_exactly_the_rest(tmp_path: Path) ->
                     Frame(s.id, s.event, json.loads(s.data)) async for s in es.aiter_sse() if s.data
                 ]
             assert again == full[cut + 1 :], cut
+        # After done there is nothing left: 204, which tells an EventSource to
+        # stop reconnecting (a 200 with no frames would have it reconnect forever).
+        done = full[-1].id
+        for method, url, headers, body in [
+            ("POST", "/v1/runs", {"last-event-id": done}, {"prompt": "tell me everything"}),
+            ("GET", f"/v1/runs?lastEventId={done}", {}, None),
+            ("GET", "/v1/runs", {"last-event-id": done}, None),
+        ]:
+            answer = await http.request(method, url, headers=headers, json=body)
+            assert (answer.status_code, answer.content) == (204, b""), (method, url)
+            assert answer.headers["omni-session-id"] == session_id
         # Still one session with one run: no reconnect started another.
         sessions = (await http.get("/api/sessions")).json()["sessions"]
         assert [s["messageCount"] for s in sessions if s["sessionId"] == session_id] != []

@@ -27,10 +27,13 @@ const maxAttempts = 8;
 // UNKNOWN (another HTTP status); the server says UNAVAILABLE while its store
 // is away. Any other code is the server's answer, which a retry would not
 // change. Attach only reads, so retrying a server's own INTERNAL is harmless,
-// and maxAttempts ends a retry that keeps failing.
-export function resumable(err: unknown): boolean {
+// and maxAttempts ends a retry that keeps failing. connect-node reports a
+// connection reset under the stream as CANCELED (an HTTP/2 CANCEL): one the
+// call's own signal did not ask for is a broken path too.
+export function resumable(err: unknown, signal?: AbortSignal): boolean {
   if (err === dropped) return true;
   if (!(err instanceof ConnectError)) return false;
+  if (err.code === Code.Canceled) return signal !== undefined && !signal.aborted;
   return err.code === Code.Unavailable || err.code === Code.Internal || err.code === Code.Unknown;
 }
 
@@ -133,7 +136,7 @@ export async function runPrompt(
     } catch (err) {
       if (received > before) failed = 0; // it got further: a later break starts the count again
       // After the task end an error is how the run ended, not a lost connection.
-      if (!resumable(err) || !sessionId || over || failed === maxAttempts) throw err;
+      if (!resumable(err, call.signal) || !sessionId || over || failed === maxAttempts) throw err;
       console.error(`[reconnect] attach after ${lastEventId}: ${(err as Error).message}`);
     }
     await pause(failed);

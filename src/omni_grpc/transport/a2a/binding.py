@@ -12,14 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
-from a2a.server.request_handlers.grpc_handler import GrpcHandler
-from a2a.server.request_handlers.response_helpers import agent_card_to_dict
-from a2a.server.routes.jsonrpc_routes import create_jsonrpc_routes
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.server.routes.rest_routes import create_rest_routes
 from a2a.types import a2a_pb2, a2a_pb2_grpc
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
-from starlette.requests import Request
-from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Mount, Route
 
 from omni_grpc.runtime.interface import Runtime
@@ -31,6 +27,14 @@ from omni_grpc.transport.a2a.card import (
     Skill,
     agent_card,
 )
+from omni_grpc.transport.a2a.endpoints import (
+    CardEndpoint,
+    JsonRpcEndpoint,
+    quiet_client_mistakes,
+    rest_list_tasks,
+    spec_statuses,
+)
+from omni_grpc.transport.a2a.grpc_service import A2aGrpcService
 from omni_grpc.transport.a2a.handler import HubRequestHandler
 
 CARD_PATH = AGENT_CARD_WELL_KNOWN_PATH
@@ -72,6 +76,7 @@ class A2aBinding:
             grpc_url=lambda: config.grpc_url or self._grpc_url(),
         )
         self.handler = HubRequestHandler(hub, agent_card(self.facts))
+        quiet_client_mistakes()
 
     def locate(
         self,
@@ -89,20 +94,40 @@ class A2aBinding:
         return agent_card(self.facts)
 
     def routes(self) -> list[BaseRoute]:
-        async def card(request: Request) -> JSONResponse:
-            return JSONResponse(agent_card_to_dict(self.card()))
-
         # The SDK also mounts every REST route under "/{tenant}" at the root,
         # which would shadow other paths of this port; this server has no tenants.
         rest = create_rest_routes(self.handler, enable_v0_3_compat=True, path_prefix=REST_SUFFIX)
-        jsonrpc = create_jsonrpc_routes(self.handler, JSONRPC_SUFFIX, enable_v0_3_compat=True)
+        jsonrpc = JsonRpcEndpoint(
+            JsonRpcDispatcher(request_handler=self.handler, enable_v0_3_compat=True)
+        )
         return [
-            Route(CARD_PATH, card, methods=["GET"]),
-            Mount(A2A_PREFIX, routes=[*jsonrpc, *(r for r in rest if not isinstance(r, Mount))]),
+            Route(CARD_PATH, CardEndpoint(self.card), methods=["GET"]),
+            Mount(
+                A2A_PREFIX,
+                routes=[
+                    # With and without the trailing slash: a client that joins
+                    # "/" to the card's URL (the TCK's does) posts to the latter,
+                    # and a redirect would lose the POST body on many clients.
+                    Route(JSONRPC_SUFFIX, jsonrpc, methods=["POST"]),
+                    Route(JSONRPC_SUFFIX + "/", jsonrpc, methods=["POST"]),
+                    *(_checked(r) for r in rest if not isinstance(r, Mount)),
+                ],
+            ),
         ]
 
     def add_to_grpc_server(self, server: grpc.aio.Server) -> str:
         a2a_pb2_grpc.add_A2AServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            GrpcHandler(self.handler), server
+            A2aGrpcService(self.handler), server
         )
         return SERVICE_NAME
+
+
+def _checked(route: BaseRoute) -> BaseRoute:
+    """The SDK's REST route with the spec's error statuses, and GET /tasks with
+    its ``status`` filter checked first."""
+    if not isinstance(route, Route):
+        return route
+    endpoint = spec_statuses(route.endpoint)
+    if route.path == REST_SUFFIX + "/tasks":
+        endpoint = rest_list_tasks(endpoint)
+    return Route(route.path, endpoint, methods=sorted(route.methods or ()))

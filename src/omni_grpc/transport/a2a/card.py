@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from a2a.types import a2a_pb2 as a2a
-from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
+from a2a.utils.constants import PROTOCOL_VERSION_0_3, PROTOCOL_VERSION_CURRENT, TransportProtocol
 
 import omni_grpc
 from omni_grpc.transport.a2a import extension
@@ -84,6 +84,20 @@ def agent_card(facts: CardFacts) -> a2a.AgentCard:
             protocol_binding=TransportProtocol.GRPC.value,
             protocol_version=PROTOCOL_VERSION_CURRENT,
         )
+    if http_url is not None:
+        # The same HTTP endpoints answer A2A 0.3 too (the SDK's compatibility
+        # layer). Listed after the 1.0 ones, so a 1.0 client picks those; the
+        # SDK's card serializer turns the first 0.3 entry into the 0.3 card's
+        # own fields (url, preferredTransport, additionalInterfaces).
+        for path, binding in (
+            (JSONRPC_PATH, TransportProtocol.JSONRPC),
+            (REST_PATH, TransportProtocol.HTTP_JSON),
+        ):
+            card.supported_interfaces.add(
+                url=http_url.rstrip("/") + path,
+                protocol_binding=binding.value,
+                protocol_version=PROTOCOL_VERSION_0_3,
+            )
     if facts.token:
         card.security_schemes[BEARER].http_auth_security_scheme.CopyFrom(
             a2a.HTTPAuthSecurityScheme(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from a2a.utils.errors import (
     A2AError,
+    ContentTypeNotSupportedError,
     InternalError,
     InvalidParamsError,
     TaskNotFoundError,
@@ -44,3 +45,9 @@ def a2a_error(error: HubError) -> A2AError:
 def invalid(field: str, description: str) -> InvalidParamsError:
     """A request field A2A clients got wrong, named as in the JSON form."""
     return InvalidParamsError(f"{field}: {description}", {"field": field})
+
+
+def unsupported_content(field: str, description: str) -> ContentTypeNotSupportedError:
+    """A part of a media type this agent does not take (A2A's -32005, HTTP 415,
+    gRPC INVALID_ARGUMENT), named as in the JSON form."""
+    return ContentTypeNotSupportedError(f"{field}: {description}", {"field": field})

@@ -68,7 +68,7 @@ class HubRequestHandler(RequestHandler):
         self, params: a2a.SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[StreamEvent]:
         view, sub = await self._send(params, context)
-        async for event in _stream(view, sub):
+        async for event in _stream(view, sub, until=TERMINAL | INTERRUPTED):
             yield event
 
     async def _send(
@@ -77,6 +77,8 @@ class HubRequestHandler(RequestHandler):
         message = params.message
         if not message.message_id:
             raise invalid("message.messageId", "is required")
+        inputs.check_sender(message)
+        _history_length(params.configuration)  # refused before anything runs
         lossless = extension.URI in context.requested_extensions
         if message.task_id:
             return await self._answer(message, lossless)
@@ -164,8 +166,8 @@ class HubRequestHandler(RequestHandler):
     # ---- tasks ------------------------------------------------------------------------
 
     async def on_get_task(self, params: a2a.GetTaskRequest, context: ServerCallContext) -> a2a.Task:
+        length = _checked_length(params.history_length, params.HasField("history_length"))
         view = await self._view(_ref(params.id), extension.URI in context.requested_extensions)
-        length = params.history_length if params.HasField("history_length") else None
         return view.task(length)
 
     async def _view(self, ref: TaskRef, lossless: bool) -> TaskView:
@@ -185,6 +187,9 @@ class HubRequestHandler(RequestHandler):
         size = params.page_size if params.HasField("page_size") else DEFAULT_PAGE_SIZE
         if not 1 <= size <= MAX_PAGE_SIZE:
             raise invalid("pageSize", f"must be between 1 and {MAX_PAGE_SIZE}")
+        if params.status not in a2a.TaskState.values():
+            raise invalid("status", f"{params.status} is not a TaskState")
+        length = _checked_length(params.history_length, params.HasField("history_length"))
         lossless = extension.URI in context.requested_extensions
         start = 0
         if params.page_token:
@@ -193,8 +198,8 @@ class HubRequestHandler(RequestHandler):
             start = int(params.page_token)
         try:
             if params.context_id:
+                # A context that matches nothing lists no tasks (a filter, not an address).
                 sessions = [params.context_id]
-                await self.hub.require_session(params.context_id)
             else:
                 sessions = [info.session_id for info in await self.hub.list_sessions()]
             views: list[TaskView] = []
@@ -202,9 +207,7 @@ class HubRequestHandler(RequestHandler):
                 try:
                     window = await self.hub.replay_window(session_id)
                 except SessionNotFound:
-                    if params.context_id:
-                        raise
-                    continue  # deleted since it was listed
+                    continue  # no such context, or deleted since it was listed
                 views.extend(_runs(session_id, window, lossless))
         except HubError as exc:
             raise a2a_error(exc) from None
@@ -216,7 +219,6 @@ class HubRequestHandler(RequestHandler):
         # Newest first, as the SDK's own store lists them.
         views.sort(key=lambda v: _instant(v.timestamp), reverse=True)
         page = views[start : start + size]
-        length = params.history_length if params.HasField("history_length") else None
         tasks = [v.task(length) for v in page]
         if not params.include_artifacts:
             for task in tasks:
@@ -254,7 +256,7 @@ class HubRequestHandler(RequestHandler):
         if view.ended:
             sub.close()
             raise UnsupportedOperationError(f"task {ref.task_id!r} has ended; GetTask returns it")
-        async for event in _stream(view, sub):
+        async for event in _stream(view, sub, until=TERMINAL):
             yield event
 
     async def _open(self, ref: TaskRef, lossless: bool) -> tuple[TaskView, Subscription]:
@@ -343,7 +345,17 @@ def _not_found(task_id: str) -> TaskNotFoundError:
 
 
 def _history_length(configuration: a2a.SendMessageConfiguration) -> int | None:
-    return configuration.history_length if configuration.HasField("history_length") else None
+    return _checked_length(configuration.history_length, configuration.HasField("history_length"))
+
+
+def _checked_length(length: int, present: bool) -> int | None:
+    """``historyLength`` as asked (None: all of it); a negative one is refused
+    (A2A 1.0, section 6.5's validation example: "Must be non-negative integer")."""
+    if not present:
+        return None
+    if length < 0:
+        raise invalid("historyLength", f"must be 0 or more, not {length}")
+    return length
 
 
 def _is_task_state(event: HubEvent) -> bool:
@@ -366,11 +378,25 @@ async def _follow(view: TaskView, sub: Subscription, *, until: frozenset[int]) -
         view.apply(event)
 
 
-async def _stream(view: TaskView, sub: Subscription) -> AsyncGenerator[StreamEvent]:
-    """The task as it is, then its events until it ends (or the client leaves)."""
+async def _stream(
+    view: TaskView, sub: Subscription, *, until: frozenset[int]
+) -> AsyncGenerator[StreamEvent]:
+    """The task as it is, then its events until it ends or reaches a state of
+    ``until`` (or the client leaves).
+
+    A message's stream stops where SendMessage would return: at the end, or
+    when the task waits for input (A2A 1.0, section 11.7: events "until the
+    task reaches a terminal or interrupted state, at which point the stream
+    closes"; the Python SDK's event consumer stops there too). The client
+    answers with another message, whose stream goes on from there, or follows
+    the task with SubscribeToTask, which stays open to the terminal state
+    (section 3.1.6), across the waits; a wait is bounded by the approval
+    timeout (``--max-approval-wait``), so that stream ends too.
+    """
     try:
         yield view.task()
-        while not view.ended:
+        view.streaming()
+        while not view.ended and view.state not in until:
             event = await _next(sub)
             if event is None:
                 return

@@ -18,7 +18,7 @@ from google.protobuf import json_format
 
 from omni_grpc import protocol
 from omni_grpc.convert import message_from_dict
-from omni_grpc.transport.a2a.errors import invalid
+from omni_grpc.transport.a2a.errors import invalid, unsupported_content
 from omni_grpc.vocabulary import ApprovalMode, Decision, ThinkingLevel
 from omni_grpc_proto.omni.v1 import omni_pb2
 
@@ -27,6 +27,17 @@ from omni_grpc_proto.omni.v1 import omni_pb2
 class Answer:
     tool_call_id: str | None
     decision: Decision
+
+
+def check_sender(message: a2a.Message) -> None:
+    """A message sent to this agent is the user's: one without a role, or in
+    the agent's own, is a client's mistake (a2a.proto: ``Role role = 4
+    [REQUIRED]``, and ROLE_AGENT is "from the server to the client")."""
+    if message.role == a2a.ROLE_USER:
+        return
+    if message.role == a2a.ROLE_UNSPECIFIED:
+        raise invalid("message.role", "is required (ROLE_USER)")
+    raise invalid("message.role", "must be ROLE_USER: the agent's messages are its own to send")
 
 
 def run_input(message: a2a.Message) -> list[omni_pb2.OmniMessage]:
@@ -39,10 +50,14 @@ def run_input(message: a2a.Message) -> list[omni_pb2.OmniMessage]:
             out.append(message_from_dict(protocol.user_text(part.text)))
         elif kind == "url" and (part.media_type or "image/").startswith("image/"):
             out.append(message_from_dict(protocol.image_url(part.url)))
+        elif kind is None:
+            raise invalid(f"message.parts[{index}]", "an empty part (no text, url, raw or data)")
         else:
-            raise invalid(
+            media = f" of {part.media_type}" if part.media_type else ""
+            raise unsupported_content(
                 f"message.parts[{index}]",
-                f"a {kind or 'empty'} part cannot start a task here (text and image URL parts can)",
+                f"a {kind} part{media} cannot start a task here"
+                " (text parts and URL parts of an image type can)",
             )
     return out
 

@@ -95,6 +95,9 @@ class TaskView:
     ref: TaskRef
     # The lossless extension is active for this client.
     lossless: bool = False
+    # Whether history and the artifacts' contents are kept for ``task()``
+    # (see ``streaming``).
+    keep_contents: bool = True
     state: int = a2a.TASK_STATE_SUBMITTED
     status_message: a2a.Message | None = None
     history: list[a2a.Message] = field(default_factory=list)
@@ -124,6 +127,16 @@ class TaskView:
     @property
     def context_id(self) -> str:
         return self.ref.session_id
+
+    def streaming(self) -> None:
+        """The stream has sent the task whole: from here it sends only each
+        event's own update, so the history (the prompt among it) and the
+        artifacts' text so far are let go rather than held, each large
+        message a second and third time, to the task's end."""
+        self.keep_contents = False
+        del self.history[:]
+        for artifact in self.artifacts.values():
+            del artifact.parts[:]
 
     def task(self, history_length: int | None = None) -> a2a.Task:
         history = self.history
@@ -191,6 +204,8 @@ class TaskView:
         event_id = event.event_id
         arm = msg.WhichOneof("payload")
         if not self._started:
+            if not self.keep_contents:
+                return []
             if arm == "text" and msg.text.role == omni_pb2.ROLE_USER:
                 self.history.append(
                     self._said(event_id, a2a.ROLE_USER, [a2a.Part(text=msg.text.text)])
@@ -301,7 +316,7 @@ class TaskView:
             artifact = self.artifacts[artifact_id] = a2a.Artifact(
                 artifact_id=artifact_id, name=name
             )
-        for part in parts:
+        for part in parts if self.keep_contents else ():
             tail = artifact.parts[-1] if artifact.parts else None
             if tail is not None and tail.HasField("text") and part.HasField("text"):
                 tail.text += part.text  # the task holds the text whole; the stream its chunks
@@ -382,7 +397,8 @@ class TaskView:
     def _status_update(self, said: a2a.Message | None = None) -> Event:
         if said is not None:
             self.status_message = said
-            self.history.append(said)
+            if self.keep_contents:
+                self.history.append(said)
         update = a2a.TaskStatusUpdateEvent(
             task_id=self.task_id, context_id=self.context_id, status=self._status()
         )

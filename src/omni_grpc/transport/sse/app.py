@@ -28,6 +28,7 @@ from omni_grpc.runtime.interface import (
     HubEvent,
     RunRequest,
     Runtime,
+    Subscription,
     is_resync,
     is_task_end,
     parse_event_id,
@@ -228,12 +229,29 @@ class SseRoutes:
                 f"the run's events are no longer buffered; its messages are at "
                 f"/api/sessions/{session_id}/messages",
             )
-        events = _chain(first, paced(subscription, self.heartbeat))
-        projection = DialectProjection(run_id_for(session_id, after.run_start))
+        replayed = await _replay(first, subscription)
+        run_id = run_id_for(session_id, after.run_start)
+        if is_task_end(replayed[-1]):
+            # The run has ended: if the client has every frame up to ``done``,
+            # there is nothing left to send, and 204 is what tells an
+            # EventSource to stop reconnecting (a 200 with an empty body would
+            # have it reconnect forever).
+            rest = self._dialect_frames(
+                request,
+                session_id,
+                _each(replayed),
+                DialectProjection(run_id),
+                detach=True,
+                after=after,
+            )
+            if not [frame async for frame in rest]:
+                subscription.close()
+                return Response(status_code=204, headers={SESSION_HEADER: session_id})
+        events = _chain(replayed, paced(subscription, self.heartbeat))
         # The first stream's detach decided the run's fate at the drop: a run
         # still going was detached, and a resumed stream never aborts it.
         frames = self._dialect_frames(
-            request, session_id, events, projection, detach=True, after=after
+            request, session_id, events, DialectProjection(run_id), detach=True, after=after
         )
         return EventStreamResponse(frames, headers={SESSION_HEADER: session_id})
 
@@ -349,12 +367,31 @@ def _last_event_id(request: Request) -> str | None:
     return last or None
 
 
+async def _replay(first: HubEvent, subscription: Subscription) -> list[HubEvent]:
+    """The run's events the attach replays at once: from ``first`` up to its
+    task end, or up to the first live event (the attach's snapshot comes right
+    after the replay), so this never waits on the run."""
+    events = [first]
+    while events[-1].buffered and not is_task_end(events[-1]):
+        event = await subscription.next()
+        if event is None:
+            break
+        events.append(event)
+    return events
+
+
+async def _each(events: list[HubEvent]) -> AsyncGenerator[HubEvent | None, None]:
+    for event in events:
+        yield event
+
+
 async def _chain(
-    first: HubEvent, rest: AsyncGenerator[HubEvent | None, None]
+    first: list[HubEvent], rest: AsyncGenerator[HubEvent | None, None]
 ) -> AsyncGenerator[HubEvent | None, None]:
-    """``first``, then ``rest``; closing this closes ``rest``."""
+    """``first``'s events, then ``rest``; closing this closes ``rest``."""
     try:
-        yield first
+        for replayed in first:
+            yield replayed
         async for event in rest:
             yield event
     finally:

@@ -108,6 +108,9 @@ def test_sigterm_drains_the_running_task_then_exits_0(
     base = f"http://{served.http_address}"
     healthz = httpx.get(f"{base}/healthz")
     assert healthz.status_code == 503 and "draining" in healthz.json()["problems"]
+    # A draining server closes each connection after its response, and says so:
+    # a client's next request goes on a new connection (to another replica).
+    assert healthz.headers["connection"] == "close"
     assert httpx.post(f"{base}/v1/runs", json={"prompt": "new"}).status_code == 503
     assert httpx.post(f"{base}/api/sessions", json={}).status_code == 503
 

@@ -247,7 +247,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="a gRPC connection with no call for this long gets GOAWAY (default %(default)s)",
     )
-    parser.add_argument("--shutdown-grace", type=checks.seconds, default=5.0, help="seconds")
+    parser.add_argument(
+        "--shutdown-grace",
+        type=checks.seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="after the drain, the stop gets this long to record aborts and close; "
+        "the process is gone within --drain-timeout + this + 1 s of the first signal "
+        "(default %(default)s)",
+    )
     parser.add_argument(
         "--drain-timeout",
         type=checks.seconds,

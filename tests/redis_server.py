@@ -43,6 +43,8 @@ class RedisServer:
     directory: Path
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    # More flags (``--cluster-enabled yes``: a Redis Cluster node).
+    extra: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
@@ -63,6 +65,7 @@ class RedisServer:
                 "--maxmemory-policy", "noeviction",
                 "--protected-mode", "no",
                 "--logfile", str(self.directory / "redis.log"),
+                *self.extra,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

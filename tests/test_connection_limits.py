@@ -301,3 +301,65 @@ def test_the_connection_cap_refuses_with_503(serve: Callable[..., Served]) -> No
         )
     for conn in grpc_held:
         conn.close()
+
+
+def answer(conn: socket.socket, request: bytes) -> bytes:
+    """Sends ``request`` on a blocking connection and reads one whole response
+    (headers and a Content-Length body); b"" if the server closed instead."""
+    conn.sendall(request)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head + b"\r\n\r\n" + body
+
+
+def test_a_keep_alive_connection_waits_for_the_idle_timeout_not_the_header_timeout(
+    serve: Callable[..., Served],
+) -> None:
+    """A connection between requests is idle, not late: the header timeout
+    starts at the next request's first byte. The server used to close it
+    within 5 s, racing clients whose pools keep connections longer."""
+    served = serve("--header-timeout", "1", low_limit=False)
+    request = f"GET /healthz HTTP/1.1\r\nHost: {served.http}\r\n\r\n".encode()
+    with socket.create_connection(("127.0.0.1", served.port("http")), timeout=30) as conn:
+        assert answer(conn, request).startswith(b"HTTP/1.1 200")
+        # The condition itself is time passing: three header timeouts, idle.
+        time.sleep(3)
+        again = answer(conn, request)
+    assert again.startswith(b"HTTP/1.1 200"), again
+    assert b"connection: close" not in again.lower()
+
+
+def test_past_the_cap_a_new_connection_takes_an_idle_ones_place(
+    serve: Callable[..., Served],
+) -> None:
+    served = serve("--max-connections", "2", "--header-timeout", "60", low_limit=False)
+    request = f"GET /healthz HTTP/1.1\r\nHost: {served.http}\r\n\r\n".encode()
+    port = served.port("http")
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(2)]
+    for conn in idle:
+        assert answer(conn, request).startswith(b"HTTP/1.1 200")
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as third:
+        assert answer(third, request).startswith(b"HTTP/1.1 200")
+    # One idle connection was closed (quietly) to make room, the other kept.
+    deadline = time.monotonic() + 30
+    while (states := [ended(conn) for conn in idle]).count(None) == 2:
+        assert time.monotonic() < deadline, "no idle connection was closed"
+        time.sleep(0.05)  # polling a close the test cannot be told of
+    assert b"" in states and None in states, states
+    for conn in idle:
+        conn.close()

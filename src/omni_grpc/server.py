@@ -1,11 +1,16 @@
 """The server bootstrap: one engine, one hub, any number of transports.
 
 ``OmniServer`` starts the transports over a shared hub and stops them in the
-order that keeps traces consistent: first the hub aborts every running task
-(each stream still delivers its ``abort`` and ``task_state idle``), then each
-transport drains and closes. A transport is anything with ``start()``,
-``stop(grace)`` and ``describe()``; ``omni-grpc serve`` adds gRPC, and the
-HTTP/SSE transport is added beside it the same way.
+order that keeps traces consistent: first the streams that never end on their
+own (gRPC Health.Watch, reflection) end, then the hub aborts every running
+task (each stream still delivers its ``abort`` and ``task_state idle``) and
+ends every subscription, then each transport closes. The whole stop has a
+budget (``shutdown_grace``): what has not finished by then is given up, and
+``stop`` says so, so no stuck await (a backend that never answers, an
+engine that never yields its abort) keeps a stopping process alive. A
+transport is anything with ``start()``, ``stop(grace)`` and ``describe()``;
+``omni-grpc serve`` adds gRPC, and the HTTP/SSE transport is added beside it
+the same way.
 """
 
 from __future__ import annotations
@@ -13,9 +18,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from opentelemetry.trace import TracerProvider
 from starlette.routing import BaseRoute
@@ -48,6 +54,13 @@ class Transport(Protocol):
     async def stop(self, grace: float) -> None: ...
 
     def describe(self) -> str: ...
+
+
+@runtime_checkable
+class EndsStreams(Protocol):
+    """A transport with calls that never end on their own (gRPC's Watch)."""
+
+    async def end_streams(self) -> None: ...
 
 
 @dataclass
@@ -156,14 +169,34 @@ class OmniServer:
             return False
         return True
 
-    async def stop(self, reason: str = "server shutting down") -> None:
+    async def stop(self, reason: str = "server shutting down", budget: float | None = None) -> bool:
+        """Ends every stream, aborts the running tasks, closes the transports,
+        within ``budget`` seconds (default ``shutdown_grace``). False when the
+        budget ran out first: what was still pending is logged and abandoned
+        (the process should exit; a restart's recovery closes what is open)."""
+        budget = self.shutdown_grace if budget is None else budget
+        deadline = time.monotonic() + budget
         try:
-            await self.hub.shutdown(reason)
-            for transport in reversed(self.transports):
-                await transport.stop(self.shutdown_grace)
+            await asyncio.wait_for(self._stop(reason, deadline), budget)
+        except TimeoutError:
+            log.warning(
+                "the shutdown did not finish within %g s; still waiting: %s",
+                budget,
+                ", ".join(_pending_tasks()) or "nothing",
+            )
+            return False
         finally:
             if self.lock is not None:
                 self.lock.release()
+        return True
+
+    async def _stop(self, reason: str, deadline: float) -> None:
+        for transport in self.transports:
+            if isinstance(transport, EndsStreams):
+                await transport.end_streams()
+        await self.hub.shutdown(reason)
+        for transport in reversed(self.transports):
+            await transport.stop(max(0.0, deadline - time.monotonic()))
 
     def describe(self) -> list[str]:
         return [t.describe() for t in self.transports]
@@ -171,6 +204,18 @@ class OmniServer:
     @property
     def grpc(self) -> GrpcTransport | None:
         return next((t for t in self.transports if isinstance(t, GrpcTransport)), None)
+
+
+def _pending_tasks() -> list[str]:
+    """Each unfinished task's name and where it waits, for the log."""
+    where = []
+    for task in asyncio.all_tasks():
+        if task is asyncio.current_task() or task.done():
+            continue
+        stack = task.get_stack(limit=1)
+        frame = f" at {stack[-1].f_code.co_name}:{stack[-1].f_lineno}" if stack else ""
+        where.append(f"{task.get_name()}{frame}")
+    return where
 
 
 def _a2a_binding(

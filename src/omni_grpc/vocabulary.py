@@ -155,6 +155,10 @@ MAX_ATTEMPTS_HEADER: Final = "omni-engine-max-attempts"
 LAST_EVENT_ID_HEADER: Final = "Last-Event-ID"
 LAST_EVENT_ID_PARAM: Final = "lastEventId"
 AUTHORIZATION_HEADER: Final = "Authorization"
+# A task's POST sent again with the same key gets the first one's answer
+# (runtime/idempotency.py); a repeated answer says so.
+IDEMPOTENCY_KEY_HEADER: Final = "Idempotency-Key"
+IDEMPOTENT_REPLAYED_HEADER: Final = "Idempotent-Replayed"
 # The SSE event name of the reference's control events; messages carry none.
 SERVER_EVENT: Final = "server_event"
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import errno
+import logging
 import math
 import os
 import re
@@ -12,9 +14,11 @@ import signal
 import socket
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from omni_grpc.cli import banner, checks
 from omni_grpc.cli.large_blocks import map_large_blocks
+from omni_grpc.cli.stop_signals import EXIT_FORCED, SECOND_SIGNAL_BUDGET, StopSignals
 from omni_grpc.engines.loader import EngineLoadError, registered
 from omni_grpc.message_size import GRPC_MAX_MESSAGE_BYTES, HTTP_MAX_BODY_BYTES
 from omni_grpc.observability import logs, tracing
@@ -243,7 +247,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="SECONDS",
         help="a gRPC connection with no call for this long gets GOAWAY (default %(default)s)",
     )
-    parser.add_argument("--shutdown-grace", type=checks.seconds, default=5.0, help="seconds")
+    parser.add_argument(
+        "--shutdown-grace",
+        type=checks.seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="after the drain, the stop gets this long to record aborts and close; "
+        "the process is gone within --drain-timeout + this + 1 s of the first signal "
+        "(default %(default)s)",
+    )
     parser.add_argument(
         "--drain-timeout",
         type=checks.seconds,
@@ -430,11 +442,11 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
     )
 
 
-async def serve(server: OmniServer, drain_timeout: float = DRAIN_TIMEOUT) -> None:
+async def serve(server: OmniServer, drain_timeout: float = DRAIN_TIMEOUT) -> int:
+    """Serves until a signal, drains, stops; the process's exit status."""
     signals: asyncio.Queue[signal.Signals] = asyncio.Queue()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, signals.put_nowait, sig)
+    stopping = StopSignals(signals, drain_timeout, server.shutdown_grace)
+    stopping.install()
     await server.start()
     for line in server.describe():
         print(f"omni-grpc serving {line}", flush=True)
@@ -443,12 +455,22 @@ async def serve(server: OmniServer, drain_timeout: float = DRAIN_TIMEOUT) -> Non
     if server.hub.backend.name != "memory":
         print(f"omni-grpc sessions shared through {server.hub.backend.name}", flush=True)
     print("omni-grpc ready", flush=True)  # scripts and tests wait for this line
+    finished = False
     try:
         first = await signals.get()
         await _drain(server, signals, first, drain_timeout)
     finally:
         print("omni-grpc shutting down", flush=True)
-        await server.stop("server shutting down")
+        budget = SECOND_SIGNAL_BUDGET if stopping.second else None
+        finished = await server.stop("server shutting down", budget)
+    if not finished:
+        print(
+            "omni-grpc stopped before its shutdown finished (see the log for what was pending)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return EXIT_FORCED
+    return 0
 
 
 async def _drain(
@@ -547,8 +569,11 @@ def run_serve(args: argparse.Namespace) -> int:
     if warning is not None:
         print(f"omni-grpc serve: warning: {warning}", file=sys.stderr, flush=True)
     try:
-        asyncio.run(serve(server, args.drain_timeout))
+        status = asyncio.run(serve(server, args.drain_timeout))
     except BackendUnavailable as exc:
+        if _misconfigured(exc):
+            print(f"omni-grpc serve: error: argument --redis-url: {exc.detail}", file=sys.stderr)
+            return EXIT_USAGE
         print(f"omni-grpc serve: --redis-url: {exc}", file=sys.stderr)
         return 1
     except TransportStartError as exc:
@@ -562,7 +587,30 @@ def run_serve(args: argparse.Namespace) -> int:
         return 1
     finally:
         tracing.shutdown()  # flushes the spans still batched
-    return 0
+    _exit_now(status)
+
+
+def _exit_now(status: int) -> NoReturn:
+    """Ends a server process once its shutdown is done (or given up).
+
+    The interpreter's own finalization has nothing left to save (the traces
+    are closed, the spans flushed) but can take seconds on a loaded machine,
+    or for good: grpcio's core waits for its threads at exit, and a thread
+    the shutdown gave up on (a file lock, a socket) is joined. Seen: a drain
+    finished, then the process stayed for 4 s and more beside CPU-bound
+    processes. So the process ends here, after flushing what it printed."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(status)
+
+
+def _misconfigured(exc: BackendUnavailable) -> bool:
+    """The URL names a Redis Cluster node or a Sentinel: a usage error, not an outage."""
+    from omni_grpc.runtime.redis.connection import NotAPrimary  # loaded already if raised
+
+    return isinstance(exc, NotAPrimary)
 
 
 def _secrets(config: ServerConfig) -> list[str | None]:

@@ -2,7 +2,7 @@
 
 The hub coordinates; everything it must share lives behind the interfaces
 bundled here (event logs, session index, run lease, control channel, pending
-approvals). ``memory_backend()`` keeps them in this process: the embedded
+approvals, idempotency keys). ``memory_backend()`` keeps them in this process: the embedded
 default, for one ``serve``. ``omni_grpc.runtime.redis.redis_backend(url)``
 keeps them in Redis, so any number of replicas serve any session.
 """
@@ -10,11 +10,12 @@ keeps them in Redis, so any number of replicas serve any session.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.control_channel import ControlChannel, MemoryControlChannel
 from omni_grpc.runtime.event_log import EventLogs, ReplayWindow
+from omni_grpc.runtime.idempotency import IdempotencyKeys, MemoryIdempotencyKeys
 from omni_grpc.runtime.memory_log import MemoryEventLog, MemoryEventLogs
 from omni_grpc.runtime.pending_approvals import MemoryPendingApprovals, PendingApprovals
 from omni_grpc.runtime.run_lease import MemoryRunLease, RunLease
@@ -45,6 +46,8 @@ class Backend:
     # Raises BackendUnavailable when the shared state cannot be reached.
     ping: Callable[[], Awaitable[None]] = _always_up
     aclose: Callable[[], Awaitable[None]] = _nothing
+    # The answers of task requests sent with an Idempotency-Key.
+    idempotency: IdempotencyKeys = field(default_factory=MemoryIdempotencyKeys)
 
 
 def memory_backend(

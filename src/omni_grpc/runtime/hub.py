@@ -41,6 +41,7 @@ from omni_grpc.runtime.errors import (
 from omni_grpc.runtime.event_log import Subscription
 from omni_grpc.runtime.events import EventBody, HubEvent
 from omni_grpc.runtime.health import DRAINING, HealthState
+from omni_grpc.runtime.idempotency import IdempotencyKeys
 from omni_grpc.runtime.interface import ApprovalPolicy, RunRequest, SessionInfo
 from omni_grpc.runtime.limits import OVERLOAD_MIN_RUNS, Limits
 from omni_grpc.runtime.live_tail import LiveTail, fold_live_tail
@@ -143,6 +144,10 @@ class Hub:
     @property
     def approval_policy(self) -> ApprovalPolicy:
         return ApprovalPolicy(self.default_approval, self.client_modes)
+
+    @property
+    def idempotency_keys(self) -> IdempotencyKeys:
+        return self.backend.idempotency
 
     @property
     def max_record_bytes(self) -> int:

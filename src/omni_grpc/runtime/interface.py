@@ -19,6 +19,7 @@ from omni_grpc.runtime.bodies import is_resync, is_task_end
 from omni_grpc.runtime.event_log import Subscription
 from omni_grpc.runtime.events import HubEvent, format_event_id, parse_event_id
 from omni_grpc.runtime.health import HealthState
+from omni_grpc.runtime.idempotency import IdempotencyKeys
 from omni_grpc.runtime.live_tail import LiveTail
 from omni_grpc.trace.window import Position, Window
 from omni_grpc.vocabulary import AbortKind, ApprovalMode, SessionState
@@ -96,6 +97,12 @@ class Runtime(Protocol):
 
     @property
     def approval_policy(self) -> ApprovalPolicy: ...
+
+    @property
+    def idempotency_keys(self) -> IdempotencyKeys:
+        """The answers of requests sent with an ``Idempotency-Key``, shared
+        by every replica (runtime/idempotency.py)."""
+        ...
 
     @property
     def engine_max_attempts(self) -> int | None:

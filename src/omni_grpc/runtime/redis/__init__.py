@@ -13,6 +13,7 @@ from omni_grpc.runtime.event_log import ReplayWindow
 from omni_grpc.runtime.redis.connection import RedisConnection, redacted
 from omni_grpc.runtime.redis.control_channel import RedisControlChannel
 from omni_grpc.runtime.redis.event_log import RedisEventLog, RedisEventLogs
+from omni_grpc.runtime.redis.idempotency import RedisIdempotencyKeys
 from omni_grpc.runtime.redis.pending_approvals import RedisPendingApprovals
 from omni_grpc.runtime.redis.run_lease import RedisRunLease
 from omni_grpc.runtime.redis.session_index import RedisSessionIndex
@@ -50,4 +51,5 @@ def redis_backend(
         shared=True,
         ping=conn.ping,
         aclose=conn.aclose,
+        idempotency=RedisIdempotencyKeys(conn),
     )

@@ -15,7 +15,11 @@ The connections a replica holds are bounded by design, whatever its load:
   renews every lease the replica holds (``LeaseKeeper``), never queued
   behind the writes of a loaded replica (a late renewal loses the run).
 * ``probe``: the health probe's write, one connection (it answers for Redis,
-  not for this replica's queue).
+  not for this replica's queue). Each probe also asks the server what it is
+  (``INFO server``): a Redis Cluster node or a Sentinel given as the URL is
+  refused with a clear message (``NotAPrimary``), at startup (exit 2) and
+  while running (health NOT_SERVING), instead of every run failing on a
+  ``MOVED`` reply or an unknown command.
 
 A pooled connection is checked before each use: one Redis closed (a restart)
 is replaced before a command goes out on it, so a write never fails on a
@@ -95,6 +99,10 @@ _REFUSALS = {
     "NOREPLICAS": "Redis has too few replicas to accept writes",
     "CLUSTERDOWN": "Redis Cluster is down",
     "TRYAGAIN": "Redis asked to try again",
+    # A key served elsewhere: the URL names a Redis Cluster node (NotAPrimary).
+    "MOVED": "Redis is a Cluster node (use one standalone primary)",
+    "ASK": "Redis is a Cluster node (use one standalone primary)",
+    "CROSSSLOT": "Redis is a Cluster node (use one standalone primary)",
 }
 
 
@@ -105,6 +113,9 @@ _CLASSES: tuple[tuple[type[Exception], str], ...] = (
     (redis_errors.ClusterDownError, "CLUSTERDOWN"),
     (redis_errors.MasterDownError, "MASTERDOWN"),
     (redis_errors.TryAgainError, "TRYAGAIN"),
+    (redis_errors.MovedError, "MOVED"),
+    (redis_errors.AskError, "ASK"),
+    (redis_errors.ClusterCrossSlotError, "CROSSSLOT"),
 )
 
 
@@ -135,6 +146,31 @@ def unavailable_on_failure() -> Iterator[None]:
         raise BackendUnavailable(
             f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         ) from exc
+
+
+class NotAPrimary(BackendUnavailable):
+    """The URL names a Redis Cluster node or a Sentinel, not a Redis primary:
+    a configuration error, not an outage (``serve`` exits 2 at startup)."""
+
+
+# What ``redis_mode`` in INFO server says, and what the URL should name instead.
+_MODES = {
+    "cluster": (
+        "is a Redis Cluster node (cluster_enabled); omni-grpc needs one Redis primary "
+        "(its global keys span slots): give the URL of a standalone Redis"
+    ),
+    "sentinel": (
+        "is a Redis Sentinel, which stores no data; give the URL of the primary it "
+        "monitors (SENTINEL GET-MASTER-ADDR-BY-NAME names it) or a proxy in front of it"
+    ),
+}
+
+
+def server_mode(info: dict[Any, Any]) -> str:
+    """``standalone``, ``cluster`` or ``sentinel`` from an ``INFO server`` reply
+    (Valkey and KeyDB report the same field; a server without it is standalone)."""
+    mode = info.get("redis_mode", info.get(b"redis_mode", "standalone"))
+    return mode.decode() if isinstance(mode, bytes) else str(mode)
 
 
 def redacted(url: str) -> str:
@@ -202,9 +238,22 @@ class RedisConnection:
 
     async def ping(self) -> None:
         """A write, not a PING: a Redis that answers but refuses writes (out
-        of memory, read-only, unable to persist) cannot serve a run either."""
+        of memory, read-only, unable to persist) cannot serve a run either.
+        Asked in the same round trip whether it is a primary at all
+        (NotAPrimary): one round trip, so the probe's bound stays one."""
         with unavailable_on_failure():
-            await self.probe.set(self.global_key("probe"), b"1", px=PROBE_KEY_MS)
+            pipe = self.probe.pipeline(transaction=False)
+            pipe.info("server")
+            pipe.set(self.global_key("probe"), b"1", px=PROBE_KEY_MS)
+            info, written = await pipe.execute(raise_on_error=False)
+            if isinstance(info, Exception):
+                raise info
+        mode = server_mode(info)
+        if mode in _MODES:
+            raise NotAPrimary(f"{redacted(self.url)} {_MODES[mode]}")
+        if isinstance(written, Exception):
+            with unavailable_on_failure():
+                raise written
 
     async def aclose(self) -> None:
         for closer in self._closers:

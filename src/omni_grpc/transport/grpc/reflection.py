@@ -5,17 +5,22 @@ only ``grpc.reflection.v1`` (``buf curl --reflect-protocol grpc-v1``, newer
 grpcurl and Postman) then see no services. v1 is v1alpha renamed: the same
 messages with the same field numbers, so one servicer answers both, and the
 v1 file is added to the descriptor pool (derived from the v1alpha one) so a
-client can also reflect on the reflection service itself.
+client can also reflect on the reflection service itself. A reflection
+stream lasts as long as its client keeps it open; it ends when the server
+stops (closing.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import AsyncIterable, Iterable
+from typing import Any
 
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool
 from grpc_reflection.v1alpha import reflection
 from grpc_reflection.v1alpha import reflection_pb2 as v1alpha
+
+from omni_grpc.transport.grpc.closing import Closing
 
 V1ALPHA = reflection.SERVICE_NAME
 V1 = "grpc.reflection.v1.ServerReflection"
@@ -45,14 +50,25 @@ def _v1_file(pool: descriptor_pool.DescriptorPool) -> None:
     pool.Add(proto)
 
 
-def enable_reflection(server: grpc.aio.Server, service_names: Iterable[str]) -> None:
-    """Serves reflection as v1 and v1alpha, listing ``service_names`` and both."""
+def enable_reflection(
+    server: grpc.aio.Server, service_names: Iterable[str], closing: Closing
+) -> None:
+    """Serves reflection as v1 and v1alpha, listing ``service_names`` and both;
+    its streams end when ``closing`` closes."""
     pool = descriptor_pool.Default()
     _v1_file(pool)
     servicer = reflection.aio.ReflectionServicer((*service_names, V1, V1ALPHA), pool=pool)
+
+    async def info(requests: AsyncIterable[v1alpha.ServerReflectionRequest], context: Any) -> None:
+        async def answer() -> None:
+            async for response in servicer.ServerReflectionInfo(requests, context):
+                await context.write(response)
+
+        await closing.serve(answer(), context)
+
     for name in (V1, V1ALPHA):
         handler = grpc.stream_stream_rpc_method_handler(
-            servicer.ServerReflectionInfo,
+            info,
             request_deserializer=v1alpha.ServerReflectionRequest.FromString,
             response_serializer=v1alpha.ServerReflectionResponse.SerializeToString,
         )

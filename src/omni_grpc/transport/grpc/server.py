@@ -104,7 +104,8 @@ class GrpcTransport:
         add_to_server(AgentService(self.hub), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         others = [add(server) for add in self.services]
-        enable_reflection(server, (SERVICE_NAME, health.SERVICE_NAME, *others))
+        names = (SERVICE_NAME, health.SERVICE_NAME, *others)
+        enable_reflection(server, names, self.health.closing)
         return server
 
     @property
@@ -157,10 +158,16 @@ class GrpcTransport:
         self._health_updates.add(task)
         task.add_done_callback(self._health_updates.discard)
 
-    async def stop(self, grace: float) -> None:
+    async def end_streams(self) -> None:
+        """The start of the shutdown's last phase: NOT_SERVING for good, and the
+        calls that would never end on their own (Health.Watch, reflection)
+        end now with UNAVAILABLE, so they hold neither the stop nor a log line."""
         self._stopping = True
+        await self.health.close()
+
+    async def stop(self, grace: float) -> None:
+        await self.end_streams()
         if self.server is not None:
-            await self.health.enter_graceful_shutdown()
             await self.server.stop(grace)
 
 

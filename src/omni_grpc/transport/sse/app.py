@@ -10,6 +10,7 @@ gRPC ``Attach`` and the other way round.
 from __future__ import annotations
 
 import contextlib
+import logging
 import secrets
 from collections.abc import AsyncGenerator, Collection, Sequence
 from typing import Any, Protocol
@@ -23,7 +24,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from omni_grpc.runtime.errors import ApprovalNotPending, HubError, SessionBusy
+from omni_grpc.runtime.errors import (
+    ApprovalNotPending,
+    BackendUnavailable,
+    HubError,
+    SessionBusy,
+)
 from omni_grpc.runtime.interface import (
     HubEvent,
     RunRequest,
@@ -47,6 +53,7 @@ from omni_grpc.transport.sse.errors import (
     on_unexpected,
 )
 from omni_grpc.transport.sse.guard import LOOPBACK_NAMES, RequestGuard
+from omni_grpc.transport.sse.idempotency import REPLAYED, Once, once
 from omni_grpc.transport.sse.reference_routes import ReferenceRoutes
 from omni_grpc.transport.sse.requests import (
     DEFAULT_MAX_BODY_BYTES,
@@ -65,6 +72,8 @@ from omni_grpc.transport.sse.stream import event_frames, paced
 from omni_grpc.transport.sse.wire import DEFAULT_HEARTBEAT_SECONDS, PING
 from omni_grpc.vocabulary import (
     AUTHORIZATION_HEADER,
+    IDEMPOTENCY_KEY_HEADER,
+    IDEMPOTENT_REPLAYED_HEADER,
     LAST_EVENT_ID_HEADER,
     LAST_EVENT_ID_PARAM,
     SESSION_HEADER,
@@ -79,6 +88,8 @@ LAGGED_MESSAGE = (
     "the client read too slowly and part of the run is no longer buffered; "
     "a /v1/runs stream cannot resume (GET /api/sessions/{id}/messages has the run)"
 )
+
+log = logging.getLogger(__name__)
 
 
 class RequestTelemetry(Protocol):
@@ -124,16 +135,25 @@ class SseRoutes:
         session_id = request.path_params["sid"]
         await self.hub.require_session(session_id)  # 404 before reading a large body
         body = await read_json(request, self.max_body)
-        run_request = self._run_request(body, session_id)
-        queue = queue_if_busy(body)
+        key = await once(self.hub.idempotency_keys, request, body)
+        if key.replay is not None:  # sent again: the first answer, no second task
+            return JSONResponse(key.replay, status_code=202, headers=REPLAYED)
         try:
-            _, subscription = await self.hub.run(run_request)
-        except SessionBusy as exc:
-            if queue:
-                raise ApiError(409, "queue_not_supported", QUEUE_REFUSED) from exc
+            run_request = self._run_request(body, session_id)
+            queue = queue_if_busy(body)
+            try:
+                _, subscription = await self.hub.run(run_request)
+            except SessionBusy as exc:
+                if queue:
+                    raise ApiError(409, "queue_not_supported", QUEUE_REFUSED) from exc
+                raise
+        except BaseException:
+            await _forget(key)  # nothing started: a retry runs afresh
             raise
         subscription.close()  # the client watches /stream
-        return JSONResponse({"sessionId": session_id, "queued": False}, status_code=202)
+        answer = {"sessionId": session_id, "queued": False}
+        await _remember(key, answer)
+        return JSONResponse(answer, status_code=202)
 
     async def stream(self, request: Request) -> Response:
         session_id = request.path_params["sid"]
@@ -193,16 +213,33 @@ class SseRoutes:
             # run, never start it a second time.
             return await self._resume_run(request, last)
         body = await read_json(request, self.max_body)
-        session_id = optional_string(body, "session_id") or optional_string(body, "sessionId")
-        detach = body.get("detach", False)
-        if not isinstance(detach, bool):
-            raise ApiError(400, "invalid_request", "detach: must be a boolean")
-        run_request = self._run_request(body, session_id)
-        session_id, subscription = await self.hub.run(run_request)
+        key = await once(self.hub.idempotency_keys, request, body)
+        if key.replay is not None:  # sent again: the first run's stream, from its start
+            session_id, run_start = key.replay["session_id"], key.replay["run_start"]
+            return await self._replay_run(
+                request, FrameId(session_id, run_start, Position(0, -1)), REPLAYED
+            )
+        try:
+            session_id = optional_string(body, "session_id") or optional_string(body, "sessionId")
+            detach = body.get("detach", False)
+            if not isinstance(detach, bool):
+                raise ApiError(400, "invalid_request", "detach: must be a boolean")
+            run_request = self._run_request(body, session_id)
+            session_id, subscription = await self.hub.run(run_request)
+        except BaseException:
+            await _forget(key)
+            raise
+        events = paced(subscription, self.heartbeat)
+        if key.keys is not None:
+            # The run's first event names it for a repeat of this request.
+            first = await subscription.next()
+            if first is None:
+                await _forget(key)
+            else:
+                await _remember(key, {"session_id": session_id, "run_start": first.event_id})
+                events = _chain(first, events)
         projection = DialectProjection(f"run_{secrets.token_hex(8)}")  # until the first event
-        frames = self._dialect_frames(
-            request, session_id, paced(subscription, self.heartbeat), projection, detach=detach
-        )
+        frames = self._dialect_frames(request, session_id, events, projection, detach=detach)
         return EventStreamResponse(frames, headers={SESSION_HEADER: session_id})
 
     async def resume_run(self, request: Request) -> Response:
@@ -217,6 +254,12 @@ class SseRoutes:
         after = parse_frame_id(last)
         if after is None:
             raise ApiError(400, "invalid_request", "Last-Event-ID: not the id of a /v1/runs frame")
+        return await self._replay_run(request, after)
+
+    async def _replay_run(
+        self, request: Request, after: FrameId, headers: dict[str, str] | None = None
+    ) -> Response:
+        """The run ``after`` names, from the frame after it, to its end."""
         session_id = after.session_id
         await self.hub.require_session(session_id)  # 404 for an unknown session
         subscription = await self.hub.attach(session_id, after.replay_from())
@@ -253,7 +296,7 @@ class SseRoutes:
         frames = self._dialect_frames(
             request, session_id, events, DialectProjection(run_id), detach=True, after=after
         )
-        return EventStreamResponse(frames, headers={SESSION_HEADER: session_id})
+        return EventStreamResponse(frames, headers={SESSION_HEADER: session_id, **(headers or {})})
 
     async def _dialect_frames(
         self,
@@ -385,6 +428,20 @@ async def _each(events: list[HubEvent]) -> AsyncGenerator[HubEvent | None, None]
         yield event
 
 
+async def _remember(key: Once, answer: dict[str, Any]) -> None:
+    """Keeps a started task's answer for its key's repeats. A store that
+    fails now costs the key (its claim lapses), never the answer."""
+    try:
+        await key.remember(answer)
+    except BackendUnavailable as exc:
+        log.warning("the answer for an Idempotency-Key was not kept: %s", exc)
+
+
+async def _forget(key: Once) -> None:
+    with contextlib.suppress(BackendUnavailable):
+        await key.forget()
+
+
 async def _chain(
     first: list[HubEvent], rest: AsyncGenerator[HubEvent | None, None]
 ) -> AsyncGenerator[HubEvent | None, None]:
@@ -460,8 +517,13 @@ def create_app(
                 CORSMiddleware,
                 allow_origins=list(cors_origins),
                 allow_methods=["GET", "POST", "PATCH", "DELETE"],
-                allow_headers=[AUTHORIZATION_HEADER, "Content-Type", LAST_EVENT_ID_HEADER],
-                expose_headers=[SESSION_HEADER],
+                allow_headers=[
+                    AUTHORIZATION_HEADER,
+                    "Content-Type",
+                    LAST_EVENT_ID_HEADER,
+                    IDEMPOTENCY_KEY_HEADER,
+                ],
+                expose_headers=[SESSION_HEADER, IDEMPOTENT_REPLAYED_HEADER],
             )
         )
     if token:

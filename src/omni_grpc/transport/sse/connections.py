@@ -6,16 +6,22 @@ sends no bytes, or half a header, or stops in the middle of a body, stays
 open for good, and enough of them use up the process's file descriptors (and
 with them the traces and the gRPC side). Each of these now ends:
 
-* **header timeout**: from the moment a connection may send a request (its
-  opening, or the end of the previous response) until the request's headers
-  are complete. Nothing received: closed quietly; part of a header: 408.
+* **header timeout**: from a connection's opening, or from the first byte of
+  a keep-alive connection's next request, until the request's headers are
+  complete. Nothing received: closed quietly; part of a header: 408.
 * **body timeout**: between two reads of a request body (as nginx's
   ``client_body_timeout``); reads the app paused do not count. 408.
-* **idle timeout**: uvicorn's keep-alive wait between requests.
-* **max connections**: a connection past the cap gets 503 and is closed at
-  once, so the descriptors a run needs stay free. The listen backlog is kept
-  small (``accept_batch``), since asyncio accepts a whole backlog's worth of
-  connections before the cap sees the first.
+* **idle timeout**: the keep-alive wait between a response and the next
+  request's first byte. It is longer than the client pools' own (httpx 5 s,
+  Node's undici 4 s, Go 90 s, browsers up to 300 s), so the client closes an
+  idle connection first: a server that closes first races a client reusing
+  the connection, whose request then gets no answer at all.
+* **max connections**: a connection past the cap first takes the place of an
+  idle keep-alive connection (closed, as nginx reuses its idle ones); with
+  none idle it gets 503 and is closed at once, so the descriptors a run
+  needs stay free. The listen backlog is kept small (``accept_batch``), since
+  asyncio accepts a whole backlog's worth of connections before the cap sees
+  the first.
 
 Defaults and how they compare with nginx's and uvicorn's are in
 docs/deployment.md ("Connections and timeouts").
@@ -37,7 +43,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HEADER_TIMEOUT = 20.0
 DEFAULT_BODY_TIMEOUT = 60.0
-DEFAULT_IDLE_TIMEOUT = 5  # whole seconds, as uvicorn takes it
+# Whole seconds, as uvicorn takes it: past Chromium's 300 s for a used socket.
+DEFAULT_IDLE_TIMEOUT = 310
 DEFAULT_MAX_CONNECTIONS = 1000
 
 
@@ -96,6 +103,8 @@ class LimitedH11Protocol(H11Protocol):
         super().__init__(config, server_state, app_state, _loop)
         self._deadline: asyncio.TimerHandle | None = None
         self._received = False
+        # Between a response and the next request's first byte.
+        self._idle = False
 
     @classmethod
     def with_limits(cls, limits: HttpLimits) -> type[LimitedH11Protocol]:
@@ -103,7 +112,7 @@ class LimitedH11Protocol(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if len(self.connections) > self.limits.max_connections:
+        if len(self.connections) > self.limits.max_connections and not self._reclaim_idle():
             log.warning(
                 "HTTP connection refused: %d open, the cap is %d",
                 len(self.connections) - 1,
@@ -119,6 +128,7 @@ class LimitedH11Protocol(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._received = True
+        was_idle, self._idle = self._idle, False
         super().data_received(data)
         if self.transport.is_closing():
             return
@@ -127,15 +137,28 @@ class LimitedH11Protocol(H11Protocol):
             self._arm(self.limits.body_timeout, self._body_overdue)
         elif state is not h11.IDLE:
             self._cancel_deadline()  # headers (and body) are in: the app has it now
+        elif was_idle:  # a next request began: its headers are now due
+            self._arm(self.limits.header_timeout, self._headers_overdue)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
         if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
-            self._await_headers()
+            self._received = False
+            self._idle = True
+            self._arm(self.limits.idle_timeout, self._headers_overdue)
 
     def _await_headers(self) -> None:
         self._received = False
         self._arm(self.limits.header_timeout, self._headers_overdue)
+
+    def _reclaim_idle(self) -> bool:
+        """Closes one idle keep-alive connection to make room; False if none is."""
+        for other in self.connections:
+            if isinstance(other, LimitedH11Protocol) and other is not self and other._idle:
+                other._idle = False
+                other._close_with(b"")
+                return True
+        return False
 
     def _arm(self, seconds: float, callback: Any) -> None:
         self._cancel_deadline()

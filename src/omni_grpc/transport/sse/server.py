@@ -2,6 +2,13 @@
 
 Used by ``omni-grpc serve`` (beside the gRPC server) and by the tests, which
 bind port 0 and read the port the OS chose.
+
+A server that is going to close its connections says so first: while
+``closing()`` holds (the server drains) and once it stops, every response
+carries ``Connection: close`` and its connection ends after it. A client
+then opens its next request on a new connection (to another replica, behind
+a load balancer) instead of reusing one the server is about to close, where
+the request would get no answer at all.
 """
 
 from __future__ import annotations
@@ -9,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import uvicorn
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from omni_grpc.transport.sse.connections import HttpLimits, LimitedH11Protocol
 
@@ -28,6 +35,31 @@ class _Server(uvicorn.Server):
         yield
 
 
+class _CloseWhen:
+    """Adds ``Connection: close`` to responses started while ``closing()``."""
+
+    def __init__(self, app: ASGIApp, closing: Callable[[], bool]) -> None:
+        self.app = app
+        self.closing = closing
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start" and self.closing():
+                headers = [
+                    (name, value)
+                    for name, value in message.get("headers", [])
+                    if name.lower() != b"connection"
+                ]
+                message = {**message, "headers": [*headers, (b"connection", b"close")]}
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+
 class HttpServer:
     def __init__(
         self,
@@ -38,13 +70,17 @@ class HttpServer:
         log_level: str = "warning",
         shutdown_grace: int = 2,
         limits: HttpLimits | None = None,
+        closing: Callable[[], bool] = lambda: False,
     ) -> None:
+        """``closing``: whether the server is about to close its connections
+        (it drains), so responses say ``Connection: close``."""
         limits = limits or HttpLimits()
         self.host = host
         self.port = port
+        self._stopping = False
         # No Server/Date headers: the SSE response headers are exactly the reference's.
         self._config = uvicorn.Config(
-            app,
+            _CloseWhen(app, lambda: self._stopping or closing()),
             log_level=log_level,
             lifespan="off",
             server_header=False,
@@ -94,6 +130,7 @@ class HttpServer:
         return sockets
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._task is None:
             return
         self._server.should_exit = True

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from omni_grpc.runtime.health import DRAINING
 from omni_grpc.runtime.interface import Runtime
 from omni_grpc.transport.sse.app import RequestTelemetry, create_app
 from omni_grpc.transport.sse.connections import HttpLimits
@@ -73,6 +74,7 @@ class SseTransport:
             port=config.port,
             log_level=config.log_level,
             limits=config.limits,
+            closing=lambda: hub.health.problem(DRAINING) is not None,
         )
 
     @property

@@ -96,9 +96,7 @@ def test_a_body_past_the_limit_is_refused_without_inflating(
 
 
 @PROFILE
-@given(
-    st.integers(1, 20), st.integers(0, 500_000), levels, st.integers(1, 300_000), st.data()
-)
+@given(st.integers(1, 20), st.integers(0, 500_000), levels, st.integers(1, 300_000), st.data())
 def test_a_lying_bomb_stops_at_what_it_declares(
     seed: int, size: int, level: int, step: int, data: st.DataObject
 ) -> None:

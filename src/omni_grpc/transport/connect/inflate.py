@@ -70,7 +70,7 @@ def inflate_gzip(body: bytes, limit: int, step: int = STEP) -> bytes:
             if size > declared:
                 raise InflateError(
                     f"the gzip body inflates past the {declared} bytes its last 4 bytes "
-                    "declare (a wrong trailer, or more after it)"
+                    "declare (its trailer is wrong or missing, or more follows it)"
                 )
             chunks.append(out)
             if not out and not pending:

@@ -17,6 +17,7 @@ import pytest
 from connect_serving import Served, serving
 
 from omni_grpc.client import AgentClient
+from omni_grpc.vocabulary import SessionState
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 
 ALLOWED = "http://app.example:3000"
@@ -290,8 +291,12 @@ async def test_a_client_that_never_reads_holds_nothing_back(tmp_path: Path) -> N
         try:
             hub = served.server.hub
             async with asyncio.timeout(60):
-                while not (sessions := await hub.list_sessions()):
-                    await asyncio.sleep(0.005)  # until the run has started
+                # Until the run has started: a session is listed before its
+                # run is registered, and wait_idle waits only on a registered one.
+                while not (sessions := await hub.list_sessions()) or (
+                    sessions[0].state is SessionState.IDLE and sessions[0].message_count == 0
+                ):
+                    await asyncio.sleep(0.005)
                 await hub.wait_idle(sessions[0].session_id)
             [info] = await _sessions(served)
             # Thousands of events went by the unread socket; none was waited for.

@@ -45,6 +45,7 @@ from omni_grpc.message_size import GRPC_MAX_MESSAGE_BYTES
 from omni_grpc.runtime.agent_service import AgentCalls, AttachCall, RunCall, response_bytes
 from omni_grpc.runtime.errors import HubError
 from omni_grpc.runtime.interface import HubEvent, Runtime
+from omni_grpc.transport.connect import protojson
 from omni_grpc.transport.connect.envelope import (
     COMPRESSED,
     HEADER_SIZE,
@@ -114,10 +115,11 @@ CORS_EXPOSE_HEADERS = [
 COMPRESSIONS = ("gzip",)
 READABLE = ("identity", *COMPRESSIONS)
 # A gzip message this small is inflated on the loop (microseconds); larger
-# ones in a worker thread, at most INFLATING at once (each holds up to the
-# message limit in memory while it inflates).
+# ones in a worker thread, one at a time: each holds up to the message limit
+# in memory while it inflates, so bombs that lie about their size cost one
+# limit's worth, not one per request (measured: benchmarks/loop_stall.py).
 INLINE_INFLATE_BYTES = 64 * 1024
-INFLATING = 2
+INFLATING = 1
 
 _Req = TypeVar("_Req", bound=Message)
 _T = TypeVar("_T")
@@ -557,9 +559,10 @@ def _decode(body: bytes, request_type: type[_Req], codec: Codec) -> _Req:
         if codec is Codec.PROTO:
             request.ParseFromString(body)
         else:
-            # Unknown fields are ignored, as protobuf's binary form and
-            # connect-go's JSON codec ignore them.
-            json_format.Parse(body.decode("utf-8"), request, ignore_unknown_fields=True)
+            # json_format.Parse without its cost on long strings; unknown
+            # fields are ignored, as protobuf's binary form and connect-go's
+            # JSON codec ignore them.
+            protojson.parse(body.decode("utf-8"), request)
     except (
         DecodeError,
         json_format.ParseError,

@@ -1,0 +1,312 @@
+"""The event loop's longest stall while hostile requests arrive (#40).
+
+A probe process calls gRPC ``ListSessions`` every 15 ms and ``GET /healthz``
+every 15 ms on a fresh ``omni-grpc serve`` (both ports) and keeps every
+latency; meanwhile the benchmark sends one kind of hostile request, several
+at once. The figure is the probe's longest wait while they are in flight:
+how long one client's request held every other client (health checks,
+lease renewals, other calls) waiting. Goal: under 0.5 s.
+
+    .venv/bin/python benchmarks/loop_stall.py [--cases connect-bomb,...]
+        [--concurrency 4,8] [--baseline-src OTHER_TREE/src]
+
+Cases:
+
+* ``connect-bomb``: Connect unary (``content-encoding: gzip``), a 200 KB gzip
+  of zeros that inflates to about 200 MiB, past the message limit (129 MiB).
+* ``connect-lying-bomb``: the same with its gzip trailer forged to declare
+  the limit: the server inflates it up to the limit before refusing.
+* ``grpc-web-bomb``, ``grpc-web-text-bomb``: the bomb as a compressed gRPC-Web
+  (base64 for -text) message (``grpc-encoding: gzip``).
+* ``grpc-web-text-large``: a 48 MiB prompt as gRPC-Web-text to Attach (64
+  MiB of base64, refused by Attach for its unknown session once read).
+* ``sse-json-large``: a 60 MiB JSON body to ``POST /api/sessions/ID/abort``.
+* ``connect-json-large``: a 60 MiB ProtoJSON body to Connect Abort.
+
+``--baseline-src``: each case also runs on a server from another tree's
+``src/`` (before -> after in one run, the baseline first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import gzip
+import json
+import os
+import re
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+MiB = 1 << 20
+LIMIT = 2 * 64 * MiB + MiB  # the server's default --max-message-bytes (message_size.py)
+PROBE_EVERY = 0.015
+SERVICE = "omni.v1.AgentService"
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[str]
+    grpc: str
+    http: str
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+def start_server(data_dir: Path, src: str | None) -> Server:
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = src
+    cmd = [sys.executable, "-m", "omni_grpc", "serve", "--grpc-port", "0", "--http-port", "0",
+           "--data-dir", str(data_dir), "--no-metrics"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    grpc = http = None
+    for line in proc.stdout:
+        if match := re.search(r"gRPC on grpc://(\S+)", line):
+            grpc = match.group(1)
+        if match := re.search(r"HTTP/SSE on (http://\S+?)/ ", line):
+            http = match.group(1)
+        if line.strip() == "omni-grpc ready":
+            assert grpc is not None and http is not None, (grpc, http)
+            return Server(proc, grpc, http)
+    raise RuntimeError(f"serve exited: {proc.wait()}")
+
+
+def rss_mib(pid: int, field: str) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} for {pid}")
+
+
+# ---- the probe (its own process, so the attack's client work never delays it) ----
+
+
+def probe_main(grpc_target: str, http_url: str) -> None:
+    """Probes until stdin closes, then prints its latencies as JSON."""
+    import threading
+
+    import grpc
+
+    from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
+    from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc as rpc
+
+    done = threading.Event()
+    found: dict[str, list[float]] = {"grpc": [], "http": []}
+
+    def grpc_probe() -> None:
+        with grpc.insecure_channel(grpc_target) as channel:
+            stub = rpc.AgentServiceStub(channel)
+            stub.ListSessions(pb.ListSessionsRequest(), timeout=60)  # connected
+            print("probing", flush=True)
+            while not done.wait(PROBE_EVERY):
+                start = time.perf_counter()
+                stub.ListSessions(pb.ListSessionsRequest(), timeout=120)
+                found["grpc"].append(time.perf_counter() - start)
+
+    def http_probe() -> None:
+        with httpx.Client(timeout=120) as client:
+            while not done.wait(PROBE_EVERY):
+                start = time.perf_counter()
+                client.get(f"{http_url}/healthz").raise_for_status()
+                found["http"].append(time.perf_counter() - start)
+
+    threads = [threading.Thread(target=f) for f in (grpc_probe, http_probe)]
+    for thread in threads:
+        thread.start()
+    sys.stdin.read()
+    done.set()
+    for thread in threads:
+        thread.join()
+    print(json.dumps(found), flush=True)
+
+
+class Probe:
+    def __init__(self, server: Server) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--probe", server.grpc, server.http],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        assert self.process.stdout.readline().strip() == "probing"
+
+    def finish(self) -> dict[str, list[float]]:
+        out, _ = self.process.communicate("", timeout=300)
+        return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+# ---- hostile requests ----------------------------------------------------------------
+
+
+def envelope(data: bytes, flags: int = 0) -> bytes:
+    return struct.pack(">BI", flags, len(data)) + data
+
+
+def bomb(forged: bool) -> bytes:
+    body = gzip.compress(b"\0" * (200 * MiB), compresslevel=9, mtime=0)
+    return body[:-4] + struct.pack("<I", LIMIT) if forged else body
+
+
+@dataclass
+class Attack:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+def attacks(name: str, session_id: str) -> Attack:
+    connect = f"/{SERVICE}/"
+    if name in ("connect-bomb", "connect-lying-bomb"):
+        return Attack(
+            connect + "ListSessions",
+            {"content-type": "application/proto", "content-encoding": "gzip"},
+            bomb(forged=name == "connect-lying-bomb"),
+        )
+    if name == "grpc-web-bomb":
+        return Attack(
+            connect + "ListSessions",
+            {"content-type": "application/grpc-web+proto", "grpc-encoding": "gzip"},
+            envelope(bomb(False), flags=1),
+        )
+    if name == "grpc-web-text-bomb":
+        return Attack(
+            connect + "ListSessions",
+            {"content-type": "application/grpc-web-text", "grpc-encoding": "gzip"},
+            base64.b64encode(envelope(bomb(False), flags=1)),
+        )
+    if name == "grpc-web-text-large":
+        from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
+
+        request = pb.AttachRequest(session_id="p" * (48 * MiB)).SerializeToString()
+        return Attack(
+            connect + "Attach",
+            {"content-type": "application/grpc-web-text"},
+            base64.b64encode(envelope(request)),
+        )
+    if name == "sse-json-large":
+        body = json.dumps({"reason": "r" * (60 * MiB)}).encode()
+        return Attack(
+            f"/api/sessions/{session_id}/abort", {"content-type": "application/json"}, body
+        )
+    if name == "connect-json-large":
+        body = json.dumps({"sessionId": session_id, "reason": "r" * (60 * MiB)}).encode()
+        return Attack(connect + "Abort", {"content-type": "application/json"}, body)
+    raise SystemExit(f"unknown case {name!r}")
+
+
+CASES = (
+    "connect-bomb",
+    "connect-lying-bomb",
+    "grpc-web-bomb",
+    "grpc-web-text-bomb",
+    "grpc-web-text-large",
+    "sse-json-large",
+    "connect-json-large",
+)
+
+
+async def a_session(server: Server) -> str:
+    async with httpx.AsyncClient(timeout=60) as http:
+        r = await http.post(f"{server.http}/api/sessions", json={})
+        r.raise_for_status()
+        return str(r.json()["session"]["sessionId"])
+
+
+async def one_case(
+    server: Server, name: str, concurrency: int
+) -> tuple[dict[str, list[float]], float, list[str]]:
+    """The probe's latencies, the attack's seconds and each attack's answer."""
+    session_id = await a_session(server)
+    attack = attacks(name, session_id)
+    probe = Probe(server)
+    answers: list[str] = []
+    try:
+        await asyncio.sleep(0.5)  # a quiet stretch: the probe's own baseline
+        started = time.perf_counter()
+        async with httpx.AsyncClient(timeout=600) as http:
+
+            async def send() -> None:
+                r = await http.post(
+                    server.http + attack.path, content=attack.body, headers=attack.headers
+                )
+                message = r.headers.get("grpc-message") or r.text[:120]
+                answers.append(f"{r.status_code} {r.headers.get('grpc-status', '')} {message}")
+
+            await asyncio.gather(*(send() for _ in range(concurrency)))
+        seconds = time.perf_counter() - started
+        await asyncio.sleep(0.3)
+    finally:
+        latencies = probe.finish()
+    return latencies, seconds, answers
+
+
+def summary(values: list[float]) -> str:
+    if not values:
+        return "- | -"
+    return f"{max(values) * 1000:.0f} | {statistics.median(values) * 1000:.0f}"
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--probe", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--concurrency", default="4")
+    parser.add_argument("--baseline-src", help="another tree's src/ for a 'before' server")
+    parser.add_argument("--show-answers", action="store_true")
+    args = parser.parse_args()
+    if args.probe:
+        probe_main(*args.probe)
+        return
+    trees: list[tuple[str, str | None]] = (
+        [("before", args.baseline_src), ("after", None)] if args.baseline_src else [("", None)]
+    )
+    tree_column = ("| tree ", "|---") if args.baseline_src else ("", "")
+    print(
+        f"{tree_column[0]}| case | concurrent | gRPC probe max ms | gRPC probe median ms "
+        "| HTTP probe max ms | HTTP probe median ms | attack s | RSS growth MiB |"
+    )
+    print(f"{tree_column[1]}|---|---:|---:|---:|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as tmp:
+        n = 0
+        for name in args.cases.split(","):
+            for concurrency in map(int, args.concurrency.split(",")):
+                for tree, src in trees:
+                    n += 1
+                    server = start_server(Path(tmp) / f"serve-{n}", src)
+                    try:
+                        base = rss_mib(server.process.pid, "VmRSS")
+                        latencies, seconds, answers = await one_case(server, name, concurrency)
+                        growth = rss_mib(server.process.pid, "VmHWM") - base
+                    finally:
+                        server.stop()
+                    print(
+                        f"{f'| {tree} ' if tree else ''}| {name} | {concurrency} "
+                        f"| {summary(latencies['grpc'])} | {summary(latencies['http'])} "
+                        f"| {seconds:.1f} | {growth:.0f} |",
+                        flush=True,
+                    )
+                    if args.show_answers:
+                        for answer in sorted(set(answers)):
+                            print(f"    {answer}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

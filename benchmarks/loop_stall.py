@@ -23,6 +23,9 @@ Cases:
 * ``sse-json-large``: a 60 MiB JSON body to ``POST /api/sessions/ID/abort``.
 * ``connect-json-large``: a 60 MiB ProtoJSON body to Connect Abort.
 
+``--scale 0.01``: every size (and the server's message limit) times 0.01,
+to check the script quickly (tests/test_benchmarks.py).
+
 ``--baseline-src``: each case also runs on a server from another tree's
 ``src/`` (before -> after in one run, the baseline first).
 """
@@ -68,12 +71,20 @@ class Server:
                 self.process.kill()
 
 
+SCALE = 1.0  # --scale
+
+
+def sized(n: int) -> int:
+    return max(1, int(n * SCALE))
+
+
 def start_server(data_dir: Path, src: str | None) -> Server:
     env = dict(os.environ)
     if src is not None:
         env["PYTHONPATH"] = src
     cmd = [sys.executable, "-m", "omni_grpc", "serve", "--grpc-port", "0", "--http-port", "0",
-           "--data-dir", str(data_dir), "--no-metrics"]  # fmt: skip
+           "--data-dir", str(data_dir), "--no-metrics",
+           "--max-message-bytes", str(sized(LIMIT))]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
     grpc = http = None
@@ -161,8 +172,8 @@ def envelope(data: bytes, flags: int = 0) -> bytes:
 
 
 def bomb(forged: bool) -> bytes:
-    body = gzip.compress(b"\0" * (200 * MiB), compresslevel=9, mtime=0)
-    return body[:-4] + struct.pack("<I", LIMIT) if forged else body
+    body = gzip.compress(b"\0" * sized(200 * MiB), compresslevel=9, mtime=0)
+    return body[:-4] + struct.pack("<I", sized(LIMIT)) if forged else body
 
 
 @dataclass
@@ -195,19 +206,19 @@ def attacks(name: str, session_id: str) -> Attack:
     if name == "grpc-web-text-large":
         from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 
-        request = pb.AttachRequest(session_id="p" * (48 * MiB)).SerializeToString()
+        request = pb.AttachRequest(session_id="p" * sized(48 * MiB)).SerializeToString()
         return Attack(
             connect + "Attach",
             {"content-type": "application/grpc-web-text"},
             base64.b64encode(envelope(request)),
         )
     if name == "sse-json-large":
-        body = json.dumps({"reason": "r" * (60 * MiB)}).encode()
+        body = json.dumps({"reason": "r" * sized(60 * MiB)}).encode()
         return Attack(
             f"/api/sessions/{session_id}/abort", {"content-type": "application/json"}, body
         )
     if name == "connect-json-large":
-        body = json.dumps({"sessionId": session_id, "reason": "r" * (60 * MiB)}).encode()
+        body = json.dumps({"sessionId": session_id, "reason": "r" * sized(60 * MiB)}).encode()
         return Attack(connect + "Abort", {"content-type": "application/json"}, body)
     raise SystemExit(f"unknown case {name!r}")
 
@@ -271,7 +282,10 @@ async def main() -> None:
     parser.add_argument("--concurrency", default="4")
     parser.add_argument("--baseline-src", help="another tree's src/ for a 'before' server")
     parser.add_argument("--show-answers", action="store_true")
+    parser.add_argument("--scale", type=float, default=1.0, help="every size times this")
     args = parser.parse_args()
+    global SCALE
+    SCALE = args.scale
     if args.probe:
         probe_main(*args.probe)
         return

@@ -29,7 +29,7 @@ async def read_json(request: Request, limit: int, *, required: bool = True) -> d
         body += chunk
         if len(body) > limit:
             raise ApiError(413, "body_too_large", f"request body exceeds {limit} bytes")
-    if not body.strip():
+    if not body or body.isspace():  # (strip() would copy a large body)
         if required:
             raise ApiError(400, "invalid_request", "the request needs a JSON body")
         return {}

@@ -22,6 +22,9 @@ Cases:
   MiB of base64, refused by Attach for its unknown session once read).
 * ``sse-json-large``: a 60 MiB JSON body to ``POST /api/sessions/ID/abort``.
 * ``connect-json-large``: a 60 MiB ProtoJSON body to Connect Abort.
+* ``slow-readers``: Connect Runs of an 8 MiB prompt (the demo engine echoes
+  it back twice) from clients that send their request and never read, held
+  open for ``HOLD`` seconds.
 
 ``--scale 0.01``: every size (and the server's message limit) times 0.01,
 to check the script quickly (tests/test_benchmarks.py).
@@ -39,6 +42,7 @@ import gzip
 import json
 import os
 import re
+import socket
 import statistics
 import struct
 import subprocess
@@ -217,6 +221,11 @@ def attacks(name: str, session_id: str) -> Attack:
         return Attack(
             f"/api/sessions/{session_id}/abort", {"content-type": "application/json"}, body
         )
+    if name == "slow-readers":
+        body = json.dumps({"prompt": "s" * sized(8 * MiB)}).encode()
+        return Attack(
+            connect + "Run", {"content-type": "application/connect+json"}, envelope(body)
+        )
     if name == "connect-json-large":
         body = json.dumps({"sessionId": session_id, "reason": "r" * sized(60 * MiB)}).encode()
         return Attack(connect + "Abort", {"content-type": "application/json"}, body)
@@ -231,7 +240,28 @@ CASES = (
     "grpc-web-text-large",
     "sse-json-large",
     "connect-json-large",
+    "slow-readers",
 )
+HOLD = 5.0  # seconds a slow reader keeps its connection open, reading nothing
+
+
+async def never_read(server: Server, attack: Attack) -> str:
+    """Sends the request on a socket with a small receive buffer, then reads
+    nothing for HOLD seconds."""
+    host, port = server.http.removeprefix("http://").rsplit(":", 1)
+    _reader, writer = await asyncio.open_connection(host, int(port), limit=4096)
+    sock = writer.get_extra_info("socket")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    head = "".join(f"{k}: {v}\r\n" for k, v in attack.headers.items())
+    writer.write(
+        f"POST {attack.path} HTTP/1.1\r\nHost: {host}:{port}\r\n{head}"
+        f"Content-Length: {len(attack.body)}\r\n\r\n".encode() + attack.body
+    )
+    await writer.drain()
+    await asyncio.sleep(HOLD)
+    writer.close()
+    return "held, never read"
+
 
 
 async def a_session(server: Server) -> str:
@@ -255,6 +285,9 @@ async def one_case(
         async with httpx.AsyncClient(timeout=600) as http:
 
             async def send() -> None:
+                if name == "slow-readers":
+                    answers.append(await never_read(server, attack))
+                    return
                 r = await http.post(
                     server.http + attack.path, content=attack.body, headers=attack.headers
                 )

@@ -223,9 +223,7 @@ def attacks(name: str, session_id: str) -> Attack:
         )
     if name == "slow-readers":
         body = json.dumps({"prompt": "s" * sized(8 * MiB)}).encode()
-        return Attack(
-            connect + "Run", {"content-type": "application/connect+json"}, envelope(body)
-        )
+        return Attack(connect + "Run", {"content-type": "application/connect+json"}, envelope(body))
     if name == "connect-json-large":
         body = json.dumps({"sessionId": session_id, "reason": "r" * sized(60 * MiB)}).encode()
         return Attack(connect + "Abort", {"content-type": "application/json"}, body)
@@ -255,13 +253,13 @@ async def never_read(server: Server, attack: Attack) -> str:
     head = "".join(f"{k}: {v}\r\n" for k, v in attack.headers.items())
     writer.write(
         f"POST {attack.path} HTTP/1.1\r\nHost: {host}:{port}\r\n{head}"
-        f"Content-Length: {len(attack.body)}\r\n\r\n".encode() + attack.body
+        f"Content-Length: {len(attack.body)}\r\n\r\n".encode()
+        + attack.body
     )
     await writer.drain()
     await asyncio.sleep(HOLD)
     writer.close()
     return "held, never read"
-
 
 
 async def a_session(server: Server) -> str:

@@ -22,6 +22,9 @@ Cases:
   MiB of base64, refused by Attach for its unknown session once read).
 * ``sse-json-large``: a 60 MiB JSON body to ``POST /api/sessions/ID/abort``.
 * ``connect-json-large``: a 60 MiB ProtoJSON body to Connect Abort.
+* ``grpc-bomb``: the bomb on the gRPC port, a ``ListSessions`` whose request
+  carries 200 MiB of zeros in an unknown field, sent gzip-compressed
+  (``grpc-encoding: gzip``) by grpcio.
 * ``slow-readers``: Connect Runs of an 8 MiB prompt (the demo engine echoes
   it back twice) from clients that send their request and never read, held
   open for ``HOLD`` seconds.
@@ -221,6 +224,12 @@ def attacks(name: str, session_id: str) -> Attack:
         return Attack(
             f"/api/sessions/{session_id}/abort", {"content-type": "application/json"}, body
         )
+    if name == "grpc-bomb":
+        # Field 15, length-delimited: unknown to ListSessionsRequest, so only
+        # its size matters. grpcio compresses it on the way out.
+        size = sized(200 * MiB)
+        head = bytes([15 << 3 | 2]) + _varint(size)
+        return Attack("grpc", {}, head + b"\0" * size)
     if name == "slow-readers":
         body = json.dumps({"prompt": "s" * sized(8 * MiB)}).encode()
         return Attack(connect + "Run", {"content-type": "application/connect+json"}, envelope(body))
@@ -239,7 +248,39 @@ CASES = (
     "sse-json-large",
     "connect-json-large",
     "slow-readers",
+    "grpc-bomb",
 )
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+async def grpc_send(server: Server, attack: Attack) -> str:
+    """The bomb through grpcio, gzip-compressed by its own channel."""
+    import grpc
+
+    options = [("grpc.max_send_message_length", -1)]
+    async with grpc.aio.insecure_channel(
+        server.grpc, options=options, compression=grpc.Compression.Gzip
+    ) as channel:
+        call = channel.unary_unary(
+            f"/{SERVICE}/ListSessions",
+            request_serializer=lambda b: b,
+            response_deserializer=lambda b: b,
+        )
+        try:
+            await call(attack.body, timeout=600)
+        except grpc.aio.AioRpcError as exc:
+            return f"{exc.code().name} {(exc.details() or '')[:120]}"
+        return "OK"
+
+
 HOLD = 5.0  # seconds a slow reader keeps its connection open, reading nothing
 
 
@@ -285,6 +326,9 @@ async def one_case(
             async def send() -> None:
                 if name == "slow-readers":
                     answers.append(await never_read(server, attack))
+                    return
+                if name == "grpc-bomb":
+                    answers.append(await grpc_send(server, attack))
                     return
                 r = await http.post(
                     server.http + attack.path, content=attack.body, headers=attack.headers

@@ -21,6 +21,14 @@ THINKING_LEVELS = tuple(ThinkingLevel)
 async def read_json(request: Request, limit: int, *, required: bool = True) -> dict[str, Any]:
     """The body as a JSON object; 413 past ``limit`` bytes (checked while reading,
     so a lying or missing Content-Length cannot get more in)."""
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        # Read as it is, a compressed body would be "not valid JSON"; say why instead.
+        raise ApiError(
+            415,
+            "unsupported_encoding",
+            f"Content-Encoding {encoding!r}: request bodies are read uncompressed here",
+        )
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise ApiError(413, "body_too_large", f"request body exceeds {limit} bytes")

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 import orjson
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
@@ -308,7 +309,9 @@ class ConnectApp:
             compressed = encoding != "identity"
         if compressed:
             body = await self._inflated(body, limit)
-        return _decode(body, method.request_type, wire.codec)
+        if len(body) >= LARGE_MESSAGE_BYTES:
+            await anyio.lowlevel.checkpoint()  # the read (and join) was one turn
+        return await _decode(body, method.request_type, wire.codec)
 
     async def _inflated(self, body: bytes, limit: int) -> bytes:
         """``body`` (gzip) inflated: a small one here, a large one in a worker
@@ -553,8 +556,15 @@ def _encoding(headers: dict[str, str], wire: Wire) -> str:
     return name.strip().lower() or "identity"
 
 
-def _decode(body: bytes, request_type: type[_Req], codec: Codec) -> _Req:
+# A message this large is decoded in several turns of the loop, one per pass
+# over its bytes, so one request holds the others up for the longest pass,
+# not for all of them.
+LARGE_MESSAGE_BYTES = 1 << 20
+
+
+async def _decode(body: bytes, request_type: type[_Req], codec: Codec) -> _Req:
     request = request_type()
+    large = len(body) >= LARGE_MESSAGE_BYTES
     try:
         if codec is Codec.PROTO:
             request.ParseFromString(body)
@@ -562,7 +572,14 @@ def _decode(body: bytes, request_type: type[_Req], codec: Codec) -> _Req:
             # json_format.Parse without its cost on long strings; unknown
             # fields are ignored, as protobuf's binary form and connect-go's
             # JSON codec ignore them.
-            protojson.parse(body.decode("utf-8"), request)
+            text = body.decode("utf-8")
+            if large:
+                await anyio.lowlevel.checkpoint()
+            tree = protojson.load(text)
+            del text  # the tree holds its own strings
+            if large:
+                await anyio.lowlevel.checkpoint()
+            protojson.fill(tree, request)
     except (
         DecodeError,
         json_format.ParseError,

@@ -37,12 +37,22 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def parse(text: str, message: Message, long_string: int = LONG_STRING) -> None:
     """``json_format.Parse(text, message, ignore_unknown_fields=True)``."""
+    fill(load(text), message, long_string)
+
+
+def load(text: str) -> Any:
+    """The JSON, as ``json_format.Parse`` loads it (a key given twice refused)."""
     try:
-        tree = json.loads(text, object_pairs_hook=_no_duplicates)
+        return json.loads(text, object_pairs_hook=_no_duplicates)
     except json_format.ParseError:
         raise
     except Exception as exc:
         raise json_format.ParseError(f"Failed to load JSON: {exc}.") from exc
+
+
+def fill(tree: Any, message: Message, long_string: int = LONG_STRING) -> None:
+    """``json_format.ParseDict(tree, message, ignore_unknown_fields=True)``,
+    with long strings set aside and set afterwards."""
     taken: list[tuple[Path, str]] = []
     if isinstance(tree, dict):
         descriptor: Descriptor = message.DESCRIPTOR  # type: ignore[assignment]
@@ -50,7 +60,8 @@ def parse(text: str, message: Message, long_string: int = LONG_STRING) -> None:
     json_format.ParseDict(tree, message, ignore_unknown_fields=True)
     for path, value in taken:
         try:
-            value.encode("utf-8")
+            if not value.isascii():  # (isascii is O(1); ASCII holds no surrogate)
+                value.encode("utf-8")
         except UnicodeEncodeError:
             name = ".".join(str(step[0]) for step in path)
             raise json_format.ParseError(

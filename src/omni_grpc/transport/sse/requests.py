@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import orjson
@@ -15,6 +16,7 @@ from omni_grpc.vocabulary import REFERENCE_ASK, ApprovalMode, Decision, Thinking
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 DEFAULT_MAX_BODY_BYTES = HTTP_MAX_BODY_BYTES
+LARGE_BODY_BYTES = 1 << 20
 THINKING_LEVELS = tuple(ThinkingLevel)
 
 
@@ -45,6 +47,11 @@ async def read_json(request: Request, limit: int, *, required: bool = True) -> d
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise ApiError(400, "invalid_json", f"request body is not valid JSON: {exc}") from exc
+    if len(body) >= LARGE_BODY_BYTES:
+        # The parse was one long turn of the loop; what the route does with
+        # the body (converting its messages) gets a turn of its own.
+        del body
+        await asyncio.sleep(0)
     if not isinstance(parsed, dict):
         raise ApiError(400, "invalid_request", "request body must be a JSON object")
     return parsed

@@ -16,10 +16,13 @@ Another compression is refused ``unimplemented`` whether or not a message
 uses it, and every answer names what is read (``accept-encoding``,
 ``connect-accept-encoding``, ``grpc-accept-encoding``), as connect-go does.
 
-Liveness: nothing one request sends holds the event loop for long. Bodies
-are read, base64-decoded and split into envelopes as they arrive; a large
-gzip message is inflated in a worker thread (zlib lets go of the GIL), at
-most ``INFLATING`` at once.
+Liveness: what one request sends holds the event loop up for as little as
+it can. Bodies are read, base64-decoded and split into envelopes as they
+arrive; a large gzip message is inflated in a worker thread (zlib lets go of
+the GIL), ``INFLATING`` at once; a large JSON message is decoded in one turn
+per pass. What is left in one turn is one pass over one message (protobuf's
+parse, the JSON parser), bounded by the message limit
+(benchmarks/loop_stall.py).
 """
 
 from __future__ import annotations

@@ -104,6 +104,21 @@ CASES = [
         ],
     ),
     (
+        "loop_stall.py",  # real servers, a probe process, three hostile cases at 1/100 size
+        [
+            "--scale",
+            "0.01",
+            "--concurrency",
+            "2",
+            "--cases",
+            "connect-bomb,grpc-web-text-bomb,sse-json-large",
+        ],
+        [
+            rf"\| {case} \| 2 \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \| {NUMBER} \|"
+            for case in ("connect-bomb", "grpc-web-text-bomb", "sse-json-large")
+        ],
+    ),
+    (
         "large_messages.py",  # a real server, one large run, RSS sampled while it is sent
         ["--sizes", "1", "--readers", "2", "--backends", "memory", "--also", "", "--timeline"],
         [

@@ -17,6 +17,7 @@ import pytest
 from connect_serving import Served, serving
 
 from omni_grpc.client import AgentClient
+from omni_grpc.vocabulary import SessionState
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 
 ALLOWED = "http://app.example:3000"
@@ -152,20 +153,24 @@ async def test_wrong_content_types_are_415_naming_the_problem(
 
 
 @pytest.mark.parametrize(
-    ("body", "why"),
+    ("body", "code", "why"),
     [
-        (b"", "empty"),
-        (b"\x00\x00\x00", "shorter than an envelope"),
-        (envelope(b'{"prompt":"hi"}')[:-3], "truncated"),
-        (envelope(b'{"prompt":"hi"}') + b"\x00", "after its one message"),
-        (envelope(b'{"prompt":"hi"}', flags=0x40), "unknown flags"),
-        (envelope(b'{"prompt": 3'), "not a valid RunRequest"),
-        (envelope(b'{"prompt": 7}'), "not a valid RunRequest"),
-        (envelope(b"\xff\xfe"), "not a valid RunRequest"),
+        # No message, or two, is a cardinality violation: unimplemented, as
+        # in connect-go and conformance's server-stream/no-request and
+        # server-stream/multiple-requests.
+        (b"", "unimplemented", "empty"),
+        (envelope(b"{}") * 2, "unimplemented", "more than one message"),
+        (b"\x00\x00\x00", "invalid_argument", "shorter than an envelope"),
+        (envelope(b'{"prompt":"hi"}')[:-3], "invalid_argument", "truncated"),
+        (envelope(b'{"prompt":"hi"}') + b"\x00", "invalid_argument", "after its one message"),
+        (envelope(b'{"prompt":"hi"}', flags=0x40), "invalid_argument", "unknown flags"),
+        (envelope(b'{"prompt": 3'), "invalid_argument", "not a valid RunRequest"),
+        (envelope(b'{"prompt": 7}'), "invalid_argument", "not a valid RunRequest"),
+        (envelope(b"\xff\xfe"), "invalid_argument", "not a valid RunRequest"),
     ],
 )
-async def test_bad_envelopes_end_the_stream_with_invalid_argument(
-    tmp_path: Path, body: bytes, why: str
+async def test_bad_envelopes_end_the_stream_naming_the_problem(
+    tmp_path: Path, body: bytes, code: str, why: str
 ) -> None:
     async with serving(tmp_path / "data") as served, httpx.AsyncClient() as http:
         r = await http.post(
@@ -174,7 +179,7 @@ async def test_bad_envelopes_end_the_stream_with_invalid_argument(
         assert r.status_code == 200  # Connect streams say it in the end-of-stream message
         [(flags, end)] = frames(r.content)
         error = json.loads(end)["error"]
-        assert flags == 0x02 and error["code"] == "invalid_argument" and why in error["message"]
+        assert flags == 0x02 and error["code"] == code and why in error["message"], error
         assert await _sessions(served) == []
 
 
@@ -286,8 +291,12 @@ async def test_a_client_that_never_reads_holds_nothing_back(tmp_path: Path) -> N
         try:
             hub = served.server.hub
             async with asyncio.timeout(60):
-                while not (sessions := await hub.list_sessions()):
-                    await asyncio.sleep(0.005)  # until the run has started
+                # Until the run has started: a session is listed before its
+                # run is registered, and wait_idle waits only on a registered one.
+                while not (sessions := await hub.list_sessions()) or (
+                    sessions[0].state is SessionState.IDLE and sessions[0].message_count == 0
+                ):
+                    await asyncio.sleep(0.005)
                 await hub.wait_idle(sessions[0].session_id)
             [info] = await _sessions(served)
             # Thousands of events went by the unread socket; none was waited for.

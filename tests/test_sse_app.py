@@ -411,6 +411,28 @@ async def test_bad_requests_get_json_errors_naming_the_field(
         assert needle in r.json()["error"]["message"]
 
 
+async def test_a_compressed_body_is_refused_naming_its_encoding(tmp_path: Path) -> None:
+    """Bodies are read uncompressed: a gzip one is 415 naming its encoding
+    (not "not valid JSON"), and nothing runs."""
+    import gzip
+
+    async with served(tmp_path) as s:
+        sid = await new_session(s)
+        r = await s.http.post(
+            f"/api/sessions/{sid}/tasks",
+            content=gzip.compress(b'{"prompt": "hi"}'),
+            headers={"content-type": "application/json", "content-encoding": "gzip"},
+        )
+        assert (r.status_code, r.json()["error"]["code"]) == (415, "unsupported_encoding")
+        assert "'gzip'" in r.json()["error"]["message"]
+        r = await s.http.post(
+            f"/api/sessions/{sid}/tasks",
+            content=b'{"prompt": "hi"}',
+            headers={"content-type": "application/json", "content-encoding": "identity"},
+        )
+        assert r.status_code == 202
+
+
 async def test_unknown_sessions_and_routes(tmp_path: Path) -> None:
     async with served(tmp_path) as s:
         for method, path in [

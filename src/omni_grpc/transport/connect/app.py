@@ -10,7 +10,19 @@ passes) is aborted unless it asked to detach.
 
 What a request may carry: ``connect-timeout-ms`` or ``grpc-timeout`` (the
 call's deadline), ``connect-protocol-version: 1``; messages up to
-``max_message_bytes``, uncompressed or gzip.
+``max_message_bytes``, uncompressed or gzip (``inflate.py``: one whole
+member, refused before inflating when it declares more than the limit).
+Another compression is refused ``unimplemented`` whether or not a message
+uses it, and every answer names what is read (``accept-encoding``,
+``connect-accept-encoding``, ``grpc-accept-encoding``), as connect-go does.
+
+Liveness: what one request sends holds the event loop up for as little as
+it can. Bodies are read, base64-decoded and split into envelopes as they
+arrive; a large gzip message is inflated in a worker thread (zlib lets go of
+the GIL), ``INFLATING`` at once; a large JSON message is decoded in one turn
+per pass. What is left in one turn is one pass over one message (protobuf's
+parse, the JSON parser), bounded by the message limit
+(benchmarks/loop_stall.py).
 """
 
 from __future__ import annotations
@@ -19,12 +31,12 @@ import contextlib
 import hmac
 import logging
 import re
-import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 import orjson
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
@@ -37,14 +49,19 @@ from omni_grpc.message_size import GRPC_MAX_MESSAGE_BYTES
 from omni_grpc.runtime.agent_service import AgentCalls, AttachCall, RunCall, response_bytes
 from omni_grpc.runtime.errors import HubError
 from omni_grpc.runtime.interface import HubEvent, Runtime
+from omni_grpc.transport.connect import protojson
 from omni_grpc.transport.connect.envelope import (
     COMPRESSED,
     HEADER_SIZE,
+    Base64Runs,
+    Envelope,
     EnvelopeError,
-    decode_text,
-    single_envelope,
+    EnvelopeTooLarge,
+    MessageCount,
+    SingleMessage,
 )
 from omni_grpc.transport.connect.errors import INTERNAL_MESSAGE, CallError
+from omni_grpc.transport.connect.inflate import InflateError, TooLarge, inflate_gzip
 from omni_grpc.transport.connect.protocols import (
     ACCEPTED,
     Codec,
@@ -76,8 +93,11 @@ CORS_ALLOW_HEADERS = [
     "Content-Type",
     "Connect-Protocol-Version",
     "Connect-Timeout-Ms",
+    "Content-Encoding",
     "Connect-Content-Encoding",
     "Connect-Accept-Encoding",
+    "Grpc-Encoding",
+    "Grpc-Accept-Encoding",
     "Grpc-Timeout",
     "X-Grpc-Web",
     "X-User-Agent",
@@ -89,8 +109,21 @@ CORS_EXPOSE_HEADERS = [
     "Grpc-Message",
     "Grpc-Status-Details-Bin",
     "Connect-Protocol-Version",
+    "Connect-Accept-Encoding",
+    "Grpc-Accept-Encoding",
     SESSION_HEADER,
 ]
+
+# The request compressions read here, as the accept-encoding headers name them
+# (identity is always read and, as in connect-go, not listed).
+COMPRESSIONS = ("gzip",)
+READABLE = ("identity", *COMPRESSIONS)
+# A gzip message this small is inflated on the loop (microseconds); larger
+# ones in a worker thread, one at a time: each holds up to the message limit
+# in memory while it inflates, so bombs that lie about their size cost one
+# limit's worth, not one per request (measured: benchmarks/loop_stall.py).
+INLINE_INFLATE_BYTES = 64 * 1024
+INFLATING = 1
 
 _Req = TypeVar("_Req", bound=Message)
 _T = TypeVar("_T")
@@ -151,6 +184,7 @@ class ConnectApp:
             allowed_hosts=config.allowed_hosts, allowed_origins=config.cors_origins
         )
         self._token = config.auth_token.encode() if config.auth_token else None
+        self._inflating: anyio.CapacityLimiter | None = None  # made on the loop, when first needed
         self._inner: ASGIApp = self._serve
         if config.cors_origins:
             self._inner = CORSMiddleware(
@@ -215,7 +249,7 @@ class ConnectApp:
         try:
             self._check(scope["method"], headers, wire)
             timeout = _deadline(headers, wire)
-            request = await self._request(receive, headers, wire, method)
+            request = await self._request(receive, _encoding(headers, wire), wire, method)
         except CallFailed as exc:
             await _refuse(wire, exc.error, send)
             return
@@ -248,31 +282,55 @@ class ConnectApp:
             if given is None or not hmac.compare_digest(given.encode(), self._token):
                 reason = "missing bearer token" if given is None else "invalid bearer token"
                 raise _fail(code_pb2.UNAUTHENTICATED, reason)
+        encoding = _encoding(headers, wire)
+        if encoding not in READABLE:
+            # Refused whether or not a message is compressed, as connect-go
+            # does: the client learns now, not on its first large message.
+            raise _fail(
+                code_pb2.UNIMPLEMENTED,
+                f"the request is compressed with {encoding!r}; this server reads "
+                f"{', '.join(READABLE)}",
+            )
 
     async def _request(
-        self, receive: Receive, headers: dict[str, str], wire: Wire, method: Method
+        self, receive: Receive, encoding: str, wire: Wire, method: Method
     ) -> Message:
         limit = self.config.max_message_bytes
-        # Room for the envelope; base64 takes 4 bytes for every 3.
-        room = limit + HEADER_SIZE
-        if wire.text:
-            room = (room + 2) // 3 * 4 + 64
-        body = await _read_body(receive, room, limit)
+        if wire.enveloped:
+            envelope = await _read_envelope(receive, wire, limit)
+            body, compressed = envelope.data, bool(envelope.flags & COMPRESSED)
+            if compressed and encoding == "identity":
+                # connect-go's and the conformance suite's code: the peer
+                # broke the protocol, not just sent a bad argument.
+                raise _fail(
+                    code_pb2.INTERNAL,
+                    "the request message is flagged compressed, but the request names "
+                    f"no compression ({_encoding_header(wire)}: identity)",
+                )
+        else:
+            body = await _read_body(receive, limit, limit)
+            compressed = encoding != "identity"
+        if compressed:
+            body = await self._inflated(body, limit)
+        if len(body) >= LARGE_MESSAGE_BYTES:
+            await anyio.lowlevel.checkpoint()  # the read (and join) was one turn
+        return await _decode(body, method.request_type, wire.codec)
+
+    async def _inflated(self, body: bytes, limit: int) -> bytes:
+        """``body`` (gzip) inflated: a small one here, a large one in a worker
+        thread, so the loop goes on serving others meanwhile."""
         try:
-            if wire.text:
-                body = decode_text(body)
-            compressed = False
-            if wire.enveloped:
-                envelope = single_envelope(body)
-                body, compressed = envelope.data, bool(envelope.flags & COMPRESSED)
-        except EnvelopeError as exc:
+            if len(body) <= INLINE_INFLATE_BYTES and declared_small(body):
+                return inflate_gzip(body, limit)
+            if self._inflating is None:
+                self._inflating = anyio.CapacityLimiter(INFLATING)
+            return await anyio.to_thread.run_sync(
+                inflate_gzip, body, limit, limiter=self._inflating
+            )
+        except TooLarge as exc:
+            raise _fail(code_pb2.RESOURCE_EXHAUSTED, f"{_too_large(limit)} ({exc})") from None
+        except InflateError as exc:
             raise _fail(code_pb2.INVALID_ARGUMENT, str(exc)) from None
-        encoding = _encoding(headers, wire)
-        if compressed or (not wire.enveloped and encoding != "identity"):
-            body = _decompressed(body, encoding, limit)
-        if len(body) > limit:
-            raise _fail(code_pb2.RESOURCE_EXHAUSTED, _too_large(limit))
-        return _decode(body, method.request_type, wire.codec)
 
     # ---- calls -------------------------------------------------------------------
 
@@ -428,8 +486,8 @@ async def _streamed(
 # ---- reading -----------------------------------------------------------------------
 
 
-async def _read_body(receive: Receive, room: int, limit: int) -> bytes:
-    chunks: list[bytes] = []
+async def _chunks(receive: Receive, room: int, limit: int) -> AsyncIterator[bytes]:
+    """The request body's chunks as they arrive, refused past ``room`` bytes."""
     size = 0
     while True:
         message = await receive()
@@ -439,53 +497,92 @@ async def _read_body(receive: Receive, room: int, limit: int) -> bytes:
         size += len(chunk)
         if size > room:
             raise _fail(code_pb2.RESOURCE_EXHAUSTED, _too_large(limit))
-        chunks.append(chunk)
+        yield chunk
         if not message.get("more_body", False):
-            return b"".join(chunks)
+            return
+
+
+async def _read_body(receive: Receive, room: int, limit: int) -> bytes:
+    return b"".join([chunk async for chunk in _chunks(receive, room, limit)])
+
+
+async def _read_envelope(receive: Receive, wire: Wire, limit: int) -> Envelope:
+    """The one enveloped message, decoded and checked chunk by chunk as it
+    arrives (``SingleMessage``, ``Base64Runs``): an envelope too large or a
+    second one is refused before the rest of the body is read."""
+    # Room for the envelope and the start of a second one; base64 takes 4 bytes for every 3.
+    room = limit + 2 * HEADER_SIZE
+    if wire.text:
+        room = (room + 2) // 3 * 4 + 64
+    message = SingleMessage(limit)
+    runs = Base64Runs() if wire.text else None
+    try:
+        async for chunk in _chunks(receive, room, limit):
+            message.feed(chunk if runs is None else runs.feed(chunk))
+        if runs is not None:
+            runs.finish()
+        return message.finish()
+    except EnvelopeTooLarge as exc:
+        raise _fail(code_pb2.RESOURCE_EXHAUSTED, f"{_too_large(limit)} ({exc})") from None
+    except MessageCount as exc:
+        # gRPC's code for a cardinality violation, as connect-go and the
+        # conformance suite answer it.
+        raise _fail(code_pb2.UNIMPLEMENTED, str(exc)) from None
+    except EnvelopeError as exc:
+        raise _fail(code_pb2.INVALID_ARGUMENT, str(exc)) from None
+
+
+def declared_small(body: bytes) -> bool:
+    return len(body) >= 4 and int.from_bytes(body[-4:], "little") <= INLINE_INFLATE_BYTES
 
 
 def _too_large(limit: int) -> str:
     return f"the request message is larger than this server's limit of {limit} bytes"
 
 
-def _encoding(headers: dict[str, str], wire: Wire) -> str:
+def _encoding_header(wire: Wire) -> str:
+    """The header naming the request's compression, in this wire's protocol."""
     if wire.protocol is Protocol.GRPC_WEB:
-        name = headers.get("grpc-encoding", "identity")
-    elif wire.streaming:
-        name = headers.get("connect-content-encoding", "identity")
-    else:
-        name = headers.get("content-encoding", "identity")
+        return "grpc-encoding"
+    return "connect-content-encoding" if wire.streaming else "content-encoding"
+
+
+def _accept_encoding_header(wire: Wire) -> bytes:
+    """The header naming the compressions read, in this wire's protocol."""
+    if wire.protocol is Protocol.GRPC_WEB:
+        return b"grpc-accept-encoding"
+    return b"connect-accept-encoding" if wire.streaming else b"accept-encoding"
+
+
+def _encoding(headers: dict[str, str], wire: Wire) -> str:
+    name = headers.get(_encoding_header(wire), "identity")
     return name.strip().lower() or "identity"
 
 
-def _decompressed(body: bytes, encoding: str, limit: int) -> bytes:
-    if encoding != "gzip":
-        raise _fail(
-            code_pb2.UNIMPLEMENTED,
-            f"the request is compressed with {encoding!r}; this server reads identity or gzip",
-        )
-    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        # One byte past the limit is enough to know it is too large.
-        out = inflater.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise _fail(
-            code_pb2.INVALID_ARGUMENT, f"the gzip request does not inflate: {exc}"
-        ) from None
-    if len(out) > limit:
-        raise _fail(code_pb2.RESOURCE_EXHAUSTED, _too_large(limit))
-    return out
+# A message this large is decoded in several turns of the loop, one per pass
+# over its bytes, so one request holds the others up for the longest pass,
+# not for all of them.
+LARGE_MESSAGE_BYTES = 1 << 20
 
 
-def _decode(body: bytes, request_type: type[_Req], codec: Codec) -> _Req:
+async def _decode(body: bytes, request_type: type[_Req], codec: Codec) -> _Req:
     request = request_type()
+    large = len(body) >= LARGE_MESSAGE_BYTES
     try:
         if codec is Codec.PROTO:
             request.ParseFromString(body)
         else:
-            # Unknown fields are ignored, as protobuf's binary form and
-            # connect-go's JSON codec ignore them.
-            json_format.Parse(body.decode("utf-8"), request, ignore_unknown_fields=True)
+            # json_format.Parse without its cost on long strings; unknown
+            # fields are ignored, as protobuf's binary form and connect-go's
+            # JSON codec ignore them.
+            text = body.decode("utf-8")
+            if large:
+                await anyio.lowlevel.checkpoint()
+            tree = protojson.load(text)
+            del text  # the tree holds its own strings
+            if large:
+                await anyio.lowlevel.checkpoint()
+            protojson.fill(tree, request)
     except (
         DecodeError,
         json_format.ParseError,
@@ -567,12 +664,20 @@ def _wire_guess(scope: Scope, headers: dict[str, str]) -> Wire:
         return Wire(Protocol.CONNECT, Codec.JSON)
 
 
+def _accepted(wire: Wire) -> tuple[bytes, bytes]:
+    return (_accept_encoding_header(wire), ", ".join(COMPRESSIONS).encode())
+
+
 async def _start(send: Send, wire: Wire, extra: Sequence[tuple[bytes, bytes]]) -> None:
     await send(
         {
             "type": "http.response.start",
             "status": 200,
-            "headers": [(b"content-type", wire.content_type.encode()), *extra],
+            "headers": [
+                (b"content-type", wire.content_type.encode()),
+                _accepted(wire),
+                *extra,
+            ],
         }
     )
 
@@ -588,7 +693,13 @@ async def _refuse(wire: Wire, error: CallError, send: Send) -> None:
         await _start(send, wire, ())
         await send({"type": "http.response.body", "body": wire.error_end(error)})
     else:
-        await _plain(send, error.http_status, error.connect_body(), "application/json")
+        await _plain(
+            send,
+            error.http_status,
+            error.connect_body(),
+            "application/json",
+            extra=[_accepted(wire)],
+        )
 
 
 async def _plain(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import orjson
@@ -15,12 +16,21 @@ from omni_grpc.vocabulary import REFERENCE_ASK, ApprovalMode, Decision, Thinking
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 DEFAULT_MAX_BODY_BYTES = HTTP_MAX_BODY_BYTES
+LARGE_BODY_BYTES = 1 << 20
 THINKING_LEVELS = tuple(ThinkingLevel)
 
 
 async def read_json(request: Request, limit: int, *, required: bool = True) -> dict[str, Any]:
     """The body as a JSON object; 413 past ``limit`` bytes (checked while reading,
     so a lying or missing Content-Length cannot get more in)."""
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        # Read as it is, a compressed body would be "not valid JSON"; say why instead.
+        raise ApiError(
+            415,
+            "unsupported_encoding",
+            f"Content-Encoding {encoding!r}: request bodies are read uncompressed here",
+        )
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise ApiError(413, "body_too_large", f"request body exceeds {limit} bytes")
@@ -29,7 +39,7 @@ async def read_json(request: Request, limit: int, *, required: bool = True) -> d
         body += chunk
         if len(body) > limit:
             raise ApiError(413, "body_too_large", f"request body exceeds {limit} bytes")
-    if not body.strip():
+    if not body or body.isspace():  # (strip() would copy a large body)
         if required:
             raise ApiError(400, "invalid_request", "the request needs a JSON body")
         return {}
@@ -37,6 +47,11 @@ async def read_json(request: Request, limit: int, *, required: bool = True) -> d
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise ApiError(400, "invalid_json", f"request body is not valid JSON: {exc}") from exc
+    if len(body) >= LARGE_BODY_BYTES:
+        # The parse was one long turn of the loop; what the route does with
+        # the body (converting its messages) gets a turn of its own.
+        del body
+        await asyncio.sleep(0)
     if not isinstance(parsed, dict):
         raise ApiError(400, "invalid_request", "request body must be a JSON object")
     return parsed

@@ -237,7 +237,7 @@ class SseRoutes:
                 await _forget(key)
             else:
                 await _remember(key, {"session_id": session_id, "run_start": first.event_id})
-                events = _chain(first, events)
+                events = _chain([first], events)
         projection = DialectProjection(f"run_{secrets.token_hex(8)}")  # until the first event
         frames = self._dialect_frames(request, session_id, events, projection, detach=detach)
         return EventStreamResponse(frames, headers={SESSION_HEADER: session_id})

@@ -98,14 +98,14 @@ async def test_the_closer_never_answers_a_call_the_trace_answered(
         p.tool_call("shell", "{}", CALL, timestamp=STAMP),
         p.request_end("completed", timestamp=STAMP),
     ]
-    assert recorder.append(owner, message_from_dict(meta))
+    assert await recorder.append(owner, message_from_dict(meta))
     await event_log.publish(bodies.task_state_body(SessionState.RUNNING), fence=lease.token)
     for item in both:  # the trace first, then the log, as the owner does
         body = bodies.message_body(message_from_dict(item))
-        assert recorder.append(owner, message_from_dict(item), body.data)
+        assert await recorder.append(owner, message_from_dict(item), body.data)
         await event_log.publish(body, fence=lease.token)
     for item in AHEAD[ahead]:  # the owner died before publishing these
-        assert recorder.append(owner, message_from_dict(item))
+        assert await recorder.append(owner, message_from_dict(item))
 
     # The owner renews nothing: its lease runs out and the run is an orphan.
     async def orphaned() -> None:

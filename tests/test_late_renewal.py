@@ -1,15 +1,18 @@
-"""A replica whose lease renewals come late (its command pool queued behind
-load) never fences its own live run: its sweep finds the run without a lease,
-sees that it runs it itself, and renews it instead of taking it over.
+"""A replica whose lease renewals come late never fences its own live run:
+its sweep finds the run without a lease, sees that it holds it itself, and
+leaves it to its keeper; the run's writes wait for the keeper's next answer
+instead of giving the run up.
 
-Real redis-server; the lateness is injected by stalling the replica's
-renewal rounds, which is what a starved renewal looks like from Redis.
-Every wait is on a condition; the timeouts only stop a hang.
+Real redis-server; the lateness is injected by stalling the keeper thread's
+renewal rounds, which is what a starved renewal (or a Redis slow to answer)
+looks like from Redis. Every wait is on a condition; the timeouts only stop
+a hang.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -36,18 +39,19 @@ def kind(data: bytes) -> str:
     return f"@{body['type']}" + (f":{body['state']}" if "state" in body else "")
 
 
-async def test_a_run_renewed_late_is_renewed_by_its_own_sweep_not_fenced(
+async def test_a_run_renewed_late_is_kept_not_fenced_by_its_own_sweep(
     redis_server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     prefix = f"late-{tmp_path.name}:"
     backend = redis_backend(redis_server.url, prefix=prefix, owner_loss_timeout=1.0)
     hub = Hub(DemoEngine(), tmp_path / "data", backend=backend)
+    go_on = threading.Event()
+    renew = backend.leases.renew_many_blocking
 
-    async def stuck(leases: list[Lease]) -> list[Lease | None]:
-        await asyncio.Event().wait()  # a renewal round that never gets an answer
-        raise AssertionError("unreachable")
+    def late(leases: list[Lease]) -> list[Lease | None]:
+        go_on.wait(WAIT)  # a round whose answer is late, by several TTLs
+        return renew(leases)
 
-    monkeypatch.setattr(backend.leases, "renew_many", stuck)
     admin = aioredis.Redis.from_url(redis_server.url)
     await hub.start()
     try:
@@ -69,8 +73,22 @@ async def test_a_run_renewed_late_is_renewed_by_its_own_sweep_not_fenced(
             while bool(await admin.exists(lease)) != present:
                 await asyncio.sleep(0.02)  # polling a condition
 
-        # The lease runs out (nothing renews it), then the sweep finds the run.
+        # The lease runs out (its renewal is stalled) and stays out for
+        # several sweeps, then the renewal answers and puts it back.
+        monkeypatch.setattr(backend.leases, "renew_many_blocking", late)
         await asyncio.wait_for(lease_is(False), WAIT)
+        sweeps = 0
+        open_runs = backend.leases.open_runs
+
+        async def counted() -> Any:
+            nonlocal sweeps
+            sweeps += 1
+            return await open_runs()
+
+        monkeypatch.setattr(backend.leases, "open_runs", counted)
+        while sweeps < 6:
+            await asyncio.sleep(0.02)  # polling a condition
+        go_on.set()
         await asyncio.wait_for(lease_is(True), WAIT)
         await hub.approve(session_id, ask, "allow")
         while True:
@@ -82,6 +100,7 @@ async def test_a_run_renewed_late_is_renewed_by_its_own_sweep_not_fenced(
         assert "abort" not in kinds, kinds
         assert "tool_call_output" in kinds, kinds
     finally:
+        go_on.set()
         await hub.shutdown()
         await backend.aclose()
         await admin.aclose()
@@ -98,14 +117,14 @@ async def test_a_claim_slow_to_become_a_run_is_kept_not_released_by_the_sweep(
     backend = redis_backend(redis_server.url, prefix=prefix, owner_loss_timeout=1.0)
     hub = Hub(DemoEngine(), tmp_path / "data", backend=backend)
     rounds = 0
-    renew_many = backend.leases.renew_many
+    renew_many = backend.leases.renew_many_blocking
 
-    async def counted(leases: list[Lease]) -> list[Lease | None]:
+    def counted(leases: list[Lease]) -> list[Lease | None]:
         nonlocal rounds
         rounds += 1
-        return await renew_many(leases)
+        return renew_many(leases)
 
-    monkeypatch.setattr(backend.leases, "renew_many", counted)
+    monkeypatch.setattr(backend.leases, "renew_many_blocking", counted)
     open_stream = hub.streams.open
 
     async def slow_open(session_id: str, subscribing: Any) -> Any:

@@ -90,7 +90,7 @@ class RunTasks:
                 meta = message_from_dict(self.recorder.session_meta(run.record))
                 # Counted in the background, as every record of the run is:
                 # not a round trip before the run's first event.
-                if self.recorder.append(run, meta):
+                if await self.recorder.append(run, meta):
                     self.recorder.count_soon(run)
             engine_input = await self._emit_inputs(run, inputs)
             await run.log.publish(
@@ -169,7 +169,7 @@ class RunTasks:
                 continue  # the complete the record limit refused: its stop stands for it
             if not owed and not run.lost:
                 try:
-                    if self.recorder.append(run, msg, body.data):
+                    if await self.recorder.append(run, msg, body.data):
                         self.recorder.count_soon(run)
                 except TraceRejected:
                     owed.append(msg)
@@ -228,6 +228,11 @@ class RunTasks:
         """``encoded``: ``msg``'s body, when it was encoded with its decoding."""
         if run.lost:
             raise Fenced(run.session_id, run.lease.token)
+        last = run.last_publish
+        if last is not None and last.done() and last.exception() is not None:
+            # The backend failed: said at once, not after waiting for a
+            # renewal the same backend cannot give.
+            raise last.exception()  # type: ignore[misc]
         await self._confirm_lease(run)
         # Partials and child-session messages are never recorded; skipping them
         # here keeps the writer's full check off the hot path of every delta.
@@ -238,12 +243,9 @@ class RunTasks:
             body = bodies.with_abort_kind(encoded, kind)
         else:
             body = bodies.message_body(msg, kind)
-        last = run.last_publish
-        if last is not None and last.done() and last.exception() is not None:
-            raise last.exception()  # type: ignore[misc]
         written = False
         if not arm.startswith("partial_") and not msg.origin:
-            written = self.recorder.append(run, msg, body.data)
+            written = await self.recorder.append(run, msg, body.data)
         # Observed once recorded, before anything else can fail: the closing
         # messages of a run cut short must not repeat what the trace holds.
         run.guard.observe(as_dict if as_dict is not None else message_to_dict(msg))
@@ -259,10 +261,12 @@ class RunTasks:
 
     async def _confirm_lease(self, run: Run) -> None:
         """Before a trace write: a lease past its local expiry (its renewal
-        came late, the process was starved) is renewed at once if the backend
-        still says it is ours; else the write is refused (``check_lease``)."""
+        came late: Redis slow to answer, the machine starved) waits for the
+        keeper's next round, up to the lease's TTL (the renew deadline),
+        rather than the run giving itself up at once; past that, or refused,
+        the write is refused (``check_lease``) and the run stops."""
         if not run.lost and not run.lease.still_valid():
-            await self.recovery.keeper.renew_now(run.session_id)
+            await self.recovery.keeper.fresh(run, self.backend.leases.ttl)
 
     def _lease_lost(self, run: Run) -> None:
         """Another replica took the run over: it stops, writing nothing more."""

@@ -76,9 +76,10 @@ class Recorder:
     # ---- a run's records ------------------------------------------------------
 
     def check_lease(self, run: Run) -> None:
-        """Before a trace write: the lease must certainly still be ours."""
+        """Before a trace write: the lease must certainly still be ours. A
+        lease merely past its local validity is refused without marking the
+        run lost: it may still be ours, which the next renewal tells."""
         if run.lost or not run.lease.still_valid():
-            run.lost = True
             raise Fenced(run.session_id, run.lease.token)
 
     async def append(self, run: Run, msg: omni_pb2.OmniMessage, data: bytes | None = None) -> bool:

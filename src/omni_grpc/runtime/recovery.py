@@ -163,15 +163,32 @@ class Recovery:
         idle = bodies.task_state_body(SessionState.IDLE, failure=failure)
         await event_log.publish(idle, fence=lease.token, end_run=True)
 
-    def finish_soon(self, run: Run, closing: list[EventBody], *, catch_up: bool = False) -> None:
+    def finish_soon(
+        self,
+        run: Run,
+        closing: list[EventBody],
+        *,
+        catch_up: bool = False,
+        unrecorded: list[omni_pb2.OmniMessage] | None = None,
+    ) -> None:
         """Told no one yet: keep trying until the backend is back (or another
         replica, finding the lease expired, closes the run itself).
-        ``catch_up``: the log first gets what only the trace holds."""
-        task = asyncio.create_task(self._finish_later(run, closing, catch_up))
+        ``catch_up``: the log first gets what only the trace holds;
+        ``unrecorded``: the close's records the trace did not take for want
+        of a confirmed lease, recorded first once the lease is renewed."""
+        task = asyncio.create_task(
+            self._finish_later(run, closing, catch_up, list(unrecorded or []))
+        )
         self.pending_closes.add(task)
         task.add_done_callback(self.pending_closes.discard)
 
-    async def _finish_later(self, run: Run, closing: list[EventBody], catch_up: bool) -> None:
+    async def _finish_later(
+        self,
+        run: Run,
+        closing: list[EventBody],
+        catch_up: bool,
+        unrecorded: list[omni_pb2.OmniMessage],
+    ) -> None:
         # Still renewed (a write that failed for want of a connection, under
         # load, must not leave the run to this replica's own sweep). Tried
         # for as long as the keeper holds the lease, not only while it is
@@ -192,6 +209,22 @@ class Recovery:
                 if lost.is_set():
                     return
                 delay = min(delay * 2, self.keeper.period)
+                if unrecorded:
+                    confirmed = await self.keeper.fresh(run, delay)
+                    if confirmed is False:
+                        return  # taken over: the taker closes trace and log
+                    if confirmed is None:
+                        continue
+                    try:
+                        while unrecorded:
+                            await self.recorder.append(run, unrecorded[0])
+                            unrecorded.pop(0)
+                    except Fenced:
+                        if run.lost:
+                            return
+                        continue
+                    except TraceRejected:
+                        unrecorded.clear()  # the disk refused: published as sent
                 try:
                     await self.recorder.count(run)  # counts lost while the backend was down
                     end = await self.catch_up(run, closing) if catch_up else closing
@@ -279,7 +312,8 @@ class Recovery:
         this replica's own clock, counted from an answer that showed it: a
         lease that ran out by Redis's clock alone (Redis was down or stalled,
         so no owner could renew) is not enough, its owner gets ``grace`` once
-        Redis answers again. A failed sweep forgets what it saw. The grace is
+        Redis answers again. A failed sweep, or one whose answer took longer
+        than the grace (Redis stalled), forgets what it saw. The grace is
         the lease's TTL less the interval, so a dead owner's run is still
         closed within the owner-loss timeout of its last renewal. Damped:
         nothing is taken over while this replica's own renewals are late,
@@ -303,6 +337,10 @@ class Recovery:
                 seen.clear()
                 continue
             answered = time.monotonic()
+            if answered - sent > grace:
+                # An answer this slow spanned a stall of Redis (or of the link
+                # to it) in which no owner could renew: watching starts again.
+                seen.clear()
             due = []
             for session_id, beat in runs.items():
                 before = seen.get(session_id)

@@ -36,6 +36,10 @@ log = logging.getLogger(__name__)
 # renewal was sent (room for this clock and the backend's to disagree a
 # little); backends make their leases with it.
 LOCAL_SHARE = 0.9
+# The most a writer waits for a late renewal before its run gives up (as
+# when the backend is down): a renewal sent while Redis stalls is answered
+# within its socket timeout, the commands' own.
+RENEW_DEADLINE = 5.0
 
 
 @dataclass(frozen=True)
@@ -232,11 +236,12 @@ class LeaseKeeper:
 
     The renew deadline: a lease counts locally until 90% of its TTL after its
     last renewal was *sent* (``Lease.still_valid``). A writer whose lease is
-    past that waits for the next round (``fresh``), for at most the TTL; a
-    renewal the backend refuses (another replica took the run over) ends the
-    lease for good (``on_lost``). The sweep asks the keeper first (``holds``),
-    so a process never takes over a run it holds, and takes over nothing
-    while its own renewals are late (``late``)."""
+    past that waits for the next round (``fresh``), up to the renew deadline
+    (``RENEW_DEADLINE``, at least the TTL), then gives its run up as if the
+    backend were down; a renewal the backend refuses (another replica took
+    the run over) ends the lease for good (``on_lost``). The sweep asks the
+    keeper first (``holds``), so a process never takes over a run it holds,
+    and takes over nothing while its own renewals are late (``late``)."""
 
     def __init__(self, leases: RunLease) -> None:
         self._leases = leases
@@ -295,24 +300,25 @@ class LeaseKeeper:
             return False
         return time.monotonic() - self.answered_at > self._leases.ttl * LOCAL_SHARE
 
-    async def fresh(self, holder: Holder, within: float) -> bool:
-        """Waits (at most ``within`` seconds) until ``holder.lease`` is valid
-        by the local clock again, asking for a round at once: True when it
-        is, False when it was lost, dropped, or the deadline passed."""
+    async def fresh(self, holder: Holder, within: float) -> bool | None:
+        """Waits (at most ``within`` seconds, the renew deadline) until
+        ``holder.lease`` is valid by the local clock again, asking for a round
+        at once: True when it is; False when it was lost (or is no longer
+        kept); None when the deadline passed with no answer."""
         deadline = time.monotonic() + within
         while not holder.lease.still_valid():
             kept = self._kept.get(holder.lease.session_id)
-            left = deadline - time.monotonic()
-            if kept is None or kept.holder is not holder or left <= 0:
+            if kept is None or kept.holder is not holder:
                 return False
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
             if self._round is None:
                 self._round = asyncio.Event()
             round_done = self._round
             self._wake.set()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(round_done.wait(), left)
-            except TimeoutError:
-                return holder.lease.still_valid()
         return True
 
     def _run(self) -> None:
@@ -383,5 +389,6 @@ class LeaseKeeper:
         self._wake.set()
         thread, self._thread = self._thread, None
         if thread is not None:
-            # A round in flight ends within its socket timeout (the TTL).
-            await asyncio.to_thread(thread.join, self._leases.ttl + 1.0)
+            # A round in flight ends within its socket timeout; the thread is a
+            # daemon, so a shutdown does not wait for a Redis that is gone.
+            await asyncio.to_thread(thread.join, 1.0)

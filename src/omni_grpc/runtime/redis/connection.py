@@ -15,8 +15,10 @@ The connections a replica holds are bounded by design, whatever its load:
   the lease keeper's own thread (``LeaseKeeper``): one round trip renews
   every lease the replica holds, never queued behind the writes of a loaded
   replica nor behind its event loop (a late renewal loses the run). Its
-  socket timeout is the lease's TTL (``renewals_for``): an answer later than
-  that renews nothing the replica can still count on.
+  socket timeout is the commands' own, never shorter: a renewal sent while
+  Redis stalls (an ``appendfsync always`` fsync behind a busy disk) stays
+  queued in Redis and runs as soon as Redis goes on, before any take-over
+  sent after it, instead of being given up and sent again too late.
 * ``probe``: the health probe's write, one connection (it answers for Redis,
   not for this replica's queue).
 
@@ -186,8 +188,8 @@ class RedisConnection:
         self.blocking: Any = _pool(
             url, BLOCKING_CONNECTIONS, socket_timeout=BLOCK_MS / 1000 + COMMAND_TIMEOUT, retries=0
         )
-        # Made by the lease (``renewals_for``), which knows the TTL.
-        self.renewals: Any = None
+        # Made on first use (``renewals``): only a replica that renews needs it.
+        self._renewals: Any = None
         # The health probe's own connection, with a short timeout: it never
         # queues behind the load on ``commands`` (see ``ping``).
         self.probe: Any = _pool(url, PROBE_CONNECTIONS, socket_timeout=PROBE_TIMEOUT, retries=0)
@@ -195,26 +197,24 @@ class RedisConnection:
         # reader and the shared appender, through ``one_per_connection``), closed first.
         self._closers: list[Callable[[], Awaitable[None]]] = []
 
-    def renewals_for(self, ttl: float) -> Any:
-        """The keeper thread's blocking client: one connection, a socket
-        timeout of ``ttl`` (connecting included), never retried (the keeper's
-        next round is the retry)."""
-        if self.renewals is None:
-            timeout = max(0.2, min(ttl, COMMAND_TIMEOUT))
+    def renewals(self) -> Any:
+        """The keeper thread's blocking client: one connection, never
+        retried (the keeper's next round is the retry)."""
+        if self._renewals is None:
             pool = redis.BlockingConnectionPool.from_url(
                 self.url,
                 max_connections=RENEWAL_CONNECTIONS,
-                timeout=timeout,
-                socket_timeout=timeout,
-                socket_connect_timeout=min(timeout, CONNECT_TIMEOUT),
+                timeout=COMMAND_TIMEOUT,
+                socket_timeout=COMMAND_TIMEOUT,
+                socket_connect_timeout=CONNECT_TIMEOUT,
                 health_check_interval=HEALTH_CHECK_SECONDS,
                 maint_notifications_config=MaintNotificationsConfig(enabled=False),
                 retry=BlockingRetry(NoBackoff(), 0),
                 decode_responses=False,
                 client_name=f"omni-grpc-{os.getpid()}-renewals",
             )
-            self.renewals = redis.Redis(connection_pool=pool)
-        return self.renewals
+            self._renewals = redis.Redis(connection_pool=pool)
+        return self._renewals
 
     def on_close(self, closer: Callable[[], Awaitable[None]]) -> None:
         self._closers.append(closer)
@@ -238,11 +238,11 @@ class RedisConnection:
             with contextlib.suppress(Exception):
                 await client.aclose()
                 await client.connection_pool.disconnect()
-        if self.renewals is not None:
+        if self._renewals is not None:
             # Blocking, but a close: it sends nothing and waits for nothing.
             with contextlib.suppress(Exception):
-                self.renewals.close()
-                self.renewals.connection_pool.disconnect()
+                self._renewals.close()
+                self._renewals.connection_pool.disconnect()
 
 
 class _Closable(Protocol):

@@ -25,7 +25,7 @@ class RedisRunLease:
         self._acquire = r.register_script(scripts.ACQUIRE)
         self._renew = r.register_script(scripts.RENEW)
         # The keeper thread's own blocking connection (``renew_many_blocking``).
-        self._renewals = conn.renewals_for(ttl)
+        self._renewals = conn.renewals()
         self._renew_blocking = self._renewals.register_script(scripts.RENEW)
         self._release = r.register_script(scripts.RELEASE)
         self._release_claim = r.register_script(scripts.RELEASE_CLAIM)

@@ -20,7 +20,8 @@ goal is 0. Printed: the runs per class, the close times after each fault
 (from the SIGKILL, or from Redis answering again, to the client's ``task_state
 idle``) against the documented bound, the replicas' memory (RSS) over the run,
 and the machine's load average. Exits 1 when a live replica lost a run, a
-close missed its bound plus ``--slack``, or a run did not end.
+close missed its bound plus ``--slack``, a run did not end, or a replica's
+memory grew by more than ``--memory-growth`` MB.
 
     .venv/bin/python benchmarks/lease_pressure.py [--phases redis,rolling,sigkill]
         [--cpu 4] [--disk 4] [--workers 12] [--soak-minutes 10] [--kill-every 60]
@@ -427,6 +428,7 @@ async def run(args: argparse.Namespace) -> int:
                 f"  replica {pid} RSS: first {mb[0]:.0f} MB, max {max(mb):.0f} MB, "
                 f"last {mb[-1]:.0f} MB over {len(mb)} s"
             )
+            failed |= max(mb) - mb[0] > args.memory_growth
     print(
         f"  failed orphan closes logged: {fenced_closes}; take-overs held back "
         f"(own renewals late): {held_back}; tracebacks: {tracebacks}"
@@ -451,6 +453,9 @@ def main() -> int:
         "--src", type=Path, default=None, help="run the replicas from this src/ (a baseline)"
     )
     parser.add_argument("--keep-logs", type=Path, default=None, help="copy the replicas' logs here")
+    parser.add_argument(
+        "--memory-growth", type=float, default=100.0, help="MB a replica's RSS may grow"
+    )
     parser.add_argument("--slack", type=float, default=5.0, help="scheduling on a loaded machine")
     args = parser.parse_args()
     return asyncio.run(run(args))

@@ -154,3 +154,75 @@ async def test_a_claim_slow_to_become_a_run_is_kept_not_released_by_the_sweep(
     finally:
         await hub.shutdown()
         await backend.aclose()
+
+
+async def test_leases_that_ran_out_while_redis_was_down_go_back_to_their_live_owners(
+    redis: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis killed for longer than the owner-loss timeout, then restarted
+    on its AOF: every lease ran out by Redis's clock, but the owner is alive.
+    Another replica's sweep gives it its grace (the beat must stand still by
+    the sweeper's own clock, from an answer after Redis came back), the
+    owner renews, and its run goes on to its end with no take-over (#40)."""
+    prefix = f"outage-{tmp_path.name}:"
+    data = tmp_path / "data"
+    owner_backend = redis_backend(redis.url, prefix=prefix, owner_loss_timeout=1.0)
+    other_backend = redis_backend(redis.url, prefix=prefix, owner_loss_timeout=1.0)
+    owner = Hub(DemoEngine(), data, backend=owner_backend)
+    other = Hub(DemoEngine(), data, backend=other_backend)
+    admin = aioredis.Redis.from_url(redis.url)
+    await owner.start()
+    await other.start()
+    try:
+        request = RunRequest(
+            input=[message_from_dict(protocol.user_text("hi"))], approval_mode=ApprovalMode.ASK
+        )
+        session_id, sub = await owner.run(request)
+        kinds: list[str] = []
+        ask = None
+        last = ""
+        while ask is None:  # the run waits on its approval: nothing to write
+            event = await asyncio.wait_for(sub.next(), WAIT)
+            assert event is not None
+            last = event.event_id
+            kinds.append(kind(event.data))
+            if kinds[-1] == "@approval_request":
+                ask = orjson.loads(event.data)["toolCall"]["payload"]["tool_call_id"]
+        redis.kill()
+        # The fault's own length: twice the owner-loss timeout (not a wait
+        # for a condition; nothing can be observed while Redis is down).
+        await asyncio.sleep(2.0)
+        redis.start()  # same port, same AOF: every lease has run out
+        sweeps = 0
+        open_runs = other_backend.leases.open_runs
+
+        async def counted() -> Any:
+            nonlocal sweeps
+            sweeps += 1
+            return await open_runs()
+
+        monkeypatch.setattr(other_backend.leases, "open_runs", counted)
+        lease = f"{prefix}{{{session_id}}}:lease"
+        while not await admin.exists(lease):  # the owner renewed
+            await asyncio.sleep(0.02)  # polling a condition
+        while sweeps < 8:  # the other replica looked at it for two seconds
+            await asyncio.sleep(0.02)  # polling a condition
+        await owner.approve(session_id, ask, "allow")
+        # The stream ended with Redis (as documented); the client attaches
+        # again from the last event it saw.
+        sub.close()
+        sub = await owner.attach(session_id, last)
+        while True:
+            event = await asyncio.wait_for(sub.next(), WAIT)
+            assert event is not None
+            kinds.append(kind(event.data))
+            if kinds[-1] == "@task_state:idle" and event.buffered:
+                break
+        assert "abort" not in kinds, kinds
+        assert "tool_call_output" in kinds, kinds
+    finally:
+        await owner.shutdown()
+        await other.shutdown()
+        await owner_backend.aclose()
+        await other_backend.aclose()
+        await admin.aclose()

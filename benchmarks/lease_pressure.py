@@ -151,6 +151,8 @@ class Cluster:
         self.redis = Redis(root / "redis")
         self.replicas: list[Replica] = []
         self.killed: set[int] = set()
+        self.stuck_drains = 0
+        self.stopped: set[int] = set()  # SIGTERMed (drained) by the rolling restart
         self.repeat = engine_repeat
         self.logs: list[Path] = []
         self.channels: dict[str, grpc.aio.Channel] = {}
@@ -265,7 +267,12 @@ def classify(cluster: Cluster, reason: str) -> str:
     if not reason:
         return "completed"
     if match := LOST.search(reason):
-        return "lost-dead" if int(match.group(1)) in cluster.killed else "lost-live"
+        pid = int(match.group(1))
+        if pid in cluster.killed:
+            return "lost-dead"
+        # A replica that drained and exited with a run still open (a drain
+        # defect, not a lease one): it is not alive, but it is counted apart.
+        return "lost-drained" if pid in cluster.stopped else "lost-live"
     if "session store" in reason:
         return "store"
     if "shutting down" in reason:
@@ -323,9 +330,18 @@ async def inject(cluster: Cluster, phases: list[str], args: argparse.Namespace) 
                 await asyncio.sleep(args.settle)
         elif phase == "rolling":
             for old in list(cluster.live()):
+                cluster.stopped.add(old.pid)
                 old.process.terminate()
                 await asyncio.to_thread(cluster.start_replica)
-                await asyncio.to_thread(old.process.wait, 120)
+                try:
+                    # --drain-timeout 30, and the drain's own bound on top.
+                    await asyncio.to_thread(old.process.wait, 60)
+                except subprocess.TimeoutExpired:
+                    # A drain that never ends (#40 item 3): counted, then ended.
+                    cluster.stuck_drains += 1
+                    cluster.killed.add(old.pid)
+                    old.process.kill()
+                    await asyncio.to_thread(old.process.wait)
                 await asyncio.sleep(2.0)
             faults.append(Fault("rolling", time.monotonic()))
             await asyncio.sleep(args.settle)
@@ -403,6 +419,7 @@ async def run(args: argparse.Namespace) -> int:
                     (args.keep_logs / log.name).write_bytes(log.read_bytes())
             fenced_closes = cluster.log_count("closing the orphaned run of")
             held_back = cluster.log_count("this replica's own lease renewals are late")
+            stuck = cluster.stuck_drains
             await cluster.close()
     elapsed = time.monotonic() - started
     kinds = Counter(o.kind for o in outcomes)
@@ -431,7 +448,8 @@ async def run(args: argparse.Namespace) -> int:
             failed |= max(mb) - mb[0] > args.memory_growth
     print(
         f"  failed orphan closes logged: {fenced_closes}; take-overs held back "
-        f"(own renewals late): {held_back}; tracebacks: {tracebacks}"
+        f"(own renewals late): {held_back}; tracebacks: {tracebacks}; drains past 60 s "
+        f"(SIGKILLed): {stuck}"
     )
     failed |= kinds["lost-live"] > 0 or kinds["unended"] > 0
     failed |= any(k.startswith("other") for k in kinds)

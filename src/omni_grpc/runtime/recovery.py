@@ -37,7 +37,7 @@ from omni_grpc.runtime.health import BACKEND, HealthState, RunFailure
 from omni_grpc.runtime.recorder import Recorder, TraceRejected
 from omni_grpc.runtime.run import Run
 from omni_grpc.runtime.run_guard import RunGuard
-from omni_grpc.runtime.run_lease import Claim, Lease, LeaseKeeper
+from omni_grpc.runtime.run_lease import RENEW_DEADLINE, Claim, Lease, LeaseKeeper
 from omni_grpc.runtime.trace_store import utc_now
 from omni_grpc.trace.resume import INTERRUPTED_REASON, recover_shard
 from omni_grpc.vocabulary import AbortKind, SessionState
@@ -464,6 +464,12 @@ class Recovery:
         ]
         try:
             if run is not None:
+                # Reading and fencing the trace may have outlasted the lease's
+                # local validity on a loaded machine: the close waits for the
+                # keeper's next answer rather than failing (and being taken
+                # over again later).
+                if not await self.keeper.fresh(run, max(self.backend.leases.ttl, RENEW_DEADLINE)):
+                    raise BackendUnavailable("the take-over's lease was not renewed in time")
                 for msg in closing:
                     with contextlib.suppress(TraceRejected):
                         await self.recorder.append(run, msg)

@@ -8,7 +8,8 @@ redis-server killed and restarted on its AOF, a rolling restart (SIGTERM,
 drain, a new replica), then a replica SIGKILLed every 30 s for 90 s. The
 script follows every run to its end across replicas and exits 1 when a run
 ended for the loss of a replica that was alive, a close missed its bound
-plus the slack, or a run never ended; the test also checks that each fault
+plus 8 s (what docs/deployment.md says holds on a loaded machine), a run
+never ended, or a replica's memory grew by more than 100 MB; the test also checks that each fault
 did cut runs (so the bounds were measured, not vacuously met). About
 three minutes; the 10-minute soak with a kill every 60 s is the same
 script's defaults (figures in BENCHMARKS.md).
@@ -31,7 +32,7 @@ def test_live_replicas_keep_their_runs_under_cpu_and_disk_pressure() -> None:
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--phases", "redis,rolling,sigkill",
          "--cpu", "2", "--disk", "3", "--workers", "6", "--redis-restarts", "2",
-         "--soak-minutes", "1.5", "--kill-every", "30", "--settle", "6"],
+         "--soak-minutes", "1.5", "--kill-every", "30", "--settle", "6", "--slack", "8"],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     out = done.stdout

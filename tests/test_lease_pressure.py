@@ -1,7 +1,10 @@
 """Live replicas keep their runs under pressure: benchmarks/lease_pressure.py
 at a small size, in CI (#40).
 
-Three real replicas (``--owner-loss-timeout 2``) on a real redis-server
+Three real replicas (``--owner-loss-timeout 6``, what docs/deployment.md
+asks of a machine that runs hot: at 2 s and a load average above 24 on two
+cores a replica's renewals were still starved past its 1.5 s lease now and
+then; BENCHMARKS.md has both) on a real redis-server
 (AOF, ``appendfsync always``), beside CPU-bound processes and fsync-heavy
 disk writers the script starts and stops, while clients keep runs going:
 redis-server killed and restarted on its AOF, a rolling restart (SIGTERM,
@@ -30,7 +33,7 @@ SCRIPT = Path(__file__).parents[1] / "benchmarks" / "lease_pressure.py"
 def test_live_replicas_keep_their_runs_under_cpu_and_disk_pressure() -> None:
     require_redis()
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--phases", "redis,rolling,sigkill",
+        [sys.executable, str(SCRIPT), "--phases", "redis,rolling,sigkill", "--owner-loss", "6",
          "--cpu", "2", "--disk", "3", "--workers", "6", "--redis-restarts", "2",
          "--soak-minutes", "1.5", "--kill-every", "30", "--settle", "6", "--slack", "8"],
         capture_output=True, text=True, timeout=900,

@@ -18,6 +18,8 @@ published nothing of it (clients saw fewer records than the trace holds).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -85,7 +87,11 @@ async def test_the_closer_never_answers_a_call_the_trace_answered(
     lease = await backend.leases.acquire(session_id, "owner")
     assert lease is not None
     event_log = backend.logs.get(session_id)
-    owner = Run(record, lease, event_log, AbortSignal(), ApprovalBroker(session_id))
+    # Valid by the owner's own clock for as long as it writes: what it wrote
+    # is the setup, and on a loaded machine its appends (on the recorder's
+    # threads) can outlast a lease of 0.375 s; Redis's lease still runs out.
+    owner_lease = dataclasses.replace(lease, valid_until=math.inf)
+    owner = Run(record, owner_lease, event_log, AbortSignal(), ApprovalBroker(session_id))
     recorder = Recorder(DemoEngine(), store, backend, HealthState())
 
     meta = p.session_meta(
@@ -98,14 +104,14 @@ async def test_the_closer_never_answers_a_call_the_trace_answered(
         p.tool_call("shell", "{}", CALL, timestamp=STAMP),
         p.request_end("completed", timestamp=STAMP),
     ]
-    assert recorder.append(owner, message_from_dict(meta))
+    assert await recorder.append(owner, message_from_dict(meta))
     await event_log.publish(bodies.task_state_body(SessionState.RUNNING), fence=lease.token)
     for item in both:  # the trace first, then the log, as the owner does
         body = bodies.message_body(message_from_dict(item))
-        assert recorder.append(owner, message_from_dict(item), body.data)
+        assert await recorder.append(owner, message_from_dict(item), body.data)
         await event_log.publish(body, fence=lease.token)
     for item in AHEAD[ahead]:  # the owner died before publishing these
-        assert recorder.append(owner, message_from_dict(item))
+        assert await recorder.append(owner, message_from_dict(item))
 
     # The owner renews nothing: its lease runs out and the run is an orphan.
     async def orphaned() -> None:

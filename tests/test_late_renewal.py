@@ -1,15 +1,18 @@
-"""A replica whose lease renewals come late (its command pool queued behind
-load) never fences its own live run: its sweep finds the run without a lease,
-sees that it runs it itself, and renews it instead of taking it over.
+"""A replica whose lease renewals come late never fences its own live run:
+its sweep finds the run without a lease, sees that it holds it itself, and
+leaves it to its keeper; the run's writes wait for the keeper's next answer
+instead of giving the run up.
 
-Real redis-server; the lateness is injected by stalling the replica's
-renewal rounds, which is what a starved renewal looks like from Redis.
-Every wait is on a condition; the timeouts only stop a hang.
+Real redis-server; the lateness is injected by stalling the keeper thread's
+renewal rounds, which is what a starved renewal (or a Redis slow to answer)
+looks like from Redis. Every wait is on a condition; the timeouts only stop
+a hang.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -36,18 +39,19 @@ def kind(data: bytes) -> str:
     return f"@{body['type']}" + (f":{body['state']}" if "state" in body else "")
 
 
-async def test_a_run_renewed_late_is_renewed_by_its_own_sweep_not_fenced(
+async def test_a_run_renewed_late_is_kept_not_fenced_by_its_own_sweep(
     redis_server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     prefix = f"late-{tmp_path.name}:"
     backend = redis_backend(redis_server.url, prefix=prefix, owner_loss_timeout=1.0)
     hub = Hub(DemoEngine(), tmp_path / "data", backend=backend)
+    go_on = threading.Event()
+    renew = backend.leases.renew_many_blocking
 
-    async def stuck(leases: list[Lease]) -> list[Lease | None]:
-        await asyncio.Event().wait()  # a renewal round that never gets an answer
-        raise AssertionError("unreachable")
+    def late(leases: list[Lease]) -> list[Lease | None]:
+        go_on.wait(WAIT)  # a round whose answer is late, by several TTLs
+        return renew(leases)
 
-    monkeypatch.setattr(backend.leases, "renew_many", stuck)
     admin = aioredis.Redis.from_url(redis_server.url)
     await hub.start()
     try:
@@ -69,8 +73,22 @@ async def test_a_run_renewed_late_is_renewed_by_its_own_sweep_not_fenced(
             while bool(await admin.exists(lease)) != present:
                 await asyncio.sleep(0.02)  # polling a condition
 
-        # The lease runs out (nothing renews it), then the sweep finds the run.
+        # The lease runs out (its renewal is stalled) and stays out for
+        # several sweeps, then the renewal answers and puts it back.
+        monkeypatch.setattr(backend.leases, "renew_many_blocking", late)
         await asyncio.wait_for(lease_is(False), WAIT)
+        sweeps = 0
+        open_runs = backend.leases.open_runs
+
+        async def counted() -> Any:
+            nonlocal sweeps
+            sweeps += 1
+            return await open_runs()
+
+        monkeypatch.setattr(backend.leases, "open_runs", counted)
+        while sweeps < 6:
+            await asyncio.sleep(0.02)  # polling a condition
+        go_on.set()
         await asyncio.wait_for(lease_is(True), WAIT)
         await hub.approve(session_id, ask, "allow")
         while True:
@@ -82,6 +100,7 @@ async def test_a_run_renewed_late_is_renewed_by_its_own_sweep_not_fenced(
         assert "abort" not in kinds, kinds
         assert "tool_call_output" in kinds, kinds
     finally:
+        go_on.set()
         await hub.shutdown()
         await backend.aclose()
         await admin.aclose()
@@ -98,14 +117,14 @@ async def test_a_claim_slow_to_become_a_run_is_kept_not_released_by_the_sweep(
     backend = redis_backend(redis_server.url, prefix=prefix, owner_loss_timeout=1.0)
     hub = Hub(DemoEngine(), tmp_path / "data", backend=backend)
     rounds = 0
-    renew_many = backend.leases.renew_many
+    renew_many = backend.leases.renew_many_blocking
 
-    async def counted(leases: list[Lease]) -> list[Lease | None]:
+    def counted(leases: list[Lease]) -> list[Lease | None]:
         nonlocal rounds
         rounds += 1
-        return await renew_many(leases)
+        return renew_many(leases)
 
-    monkeypatch.setattr(backend.leases, "renew_many", counted)
+    monkeypatch.setattr(backend.leases, "renew_many_blocking", counted)
     open_stream = hub.streams.open
 
     async def slow_open(session_id: str, subscribing: Any) -> Any:
@@ -135,3 +154,75 @@ async def test_a_claim_slow_to_become_a_run_is_kept_not_released_by_the_sweep(
     finally:
         await hub.shutdown()
         await backend.aclose()
+
+
+async def test_leases_that_ran_out_while_redis_was_down_go_back_to_their_live_owners(
+    redis: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis killed for longer than the owner-loss timeout, then restarted
+    on its AOF: every lease ran out by Redis's clock, but the owner is alive.
+    Another replica's sweep gives it its grace (the beat must stand still by
+    the sweeper's own clock, from an answer after Redis came back), the
+    owner renews, and its run goes on to its end with no take-over (#40)."""
+    prefix = f"outage-{tmp_path.name}:"
+    data = tmp_path / "data"
+    owner_backend = redis_backend(redis.url, prefix=prefix, owner_loss_timeout=1.0)
+    other_backend = redis_backend(redis.url, prefix=prefix, owner_loss_timeout=1.0)
+    owner = Hub(DemoEngine(), data, backend=owner_backend)
+    other = Hub(DemoEngine(), data, backend=other_backend)
+    admin = aioredis.Redis.from_url(redis.url)
+    await owner.start()
+    await other.start()
+    try:
+        request = RunRequest(
+            input=[message_from_dict(protocol.user_text("hi"))], approval_mode=ApprovalMode.ASK
+        )
+        session_id, sub = await owner.run(request)
+        kinds: list[str] = []
+        ask = None
+        last = ""
+        while ask is None:  # the run waits on its approval: nothing to write
+            event = await asyncio.wait_for(sub.next(), WAIT)
+            assert event is not None
+            last = event.event_id
+            kinds.append(kind(event.data))
+            if kinds[-1] == "@approval_request":
+                ask = orjson.loads(event.data)["toolCall"]["payload"]["tool_call_id"]
+        redis.kill()
+        # The fault's own length: twice the owner-loss timeout (not a wait
+        # for a condition; nothing can be observed while Redis is down).
+        await asyncio.sleep(2.0)
+        redis.start()  # same port, same AOF: every lease has run out
+        sweeps = 0
+        open_runs = other_backend.leases.open_runs
+
+        async def counted() -> Any:
+            nonlocal sweeps
+            sweeps += 1
+            return await open_runs()
+
+        monkeypatch.setattr(other_backend.leases, "open_runs", counted)
+        lease = f"{prefix}{{{session_id}}}:lease"
+        while not await admin.exists(lease):  # the owner renewed
+            await asyncio.sleep(0.02)  # polling a condition
+        while sweeps < 8:  # the other replica looked at it for two seconds
+            await asyncio.sleep(0.02)  # polling a condition
+        await owner.approve(session_id, ask, "allow")
+        # The stream ended with Redis (as documented); the client attaches
+        # again from the last event it saw.
+        sub.close()
+        sub = await owner.attach(session_id, last)
+        while True:
+            event = await asyncio.wait_for(sub.next(), WAIT)
+            assert event is not None
+            kinds.append(kind(event.data))
+            if kinds[-1] == "@task_state:idle" and event.buffered:
+                break
+        assert "abort" not in kinds, kinds
+        assert "tool_call_output" in kinds, kinds
+    finally:
+        await owner.shutdown()
+        await other.shutdown()
+        await owner_backend.aclose()
+        await other_backend.aclose()
+        await admin.aclose()

@@ -6,9 +6,11 @@ while the sweep's single renewals hid it)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from omni_grpc.runtime.backend import Backend
+from omni_grpc.runtime.redis.run_lease import RedisRunLease
 
 
 async def test_renew_many_renews_held_leases_and_reports_lost_ones(
@@ -31,3 +33,38 @@ async def test_renew_many_renews_held_leases_and_reports_lost_ones(
     # The same answers as one renewal at a time.
     singles = [await leases.renew(lease) for lease in kept]
     assert [r is not None for r in singles] == [True, False, True]
+    # And from the keeper's thread, on its own blocking connection.
+    blocking = await asyncio.to_thread(leases.renew_many_blocking, kept)
+    assert [r is not None for r in blocking] == [True, False, True]
+
+
+async def test_a_take_over_is_refused_once_the_beat_moved(
+    make_backend: Callable[..., Backend],
+) -> None:
+    """The sweep takes over a run whose beat it saw stand still: a renewal
+    between its look and its take-over (the owner was only late) wins."""
+    backend = make_backend()
+    leases = backend.leases
+    lease = await leases.acquire("session-beat-0", "replica-a")
+    assert lease is not None
+    runs = await leases.open_runs()
+    if not runs:  # the memory backend: leases never run out, nothing to take
+        assert await leases.take_over("session-beat-0", "replica-b") is None
+        return
+    seen = runs["session-beat-0"]
+    assert seen.leased
+    assert await leases.renew(lease) is not None
+    moved = (await leases.open_runs())["session-beat-0"]
+    assert moved.count > seen.count
+    # The lease is there: no take-over whatever the beat.
+    assert await leases.take_over("session-beat-0", "replica-b", moved.count) is None
+    # The lease runs out (its key goes, as at its expiry): a take-over with
+    # the beat seen before the renewal is refused, one with the current beat
+    # is not, and names the replica that held the run.
+    assert isinstance(leases, RedisRunLease)
+    conn = leases._conn  # the test's way to make the lease run out at once
+    await conn.commands.delete(conn.session_key("session-beat-0", "lease"))
+    assert await leases.take_over("session-beat-0", "replica-b", seen.count) is None
+    taken = await leases.take_over("session-beat-0", "replica-b", moved.count)
+    assert taken is not None and taken.token > lease.token
+    assert taken.taken_from == "replica-a"

@@ -118,12 +118,12 @@ async def test_a_stale_owner_whose_lease_still_looks_valid_writes_nothing(
     run = Run(
         record, lease, backend.logs.get(session_id), AbortSignal(), ApprovalBroker(session_id)
     )
-    assert recorder.append(run, begin("t1"))  # type: ignore[arg-type]
+    assert await recorder.append(run, begin("t1"))  # type: ignore[arg-type]
     taker_store.raise_fence(record, 2)  # the take-over, on another replica
     shard = owner_store.paths(record)[-1]
     before = shard.read_bytes()
     with pytest.raises(Fenced):
-        recorder.append(run, begin("t2"))  # type: ignore[arg-type]
+        await recorder.append(run, begin("t2"))  # type: ignore[arg-type]
     assert run.lost
     assert shard.read_bytes() == before
     # The taker's own records (its token) go in.
@@ -132,7 +132,7 @@ async def test_a_stale_owner_whose_lease_still_looks_valid_writes_nothing(
         ApprovalBroker(session_id),
     )  # fmt: skip
     taker_recorder = Recorder(DemoEngine(), taker_store, backend, HealthState())
-    assert taker_recorder.append(taker, begin("t3"))  # type: ignore[arg-type]
+    assert await taker_recorder.append(taker, begin("t3"))  # type: ignore[arg-type]
     assert [r.message.timestamp for r in read_jsonl(shard)] == ["t1", "t3"]
 
 
@@ -159,4 +159,4 @@ async def test_a_backend_that_lost_its_tokens_is_seeded_above_the_traces_fence(
     run = Run(
         record, lease, backend.logs.get(session_id), AbortSignal(), ApprovalBroker(session_id)
     )
-    assert recorder.append(run, begin("t1"))  # type: ignore[arg-type]
+    assert await recorder.append(run, begin("t1"))  # type: ignore[arg-type]

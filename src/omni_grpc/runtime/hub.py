@@ -464,6 +464,7 @@ class Hub:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
+        self.recorder.close()
         await self.backend.logs.close()
         await self.backend.control.close()
         await self.backend.aclose()

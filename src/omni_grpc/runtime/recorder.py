@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import functools
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -38,6 +40,9 @@ STORAGE_PROBE_SECONDS = 5.0
 # The most often a running run's record count is written to the index
 # (``count_soon``); its end writes the final count at once.
 COUNT_EVERY = 0.5
+# Trace appends of different runs written at once (each run writes one
+# record at a time, in order).
+WRITE_THREADS = 4
 
 
 class TraceRejected(Exception):
@@ -63,19 +68,31 @@ class Recorder:
         self.owed: dict[str, list[omni_pb2.OmniMessage]] = {}
         self._probe: asyncio.Task[None] | None = None
         self._stopped = False
+        # The threads trace appends run on (``append``), apart from the
+        # default executor's reads so a slow disk's appends do not queue
+        # history reads behind them, nor the other way round.
+        self._writes = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="omni-trace-append")
 
     # ---- a run's records ------------------------------------------------------
 
     def check_lease(self, run: Run) -> None:
-        """Before a trace write: the lease must certainly still be ours."""
+        """Before a trace write: the lease must certainly still be ours. A
+        lease merely past its local validity is refused without marking the
+        run lost: it may still be ours, which the next renewal tells."""
         if run.lost or not run.lease.still_valid():
-            run.lost = True
             raise Fenced(run.session_id, run.lease.token)
 
-    def append(self, run: Run, msg: omni_pb2.OmniMessage, data: bytes | None = None) -> bool:
+    async def append(self, run: Run, msg: omni_pb2.OmniMessage, data: bytes | None = None) -> bool:
         """Appends one record to the trace; False when it is not recordable.
         Raises TraceRejected when the disk refuses it, Fenced once the lease
-        may have been lost."""
+        may have been lost.
+
+        The write (its ``flock``, the fence file's read, ``write(2)``, the
+        index) runs on the recorder's threads, never on the event loop: a
+        disk that stalls (fsync-heavy neighbours, a journal commit) stalls
+        this run, not every client, health check and lease of the replica.
+        The caller awaits each append before the next, so a run's records
+        keep their order."""
         self.check_lease(run)
         line = data or bodies.message_body(msg).data
         if len(line) > self.max_record_bytes:
@@ -92,8 +109,11 @@ class Recorder:
         # append's own lock: a take-over between the check above and the
         # write cannot let this record in after its close.
         fence = run.lease.token if self.backend.shared else None
+        writing = asyncio.get_running_loop().run_in_executor(
+            self._writes, functools.partial(self.traces.append, run.record, msg, line, fence=fence)
+        )
         try:
-            written = self.traces.append(run.record, msg, line, fence=fence)
+            written = await _uncancelled(writing)
         except StaleWriter as exc:
             run.lost = True
             raise Fenced(run.session_id, run.lease.token) from exc
@@ -108,7 +128,7 @@ class Recorder:
 
     async def record(self, run: Run, msg: omni_pb2.OmniMessage, data: bytes | None = None) -> None:
         """Appends one record to the trace, then counts it in the index."""
-        if self.append(run, msg, data):
+        if await self.append(run, msg, data):
             await self.count(run)
 
     async def count(self, run: Run) -> None:
@@ -231,6 +251,23 @@ class Recorder:
         self._stopped = True
         if self._probe is not None:
             self._probe.cancel()
+
+    def close(self) -> None:
+        """After every run and close has ended: the append threads go (a
+        write under way finishes)."""
+        self._writes.shutdown(wait=False)
+
+
+async def _uncancelled(writing: asyncio.Future[bool]) -> bool:
+    """The append's outcome even when its run is cancelled meanwhile: the
+    thread writes the record whatever happens, so the run counts it before
+    the cancellation goes on (its count must match its trace)."""
+    try:
+        return await asyncio.shield(writing)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await writing
+        raise
 
 
 def arm(msg: omni_pb2.OmniMessage) -> str:

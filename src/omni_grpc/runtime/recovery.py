@@ -37,7 +37,7 @@ from omni_grpc.runtime.health import BACKEND, HealthState, RunFailure
 from omni_grpc.runtime.recorder import Recorder, TraceRejected
 from omni_grpc.runtime.run import Run
 from omni_grpc.runtime.run_guard import RunGuard
-from omni_grpc.runtime.run_lease import Lease, LeaseKeeper
+from omni_grpc.runtime.run_lease import RENEW_DEADLINE, Claim, Lease, LeaseKeeper
 from omni_grpc.runtime.trace_store import utc_now
 from omni_grpc.trace.resume import INTERRUPTED_REASON, recover_shard
 from omni_grpc.vocabulary import AbortKind, SessionState
@@ -64,6 +64,12 @@ BACKEND_HEALTH_BOUND = BACKEND_PING_SECONDS + BACKEND_PROBE_TIMEOUT
 # the line-up. benchmarks/durable_chaos.py counts these, and those whose
 # last record recurs in the tail (the case a line-up by its bytes got wrong).
 CAUGHT_UP = "%s: publishing %d records the trace holds past the log's last, its line %d"
+# How long a run's owner keeps trying to publish its end while the backend
+# cannot take it (an outage): the idle TTL of a log, after which nobody
+# would read it.
+FINISH_WITHIN = 30 * 60.0
+# The most a failed close of an orphan is put off before the next attempt.
+CLOSE_BACKOFF_MAX = 30.0
 # Idle logs are looked for this often (memory is freed on a timer, not only
 # when the next request happens to come).
 RECLAIM_EVERY = 60.0
@@ -80,6 +86,11 @@ class Recovery:
         self.replica_id = replica_id
         # Closing attempts for runs whose end could not be published yet.
         self.pending_closes: set[asyncio.Task[None]] = set()
+        # The orphans this replica is closing, and those whose close failed
+        # (how many times, and when to try again): both bounded by the open
+        # runs (the sweep forgets the ones that closed).
+        self._closing: dict[str, asyncio.Task[None]] = {}
+        self._backoff: dict[str, tuple[int, float]] = {}
         # The leases this process holds, claims and runs: it renews them, and
         # its sweep never takes one of them over.
         self.keeper = LeaseKeeper(backend.leases)
@@ -120,7 +131,7 @@ class Recovery:
         # saw it; the repair below then finds nothing more to close.
         owed = self.recorder.owed.get(run.session_id, [])
         while owed:
-            self.recorder.append(run, owed[0])  # TraceRejected: still owed
+            await self.recorder.append(run, owed[0])  # TraceRejected: still owed
             owed.pop(0)
         self.recorder.owed.pop(run.session_id, None)
         await self.recorder.count(run)
@@ -152,24 +163,68 @@ class Recovery:
         idle = bodies.task_state_body(SessionState.IDLE, failure=failure)
         await event_log.publish(idle, fence=lease.token, end_run=True)
 
-    def finish_soon(self, run: Run, closing: list[EventBody], *, catch_up: bool = False) -> None:
+    def finish_soon(
+        self,
+        run: Run,
+        closing: list[EventBody],
+        *,
+        catch_up: bool = False,
+        unrecorded: list[omni_pb2.OmniMessage] | None = None,
+    ) -> None:
         """Told no one yet: keep trying until the backend is back (or another
         replica, finding the lease expired, closes the run itself).
-        ``catch_up``: the log first gets what only the trace holds."""
-        task = asyncio.create_task(self._finish_later(run, closing, catch_up))
+        ``catch_up``: the log first gets what only the trace holds;
+        ``unrecorded``: the close's records the trace did not take for want
+        of a confirmed lease, recorded first once the lease is renewed."""
+        task = asyncio.create_task(
+            self._finish_later(run, closing, catch_up, list(unrecorded or []))
+        )
         self.pending_closes.add(task)
         task.add_done_callback(self.pending_closes.discard)
 
-    async def _finish_later(self, run: Run, closing: list[EventBody], catch_up: bool) -> None:
+    async def _finish_later(
+        self,
+        run: Run,
+        closing: list[EventBody],
+        catch_up: bool,
+        unrecorded: list[omni_pb2.OmniMessage],
+    ) -> None:
         # Still renewed (a write that failed for want of a connection, under
-        # load, must not leave the run to this replica's own sweep); the lease
-        # runs out only while the backend cannot be reached at all.
-        self.keeper.keep(run)
-        delay = 0.5
+        # load, must not leave the run to this replica's own sweep). Tried
+        # for as long as the keeper holds the lease, not only while it is
+        # valid by the local clock: after a Redis outage longer than the
+        # lease the token is still this replica's (the sweeps give an owner
+        # a grace to renew once Redis answers, ``sweep_loop``), so the owner
+        # closes its own run, a retry period after Redis is back, instead of
+        # leaving it to be taken over as lost. Refused: another replica
+        # took it over and closes it.
+        lost = asyncio.Event()
+        self.keeper.keep(run, lost.set)
+        delay = 0.1
+        deadline = time.monotonic() + FINISH_WITHIN
         try:
-            while run.lease.still_valid():
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+            while not lost.is_set() and time.monotonic() < deadline:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(lost.wait(), delay)
+                if lost.is_set():
+                    return
+                delay = min(delay * 2, self.keeper.period)
+                if unrecorded:
+                    confirmed = await self.keeper.fresh(run, delay)
+                    if confirmed is False:
+                        return  # taken over: the taker closes trace and log
+                    if confirmed is None:
+                        continue
+                    try:
+                        while unrecorded:
+                            await self.recorder.append(run, unrecorded[0])
+                            unrecorded.pop(0)
+                    except Fenced:
+                        if run.lost:
+                            return
+                        continue
+                    except TraceRejected:
+                        unrecorded.clear()  # the disk refused: published as sent
                 try:
                     await self.recorder.count(run)  # counts lost while the backend was down
                     end = await self.catch_up(run, closing) if catch_up else closing
@@ -250,45 +305,115 @@ class Recovery:
             await asyncio.sleep(BACKEND_PING_SECONDS)
 
     async def sweep_loop(self) -> None:
-        assert self.backend.sweep_interval is not None
+        """Looks for orphaned runs every ``sweep_interval`` and closes them.
+
+        A run is orphaned when its lease is gone from the backend *and* its
+        beat (``RunLease.open_runs``) has not moved for ``grace`` seconds of
+        this replica's own clock, counted from an answer that showed it: a
+        lease that ran out by Redis's clock alone (Redis was down or stalled,
+        so no owner could renew) is not enough, its owner gets ``grace`` once
+        Redis answers again. A failed sweep, or one whose answer took longer
+        than the grace (Redis stalled), forgets what it saw. The grace is
+        the lease's TTL less the interval, so a dead owner's run is still
+        closed within the owner-loss timeout of its last renewal. Damped:
+        nothing is taken over while this replica's own renewals are late,
+        a run this replica holds is never taken over by it, a close under way
+        is not started again, and a close that failed is tried again later
+        and later (``CLOSE_BACKOFF_MAX``)."""
+        interval = self.backend.sweep_interval
+        assert interval is not None
+        grace = max(self.backend.leases.ttl - interval, interval)
+        seen: dict[str, tuple[int, float]] = {}  # session -> (beat, seen since)
         while True:
-            await asyncio.sleep(self.backend.sweep_interval)
+            await asyncio.sleep(interval)
+            sent = time.monotonic()
             try:
-                orphans = await self.backend.leases.orphans()
+                runs = await self.backend.leases.open_runs()
             except BackendUnavailable:
+                seen.clear()  # what was seen says nothing of the time it was down
                 continue
             except Exception:
                 log.exception("looking for orphaned runs failed")
+                seen.clear()
                 continue
-            # Side by side: a replica that died with many runs has them all
-            # closed within the bound, not one close after another.
-            done = await asyncio.gather(*map(self._sweep_one, orphans), return_exceptions=True)
-            for session_id, outcome in zip(orphans, done, strict=True):
-                if isinstance(outcome, Exception) and not isinstance(outcome, BackendUnavailable):
-                    log.error("closing the orphaned run of %s failed", session_id, exc_info=outcome)
+            answered = time.monotonic()
+            if answered - sent > grace:
+                # An answer this slow spanned a stall of Redis (or of the link
+                # to it) in which no owner could renew: watching starts again.
+                seen.clear()
+            due = []
+            for session_id, beat in runs.items():
+                before = seen.get(session_id)
+                if before is None or before[0] != beat.count:
+                    seen[session_id] = (beat.count, answered)
+                elif not beat.leased and sent - before[1] >= grace:
+                    due.append((session_id, beat.count))
+            for session_id in [sid for sid in seen if sid not in runs]:
+                del seen[session_id]  # bounded by the open runs, whatever the churn
+            for session_id in [sid for sid in self._backoff if sid not in runs]:
+                del self._backoff[session_id]
+            if due and self.keeper.late():
+                log.warning(
+                    "not taking over %d runs: this replica's own lease renewals are late",
+                    len(due),
+                )
+                continue
+            for session_id, count in due:
+                self._close_soon(session_id, count, sent)
 
-    async def _sweep_one(self, session_id: str) -> None:
-        if not await self._renewed_here(session_id):
-            await self.close_orphan(session_id)
+    def _close_soon(self, session_id: str, beat: int, now: float) -> None:
+        """Starts closing an orphan in the background (the sweep goes on
+        watching meanwhile), unless its close is under way, or put off."""
+        if self.keeper.holds(session_id):
+            # A lease this process holds (a claim, a run, a close) is renewed
+            # by its keeper, never taken over by its own sweep.
+            log.warning("session %s: the run lease was renewed late; renewing now", session_id)
+            self.keeper.wake()
+            return
+        if session_id in self._closing:
+            return
+        tries, not_before = self._backoff.get(session_id, (0, 0.0))
+        if now < not_before:
+            return
+        task = asyncio.create_task(self._close_one(session_id, beat, tries))
+        self._closing[session_id] = task
+        self.pending_closes.add(task)  # cancelled by a shutdown
+        task.add_done_callback(self.pending_closes.discard)
+        task.add_done_callback(lambda _: self._closing.pop(session_id, None))
 
-    async def _renewed_here(self, session_id: str) -> bool:
-        """An orphan whose lease this process holds (a claim or a run) is one
-        whose renewal came late (a starved process): it is renewed, never
-        fenced by its own sweep. The renewal is refused if another replica
-        took the run over meanwhile."""
-        if not self.keeper.holds(session_id):
-            return False
-        if not await self.keeper.renew_now(session_id):
-            return False
-        log.warning("session %s: the run lease was renewed late; renewed by the sweep", session_id)
-        return True
+    async def _close_one(self, session_id: str, beat: int, tries: int) -> None:
+        try:
+            await self.close_orphan(session_id, beat)
+        except BackendUnavailable:
+            pass  # the next sweep finds it again, if it is still orphaned
+        except Exception:
+            log.exception("closing the orphaned run of %s failed", session_id)
+            delay = min(CLOSE_BACKOFF_MAX, (self.backend.sweep_interval or 1.0) * 2**tries)
+            self._backoff[session_id] = (tries + 1, time.monotonic() + delay)
+        else:
+            self._backoff.pop(session_id, None)
 
-    async def close_orphan(self, session_id: str) -> None:
+    async def close_orphan(self, session_id: str, beat: int | None = None) -> None:
         """Closes a run whose owner died: as an abort would, from the log and
-        the trace together (see ``trace_tail``)."""
-        lease = await self.backend.leases.take_over(session_id, self.replica_id)
+        the trace together (see ``trace_tail``). ``beat``: the beat the sweep
+        saw stand still (the take-over is refused if it moved since).
+
+        The take-over's lease is renewed by this replica's keeper until the
+        close is published: a close slowed by a loaded machine is not taken
+        over in its turn by another replica's sweep (which would fence it,
+        and name this replica as the one that stopped renewing)."""
+        lease = await self.backend.leases.take_over(session_id, self.replica_id, beat)
         if lease is None:
-            return  # another replica got there first
+            return  # another replica got there first, or the owner renewed
+        claim = Claim(lease)
+        self.keeper.keep(claim)
+        try:
+            await self._close_taken(session_id, claim)
+        finally:
+            self.keeper.drop(claim)
+
+    async def _close_taken(self, session_id: str, claim: Claim) -> None:
+        lease = claim.lease
         record = await self.backend.index.get(session_id)
         event_log = self.backend.logs.get(session_id)
         window = await event_log.window()
@@ -303,13 +428,18 @@ class Recovery:
             recorded = await asyncio.to_thread(self.traces.view(record).messages)
             # What the dead owner wrote may not all have been counted.
             record = replace(record, message_count=len(recorded))
-            run = Run(record, lease, event_log, AbortSignal(), ApprovalBroker(session_id))
+            # The run holds the lease from here (as last renewed), and is
+            # renewed in the claim's place.
+            run = Run(record, claim.lease, event_log, AbortSignal(), ApprovalBroker(session_id))
+            self.keeper.keep(run)
             tail = await asyncio.to_thread(trace_tail, self.traces.paths(record)[-1], window)
         if not tail and run_ended(window):
             # The claim never became a run (its answer was lost, or the owner
             # died before anything of it was written): nothing to close.
             log.warning("session %s: releasing a run that never started", session_id)
             await self.backend.leases.release(lease)
+            if run is not None:
+                self.keeper.drop(run)
             return
         reason = taken_over_reason(lease)
         log.warning("session %s: closing the run: %s", session_id, reason)
@@ -332,12 +462,22 @@ class Recovery:
                 aborted=True, reason=reason, error=None, answer_calls=True
             )
         ]
-        if run is not None:
-            for msg in closing:
-                with contextlib.suppress(TraceRejected):
-                    self.recorder.append(run, msg)
-            await self.recorder.count(run)
-        await self.publish_end(session_id, event_log, lease, tail_bodies(tail + closing, lost))
+        try:
+            if run is not None:
+                # Reading and fencing the trace may have outlasted the lease's
+                # local validity on a loaded machine: the close waits for the
+                # keeper's next answer rather than failing (and being taken
+                # over again later).
+                if not await self.keeper.fresh(run, max(self.backend.leases.ttl, RENEW_DEADLINE)):
+                    raise BackendUnavailable("the take-over's lease was not renewed in time")
+                for msg in closing:
+                    with contextlib.suppress(TraceRejected):
+                        await self.recorder.append(run, msg)
+                await self.recorder.count(run)
+            await self.publish_end(session_id, event_log, lease, tail_bodies(tail + closing, lost))
+        finally:
+            if run is not None:
+                self.keeper.drop(run)
 
     async def catch_up(self, run: Run, closing: list[EventBody]) -> list[EventBody]:
         """The end of a run whose log writes failed (the backend went away):

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +31,15 @@ from typing import Protocol
 from omni_grpc.runtime.errors import BackendUnavailable
 
 log = logging.getLogger(__name__)
+
+# A lease counts as this process's for this share of its TTL after the
+# renewal was sent (room for this clock and the backend's to disagree a
+# little); backends make their leases with it.
+LOCAL_SHARE = 0.9
+# The most a writer waits for a late renewal before its run gives up (as
+# when the backend is down): a renewal sent while Redis stalls is answered
+# within its socket timeout, the commands' own.
+RENEW_DEADLINE = 5.0
 
 
 @dataclass(frozen=True)
@@ -49,6 +60,16 @@ class Lease:
         return time.monotonic() + margin < self.valid_until
 
 
+@dataclass(frozen=True)
+class Beat:
+    """An open run as the sweep sees it: how many times its lease was granted
+    or renewed (the count moves while its owner is alive), and whether the
+    lease is still there in the backend."""
+
+    count: int
+    leased: bool
+
+
 class RunLease(Protocol):
     @property
     def ttl(self) -> float:
@@ -66,6 +87,11 @@ class RunLease(Protocol):
     async def renew_many(self, leases: list[Lease]) -> list[Lease | None]:
         """``renew`` for each lease, in one round trip, on a connection of its
         own (never queued behind the writes of a loaded replica)."""
+        ...
+
+    def renew_many_blocking(self, leases: list[Lease]) -> list[Lease | None]:
+        """``renew_many`` for the keeper's own thread, on a blocking
+        connection of its own, bounded by the lease's TTL."""
         ...
 
     async def release(self, lease: Lease) -> bool:
@@ -91,8 +117,13 @@ class RunLease(Protocol):
         """Sessions whose run is open but whose lease expired."""
         ...
 
-    async def take_over(self, session_id: str, owner: str) -> Lease | None:
-        """Claims an orphaned run with a new token; None unless it is one."""
+    async def open_runs(self) -> dict[str, Beat]:
+        """Every open run with its beat (what the sweep watches)."""
+        ...
+
+    async def take_over(self, session_id: str, owner: str, beat: int | None = None) -> Lease | None:
+        """Claims an orphaned run with a new token; None unless it is one, or
+        when its beat is no longer ``beat`` (renewed since it was seen)."""
         ...
 
     async def seed_fence(self, session_id: str, at_least: int) -> None:
@@ -127,7 +158,10 @@ class MemoryRunLease:
         return lease if self._open.get(lease.session_id) == lease else None
 
     async def renew_many(self, leases: list[Lease]) -> list[Lease | None]:
-        return [await self.renew(lease) for lease in leases]
+        return self.renew_many_blocking(leases)
+
+    def renew_many_blocking(self, leases: list[Lease]) -> list[Lease | None]:
+        return [lease if self._open.get(lease.session_id) == lease else None for lease in leases]
 
     async def release(self, lease: Lease) -> bool:
         return self.release_token(lease.session_id, lease.token)
@@ -157,7 +191,10 @@ class MemoryRunLease:
     async def orphans(self) -> list[str]:
         return []
 
-    async def take_over(self, session_id: str, owner: str) -> Lease | None:
+    async def open_runs(self) -> dict[str, Beat]:
+        return {}
+
+    async def take_over(self, session_id: str, owner: str, beat: int | None = None) -> Lease | None:
         return None
 
     async def seed_fence(self, session_id: str, at_least: int) -> None:
@@ -185,89 +222,173 @@ class _Kept:
 
 class LeaseKeeper:
     """Renews every lease this process holds, from its claim until its run's
-    end is published, in one round trip per round (``renew_many``).
+    end is published, in one round trip per round (``renew_many_blocking``).
 
-    One keeper per process rather than one renewal per run: under load, a
-    renewal queued behind the writes of hundreds of runs came late, and the
-    process's own sweep then took its live runs over (#29). The keeper's
-    round trip has a connection of its own, and the sweep asks the keeper
-    first (``holds``), so a process never takes over a run it holds."""
+    The rounds run on a thread of their own, on a connection of their own,
+    so nothing the replica's own load does (a loop busy with requests, trace
+    appends waiting on a slow disk, a full command pool) delays them (#29,
+    #40): what starves the replica's work does not starve its leases, which
+    is what Kubernetes' leader election keeps apart too (a lease, a retry
+    period of a quarter of it, a renew deadline). A round's answer updates
+    the holders' leases from that thread (a reference assignment); what must
+    run on the event loop (``on_lost``, the waiters of ``fresh``) is handed
+    to it.
+
+    The renew deadline: a lease counts locally until 90% of its TTL after its
+    last renewal was *sent* (``Lease.still_valid``). A writer whose lease is
+    past that waits for the next round (``fresh``), up to the renew deadline
+    (``RENEW_DEADLINE``, at least the TTL), then gives its run up as if the
+    backend were down; a renewal the backend refuses (another replica took
+    the run over) ends the lease for good (``on_lost``). The sweep asks the
+    keeper first (``holds``), so a process never takes over a run it holds,
+    and takes over nothing while its own renewals are late (``late``)."""
 
     def __init__(self, leases: RunLease) -> None:
         self._leases = leases
         self._kept: dict[str, _Kept] = {}
-        self._task: asyncio.Task[None] | None = None
+        # Guards ``_kept`` between the loop (keep, drop) and the thread.
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # Set after every round the backend answered (on the loop).
+        self._round: asyncio.Event | None = None
+        # time.monotonic() when the last answered round was sent (or when the
+        # keeper began to hold something: with nothing to renew none is late).
+        self.answered_at = time.monotonic()
+        self.rounds = 0
+
+    @property
+    def period(self) -> float:
+        """Seconds between rounds: a quarter of the lease's TTL."""
+        return self._leases.ttl / 4
 
     def keep(self, holder: Holder, on_lost: Callable[[], None] = lambda: None) -> None:
         """Renews ``holder.lease`` until ``drop``; ``on_lost`` once the
         backend refuses a renewal (another process took the run over).
         Replaces what was kept for the session."""
-        self._kept[holder.lease.session_id] = _Kept(holder, on_lost)
-        if self._task is None and not math.isinf(self._leases.ttl):
-            self._task = asyncio.create_task(self._loop(), name="omni-lease-keeper")
+        with self._lock:
+            if not self._kept:
+                # Nothing was held: no round was owed, so none is late.
+                self.answered_at = time.monotonic()
+            self._kept[holder.lease.session_id] = _Kept(holder, on_lost)
+        if self._thread is None and not math.isinf(self._leases.ttl):
+            self._loop = asyncio.get_running_loop()
+            self._thread = threading.Thread(target=self._run, name="omni-lease-keeper", daemon=True)
+            self._thread.start()
 
     def drop(self, holder: Holder) -> None:
-        kept = self._kept.get(holder.lease.session_id)
-        if kept is not None and kept.holder is holder:
-            del self._kept[holder.lease.session_id]
+        with self._lock:
+            kept = self._kept.get(holder.lease.session_id)
+            if kept is not None and kept.holder is holder:
+                del self._kept[holder.lease.session_id]
 
     def holds(self, session_id: str) -> bool:
         return session_id in self._kept
 
-    async def renew_now(self, session_id: str) -> bool:
-        """Renews the lease held for ``session_id`` at once (the sweep found it
-        expired): False when none is held or it was lost."""
-        kept = self._kept.get(session_id)
-        if kept is None:
+    def wake(self) -> None:
+        """A round now (the sweep saw a lease of this process run out)."""
+        self._wake.set()
+
+    def late(self) -> bool:
+        """Holding leases whose last answered round is older than the lease's
+        local validity: this replica's own renewals are late (Redis is slow to
+        answer it, or the machine is starved), so it has no business judging
+        another replica late."""
+        if not self._kept or math.isinf(self._leases.ttl):
             return False
-        try:
-            renewed = await self._leases.renew(kept.holder.lease)
-        except BackendUnavailable:
-            return True  # not refused: the keeper goes on trying
-        self._settle([kept], [renewed])
-        return renewed is not None
+        return time.monotonic() - self.answered_at > self._leases.ttl * LOCAL_SHARE
 
-    async def _loop(self) -> None:
-        interval = self._leases.ttl / 4
-        try:
-            while self._kept:
-                await asyncio.sleep(interval)
+    async def fresh(self, holder: Holder, within: float) -> bool | None:
+        """Waits (at most ``within`` seconds, the renew deadline) until
+        ``holder.lease`` is valid by the local clock again, asking for a round
+        at once: True when it is; False when it was lost (or is no longer
+        kept); None when the deadline passed with no answer."""
+        deadline = time.monotonic() + within
+        while not holder.lease.still_valid():
+            kept = self._kept.get(holder.lease.session_id)
+            if kept is None or kept.holder is not holder:
+                return False
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            if self._round is None:
+                self._round = asyncio.Event()
+            round_done = self._round
+            self._wake.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(round_done.wait(), left)
+        return True
+
+    def _run(self) -> None:
+        """The keeper's thread: a round every ``period``, or at once when a
+        writer waits (``fresh``)."""
+        while not self._stopped.is_set():
+            self._wake.wait(self.period)
+            self._wake.clear()
+            if self._stopped.is_set():
+                return
+            with self._lock:
                 kept = list(self._kept.values())
-                if not kept:
-                    break
-                try:
-                    renewed = await self._leases.renew_many([k.holder.lease for k in kept])
-                except BackendUnavailable:
-                    # No answer is not a refusal: the leases are kept and tried
-                    # again next round (a renewal succeeds even after the key
-                    # expired, unless another replica took the run over). Till
-                    # then a run's trace writes stop at its lease's local
-                    # expiry (``Recorder.check_lease``), and its log writes are
-                    # fenced by the token in Redis.
-                    continue
-                self._settle(kept, renewed)
-        except Exception:  # a bug here must not leave the leases unrenewed silently
-            log.exception("renewing the run leases failed")
-        finally:
-            self._task = None
-            if self._kept and not math.isinf(self._leases.ttl):
-                self._task = asyncio.create_task(self._loop(), name="omni-lease-keeper")
+            if not kept:
+                continue
+            sent = time.monotonic()
+            try:
+                renewed = self._leases.renew_many_blocking([k.holder.lease for k in kept])
+            except BackendUnavailable:
+                # No answer is not a refusal: the leases are kept and tried
+                # again next round (a renewal succeeds even after the key
+                # expired, unless another replica took the run over). Till
+                # then a run's trace writes wait for a renewal (``fresh``), and
+                # its log writes are fenced by the token in Redis.
+                continue
+            except Exception:  # a bug here must not stop the renewals silently
+                log.exception("renewing the run leases failed")
+                continue
+            lost = self._settle(kept, renewed)
+            self.answered_at = max(self.answered_at, sent)
+            self.rounds += 1
+            self._to_loop(functools.partial(self._after_round, lost))
 
-    def _settle(self, kept: list[_Kept], renewed: list[Lease | None]) -> None:
-        for item, lease in zip(kept, renewed, strict=True):
-            session_id = item.holder.lease.session_id
-            if self._kept.get(session_id) is not item:
-                continue  # dropped (or replaced) while the renewal was out
-            if lease is None:
-                del self._kept[session_id]
+    def _settle(self, kept: list[_Kept], renewed: list[Lease | None]) -> list[_Kept]:
+        lost = []
+        with self._lock:
+            for item, lease in zip(kept, renewed, strict=True):
+                session_id = item.holder.lease.session_id
+                if self._kept.get(session_id) is not item:
+                    continue  # dropped (or replaced) while the renewal was out
+                if lease is None:
+                    del self._kept[session_id]
+                    lost.append(item)
+                elif lease.token == item.holder.lease.token:
+                    item.holder.lease = lease
+        return lost
+
+    def _after_round(self, lost: list[_Kept]) -> None:
+        for item in lost:
+            try:
                 item.on_lost()
-            elif lease.token == item.holder.lease.token:
-                item.holder.lease = lease
+            except Exception:
+                log.exception("stopping a run whose lease was lost failed")
+        done, self._round = self._round, None
+        if done is not None:
+            done.set()
+
+    def _to_loop(self, callback: Callable[[], None]) -> None:
+        loop = self._loop
+        if loop is None:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop has closed
+            loop.call_soon_threadsafe(callback)
 
     async def close(self) -> None:
-        task, self._task = self._task, None
-        self._kept.clear()
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        with self._lock:
+            self._kept.clear()
+        self._stopped.set()
+        self._wake.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            # A round in flight ends within its socket timeout; the thread is a
+            # daemon, so a shutdown does not wait for a Redis that is gone.
+            await asyncio.to_thread(thread.join, 1.0)

@@ -35,6 +35,7 @@ from omni_grpc.runtime.observer import HubObserver
 from omni_grpc.runtime.recorder import Recorder, TraceRejected
 from omni_grpc.runtime.recovery import BACKEND_LOST_REASON, UNRECORDED_REASON, Recovery
 from omni_grpc.runtime.run import Run
+from omni_grpc.runtime.run_lease import RENEW_DEADLINE
 from omni_grpc.runtime.session_index import session_mode
 from omni_grpc.vocabulary import AbortKind, Decision, SessionState
 from omni_grpc_proto.omni.v1 import omni_pb2
@@ -90,7 +91,7 @@ class RunTasks:
                 meta = message_from_dict(self.recorder.session_meta(run.record))
                 # Counted in the background, as every record of the run is:
                 # not a round trip before the run's first event.
-                if self.recorder.append(run, meta):
+                if await self.recorder.append(run, meta):
                     self.recorder.count_soon(run)
             engine_input = await self._emit_inputs(run, inputs)
             await run.log.publish(
@@ -139,10 +140,16 @@ class RunTasks:
         closing: list[EventBody],
     ) -> None:
         """Ends the run in the log: closing messages if it failed, then idle."""
+        unrecorded: list[omni_pb2.OmniMessage] = []
         if failed is not None:
-            closing = await self._close_in_trace(run, BACKEND_LOST_REASON, failed)
+            closing, unrecorded = await self._close_in_trace(run, BACKEND_LOST_REASON, failed)
             # What failed to reach the log is in the trace; the close says so.
             run.log.forgive(run.lease.token)
+        if unrecorded:
+            # Its lease could not be confirmed (the backend is away): the
+            # close goes into the trace once it is, then to the log.
+            self.recovery.finish_soon(run, closing, catch_up=True, unrecorded=unrecorded)
+            return
         try:
             await self.recorder.count(run)
             if failed is not None:
@@ -169,7 +176,7 @@ class RunTasks:
                 continue  # the complete the record limit refused: its stop stands for it
             if not owed and not run.lost:
                 try:
-                    if self.recorder.append(run, msg, body.data):
+                    if await self.recorder.append(run, msg, body.data):
                         self.recorder.count_soon(run)
                 except TraceRejected:
                     owed.append(msg)
@@ -186,19 +193,36 @@ class RunTasks:
                 log.error("session %s: could not mark its run unclosed", run.session_id)
         return out
 
-    async def _close_in_trace(self, run: Run, reason: str, error: str) -> list[EventBody]:
-        """Records the run's close in the trace (best effort) and returns it."""
+    async def _close_in_trace(
+        self, run: Run, reason: str, error: str
+    ) -> tuple[list[EventBody], list[omni_pb2.OmniMessage]]:
+        """Records the run's close in the trace and returns it, with what of it
+        the trace did not take yet because the lease could not be confirmed
+        (the backend went away with its renewals): that part is recorded
+        once it is (``Recovery.finish_soon``). A trace that refuses the
+        close (a full disk) is not asked again."""
         out = []
+        unrecorded: list[omni_pb2.OmniMessage] = []
         closing = run.guard.closing_messages(
             aborted=False, reason=reason, error=error, answer_calls=True
         )
         for item in closing:
             msg = message_from_dict(item)
-            with contextlib.suppress(Fenced, TraceRejected, BackendUnavailable):
-                await self.recorder.record(run, msg)
+            if not unrecorded:
+                try:
+                    await self.recorder.record(run, msg)
+                except Fenced:
+                    if run.lost:
+                        unrecorded = []  # taken over: the taker closes the trace
+                    else:
+                        unrecorded.append(msg)
+                except (TraceRejected, BackendUnavailable):
+                    pass
+            elif not run.lost:
+                unrecorded.append(msg)
             kind = AbortKind.SERVER_FAILURE if msg.WhichOneof("payload") == "abort" else None
             out.append(bodies.message_body(msg, kind))
-        return out
+        return out, unrecorded
 
     async def _emit_inputs(self, run: Run, inputs: list[omni_pb2.OmniMessage]) -> list[JsonObject]:
         """Records and publishes the run's input; returns it as the engine reads
@@ -228,6 +252,11 @@ class RunTasks:
         """``encoded``: ``msg``'s body, when it was encoded with its decoding."""
         if run.lost:
             raise Fenced(run.session_id, run.lease.token)
+        last = run.last_publish
+        if last is not None and last.done() and last.exception() is not None:
+            # The backend failed: said at once, not after waiting for a
+            # renewal the same backend cannot give.
+            raise last.exception()  # type: ignore[misc]
         await self._confirm_lease(run)
         # Partials and child-session messages are never recorded; skipping them
         # here keeps the writer's full check off the hot path of every delta.
@@ -238,12 +267,9 @@ class RunTasks:
             body = bodies.with_abort_kind(encoded, kind)
         else:
             body = bodies.message_body(msg, kind)
-        last = run.last_publish
-        if last is not None and last.done() and last.exception() is not None:
-            raise last.exception()  # type: ignore[misc]
         written = False
         if not arm.startswith("partial_") and not msg.origin:
-            written = self.recorder.append(run, msg, body.data)
+            written = await self.recorder.append(run, msg, body.data)
         # Observed once recorded, before anything else can fail: the closing
         # messages of a run cut short must not repeat what the trace holds.
         run.guard.observe(as_dict if as_dict is not None else message_to_dict(msg))
@@ -259,10 +285,15 @@ class RunTasks:
 
     async def _confirm_lease(self, run: Run) -> None:
         """Before a trace write: a lease past its local expiry (its renewal
-        came late, the process was starved) is renewed at once if the backend
-        still says it is ours; else the write is refused (``check_lease``)."""
-        if not run.lost and not run.lease.still_valid():
-            await self.recovery.keeper.renew_now(run.session_id)
+        came late: Redis slow to answer, the machine starved) waits for the
+        keeper's next round rather than the run giving itself up at once. Past
+        the renew deadline the run fails as when the backend is down (it is,
+        for this replica); refused, the write is fenced (``check_lease``)."""
+        if run.lost or run.lease.still_valid():
+            return
+        deadline = max(self.backend.leases.ttl, RENEW_DEADLINE)
+        if await self.recovery.keeper.fresh(run, deadline) is None:
+            raise BackendUnavailable(f"the run lease was not renewed within {deadline:g} s")
 
     def _lease_lost(self, run: Run) -> None:
         """Another replica took the run over: it stops, writing nothing more."""

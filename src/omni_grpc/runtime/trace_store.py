@@ -3,7 +3,8 @@
 Traces stay the reference JSONL on a file system every replica mounts (a
 shared volume when there are several), laid out as the reference lays them
 out. Only the holder of a session's run lease appends, so the store needs no
-locking beyond the writer's one ``write(2)`` per record under its ``flock``;
+locking beyond the writer's one ``write(2)`` per record under its ``flock`` (appends run
+on the recorder's threads, so the writers' cache is shared with them);
 on a shared backend each append carries the lease's token, and a replica
 taking a run over raises the shard's fence first (``raise_fence``), so a
 stale owner's late append is refused by the file system's own lock. Engines get a
@@ -18,6 +19,7 @@ import contextlib
 import logging
 import os
 import shutil
+import threading
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -111,6 +113,8 @@ class TraceStore:
         # dropped re-reads its shard's tail on the next append, as after forget.
         self._writers: OrderedDict[Path, TraceWriter] = OrderedDict()
         self._max_writers = max_writers
+        # Appends run on the recorder's threads: the cache is shared with them.
+        self._writers_lock = threading.Lock()
 
     def new_shard(self, session_id: str) -> str:
         """The first shard's name for a new session, relative to the data dir."""
@@ -192,14 +196,15 @@ class TraceStore:
 
     def _writer(self, record: SessionRecord) -> TraceWriter:
         path = self.paths(record)[-1]
-        writer = self._writers.get(path)
-        if writer is None:
-            writer = self._writers[path] = self._new_writer(path)
-            while len(self._writers) > self._max_writers:
-                self._writers.popitem(last=False)
-        else:
-            self._writers.move_to_end(path)
-        return writer
+        with self._writers_lock:
+            writer = self._writers.get(path)
+            if writer is None:
+                writer = self._writers[path] = self._new_writer(path)
+                while len(self._writers) > self._max_writers:
+                    self._writers.popitem(last=False)
+            else:
+                self._writers.move_to_end(path)
+            return writer
 
     @property
     def cached_writers(self) -> int:
@@ -228,8 +233,9 @@ class TraceStore:
     def forget(self, record: SessionRecord) -> None:
         """Drops cached writers: the next append re-reads the tail, which
         another replica may have extended since."""
-        for path in self.paths(record):
-            self._writers.pop(path, None)
+        with self._writers_lock:
+            for path in self.paths(record):
+                self._writers.pop(path, None)
 
     async def read(self, record: SessionRecord) -> AsyncIterator[omni_pb2.OmniMessage]:
         for shard in self.paths(record):

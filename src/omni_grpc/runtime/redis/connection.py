@@ -11,9 +11,14 @@ The connections a replica holds are bounded by design, whatever its load:
 * ``blocking``: blocking stream reads, a small pool of their own: one reader
   per replica multiplexes every watched session's stream
   (``stream_reader.py``), and the control channel reads its inbox.
-* ``renewals``: the run leases' renewals, one connection: one round trip
-  renews every lease the replica holds (``LeaseKeeper``), never queued
-  behind the writes of a loaded replica (a late renewal loses the run).
+* ``renewals``: the run leases' renewals, one *blocking* connection used by
+  the lease keeper's own thread (``LeaseKeeper``): one round trip renews
+  every lease the replica holds, never queued behind the writes of a loaded
+  replica nor behind its event loop (a late renewal loses the run). Its
+  socket timeout is the commands' own, never shorter: a renewal sent while
+  Redis stalls (an ``appendfsync always`` fsync behind a busy disk) stays
+  queued in Redis and runs as soon as Redis goes on, before any take-over
+  sent after it, instead of being given up and sent again too late.
 * ``probe``: the health probe's write, one connection (it answers for Redis,
   not for this replica's queue). Each probe also asks the server what it is
   (``INFO server``): a Redis Cluster node or a Sentinel given as the URL is
@@ -42,11 +47,13 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+import redis
 import redis.asyncio as aioredis
 from redis import exceptions as redis_errors
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.maint_notifications import MaintNotificationsConfig
+from redis.retry import Retry as BlockingRetry
 
 from omni_grpc.runtime.errors import BackendUnavailable
 
@@ -217,15 +224,33 @@ class RedisConnection:
         self.blocking: Any = _pool(
             url, BLOCKING_CONNECTIONS, socket_timeout=BLOCK_MS / 1000 + COMMAND_TIMEOUT, retries=0
         )
-        self.renewals: Any = _pool(
-            url, RENEWAL_CONNECTIONS, socket_timeout=COMMAND_TIMEOUT, retries=0
-        )
+        # Made on first use (``renewals``): only a replica that renews needs it.
+        self._renewals: Any = None
         # The health probe's own connection, with a short timeout: it never
         # queues behind the load on ``commands`` (see ``ping``).
         self.probe: Any = _pool(url, PROBE_CONNECTIONS, socket_timeout=PROBE_TIMEOUT, retries=0)
         # What else lives on this connection and ends with it (the stream
         # reader and the shared appender, through ``one_per_connection``), closed first.
         self._closers: list[Callable[[], Awaitable[None]]] = []
+
+    def renewals(self) -> Any:
+        """The keeper thread's blocking client: one connection, never
+        retried (the keeper's next round is the retry)."""
+        if self._renewals is None:
+            pool = redis.BlockingConnectionPool.from_url(
+                self.url,
+                max_connections=RENEWAL_CONNECTIONS,
+                timeout=COMMAND_TIMEOUT,
+                socket_timeout=COMMAND_TIMEOUT,
+                socket_connect_timeout=CONNECT_TIMEOUT,
+                health_check_interval=HEALTH_CHECK_SECONDS,
+                maint_notifications_config=MaintNotificationsConfig(enabled=False),
+                retry=BlockingRetry(NoBackoff(), 0),
+                decode_responses=False,
+                client_name=f"omni-grpc-{os.getpid()}-renewals",
+            )
+            self._renewals = redis.Redis(connection_pool=pool)
+        return self._renewals
 
     def on_close(self, closer: Callable[[], Awaitable[None]]) -> None:
         self._closers.append(closer)
@@ -258,10 +283,15 @@ class RedisConnection:
     async def aclose(self) -> None:
         for closer in self._closers:
             await closer()
-        for client in (self.commands, self.reads, self.blocking, self.renewals, self.probe):
+        for client in (self.commands, self.reads, self.blocking, self.probe):
             with contextlib.suppress(Exception):
                 await client.aclose()
                 await client.connection_pool.disconnect()
+        if self._renewals is not None:
+            # Blocking, but a close: it sends nothing and waits for nothing.
+            with contextlib.suppress(Exception):
+                self._renewals.close()
+                self._renewals.connection_pool.disconnect()
 
 
 class _Closable(Protocol):

@@ -780,7 +780,7 @@ class RedisEventLogs(LogRegistry[RedisEventLog]):
         # before the deletion; a stale member of the open-runs set is dropped
         # by the next orphan sweep, which finds no run key.
         k = self._conn.session_key
-        parts = ("events", "meta", "fence", "lease", "run", "holder", "bodies")
+        parts = ("events", "meta", "fence", "lease", "run", "holder", "beat", "bodies")
         with unavailable_on_failure():
             await self._conn.commands.delete(*(k(session_id, part) for part in parts))
 

@@ -7,11 +7,11 @@ from dataclasses import replace
 
 from omni_grpc.runtime.redis import scripts
 from omni_grpc.runtime.redis.connection import RedisConnection, unavailable_on_failure
-from omni_grpc.runtime.run_lease import Lease
+from omni_grpc.runtime.run_lease import LOCAL_SHARE, Beat, Lease
 
 # A lease counts as ours for this much less than its TTL: room for the clock
 # of this process and Redis's to disagree a little.
-_SAFETY = 0.9
+_SAFETY = LOCAL_SHARE
 
 
 class RedisRunLease:
@@ -23,8 +23,10 @@ class RedisRunLease:
         self._ttl_ms = max(1, int(ttl * 1000))
         r = conn.commands
         self._acquire = r.register_script(scripts.ACQUIRE)
-        # On the renewals' own connection (``renew_many``).
-        self._renew = conn.renewals.register_script(scripts.RENEW)
+        self._renew = r.register_script(scripts.RENEW)
+        # The keeper thread's own blocking connection (``renew_many_blocking``).
+        self._renewals = conn.renewals()
+        self._renew_blocking = self._renewals.register_script(scripts.RENEW)
         self._release = r.register_script(scripts.RELEASE)
         self._release_claim = r.register_script(scripts.RELEASE_CLAIM)
         self._take_over = r.register_script(scripts.TAKE_OVER)
@@ -36,8 +38,8 @@ class RedisRunLease:
         return self._ttl
 
     def _renew_keys(self, session_id: str) -> list[str]:
-        """RENEW's keys, for ``renew`` and ``renew_many`` alike (one home)."""
-        return [*self._keys(session_id), self._holder(session_id)]
+        """RENEW's keys, for every renewal alike (one home)."""
+        return [*self._keys(session_id), self._holder(session_id), self._beat(session_id)]
 
     def _keys(self, session_id: str) -> list[str]:
         k = self._conn.session_key
@@ -46,6 +48,9 @@ class RedisRunLease:
     def _holder(self, session_id: str) -> str:
         return self._conn.session_key(session_id, "holder")
 
+    def _beat(self, session_id: str) -> str:
+        return self._conn.session_key(session_id, "beat")
+
     def _lease(self, session_id: str, owner: str, token: int, sent: float) -> Lease:
         return Lease(session_id, owner, token, sent + self._ttl * _SAFETY)
 
@@ -53,7 +58,12 @@ class RedisRunLease:
         sent = time.monotonic()
         with unavailable_on_failure():
             token = await self._acquire(
-                keys=[*self._keys(session_id), self._runs, self._holder(session_id)],
+                keys=[
+                    *self._keys(session_id),
+                    self._runs,
+                    self._holder(session_id),
+                    self._beat(session_id),
+                ],
                 args=[owner, self._ttl_ms, session_id],
             )
         return self._lease(session_id, owner, int(token), sent) if int(token) else None
@@ -72,7 +82,7 @@ class RedisRunLease:
             return []
         sent = time.monotonic()
         with unavailable_on_failure():
-            pipe = self._conn.renewals.pipeline(transaction=False)
+            pipe = self._conn.commands.pipeline(transaction=False)
             for lease in leases:
                 await self._renew(
                     keys=self._renew_keys(lease.session_id),
@@ -80,6 +90,24 @@ class RedisRunLease:
                     client=pipe,
                 )
             found = await pipe.execute()
+        return [
+            self._lease(lease.session_id, lease.owner, lease.token, sent) if int(ok) else None
+            for lease, ok in zip(leases, found, strict=True)
+        ]
+
+    def renew_many_blocking(self, leases: list[Lease]) -> list[Lease | None]:
+        if not leases:
+            return []
+        sent = time.monotonic()
+        with unavailable_on_failure():
+            pipe = self._renewals.pipeline(transaction=False)
+            for lease in leases:
+                self._renew_blocking(
+                    keys=self._renew_keys(lease.session_id),
+                    args=[str(lease.token), lease.owner, self._ttl_ms],
+                    client=pipe,
+                )
+            found = pipe.execute()
         return [
             self._lease(lease.session_id, lease.owner, lease.token, sent) if int(ok) else None
             for lease, ok in zip(leases, found, strict=True)
@@ -142,11 +170,30 @@ class RedisRunLease:
                 await self._conn.commands.srem(self._runs, *stale)
         return out
 
-    async def take_over(self, session_id: str, owner: str) -> Lease | None:
+    async def open_runs(self) -> dict[str, Beat]:
+        with unavailable_on_failure():
+            members = sorted(m.decode() for m in await self._conn.reads.smembers(self._runs))
+            if not members:
+                return {}
+            pipe = self._conn.reads.pipeline(transaction=False)
+            for sid in members:
+                pipe.exists(self._conn.session_key(sid, "run"))
+                pipe.exists(self._conn.session_key(sid, "lease"))
+                pipe.get(self._beat(sid))
+            found = await pipe.execute()
+        out = {}
+        for i, sid in enumerate(members):
+            has_run, has_lease, beat = found[3 * i : 3 * i + 3]
+            if has_run:
+                out[sid] = Beat(int(beat or 0), bool(has_lease))
+        return out
+
+    async def take_over(self, session_id: str, owner: str, beat: int | None = None) -> Lease | None:
         sent = time.monotonic()
         with unavailable_on_failure():
             reply = await self._take_over(
-                keys=[*self._keys(session_id), self._holder(session_id)], args=[owner, self._ttl_ms]
+                keys=[*self._keys(session_id), self._holder(session_id), self._beat(session_id)],
+                args=[owner, self._ttl_ms, "" if beat is None else str(beat)],
             )
         if not int(reply[0]):
             return None

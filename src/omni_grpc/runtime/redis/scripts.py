@@ -251,29 +251,49 @@ return {1, redis.call('XRANGE', KEYS[1], '(' .. ARGV[2] .. '-0', '+')}
 # run it was and how long ago that replica last renewed it.
 HOLDER_LIVES = 8
 
-# KEYS: fence, lease, run, runs, holder. ARGV: owner, ttl ms, session id.
-ACQUIRE = f"""
+# The beat key counts a session's lease grants and renewals (it lives as
+# the holder key does): a replica looking for orphaned runs takes one over
+# only when the count stood still for a while by its own clock, not merely
+# because Redis's clock says the lease ran out (a Redis that was down or
+# stalled lets every lease run out at once while their owners are alive).
+_BEAT = f"""
+local function beat(key, ttl)
+  redis.call('INCR', key)
+  redis.call('PEXPIRE', key, ttl * {HOLDER_LIVES})
+end
+"""
+
+# KEYS: fence, lease, run, runs, holder, beat. ARGV: owner, ttl ms, session id.
+ACQUIRE = (
+    _BEAT
+    + f"""
 if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
 local token = redis.call('INCR', KEYS[1])
 redis.call('SET', KEYS[3], token)
 redis.call('SET', KEYS[2], ARGV[1] .. '|' .. token, 'PX', ARGV[2])
 redis.call('SET', KEYS[5], ARGV[1], 'PX', ARGV[2] * {HOLDER_LIVES})
+beat(KEYS[6], ARGV[2])
 redis.call('SADD', KEYS[4], ARGV[3])
 return token
 """
+)
 
-# KEYS: fence, lease, run, holder. ARGV: token, owner, ttl ms.
+# KEYS: fence, lease, run, holder, beat. ARGV: token, owner, ttl ms.
 # Renews while the token is current, even after the key expired: a holder that
 # was merely slow keeps its run unless another replica has taken it over.
-RENEW = f"""
+RENEW = (
+    _BEAT
+    + f"""
 local token = ARGV[1]
 if redis.call('GET', KEYS[1]) ~= token or redis.call('GET', KEYS[3]) ~= token then
   return 0
 end
 redis.call('SET', KEYS[2], ARGV[2] .. '|' .. token, 'PX', ARGV[3])
 redis.call('SET', KEYS[4], ARGV[2], 'PX', ARGV[3] * {HOLDER_LIVES})
+beat(KEYS[5], ARGV[3])
 return 1
 """
+)
 
 # KEYS: fence, lease, run, runs, holder. ARGV: token, session id.
 RELEASE = """
@@ -298,11 +318,16 @@ redis.call('SREM', KEYS[4], ARGV[2])
 return 1
 """
 
-# KEYS: fence, lease, run, holder. ARGV: owner, ttl ms.
+# KEYS: fence, lease, run, holder, beat. ARGV: owner, ttl ms, the beat the
+# taker saw stand still ('' for any).
 # {token, the replica that held it ('' if unknown), ms since it last renewed
-# (-1 if unknown)}, or {0}.
-TAKE_OVER = f"""
+# (-1 if unknown)}, or {0}: the run is not orphaned, or it was renewed since
+# the taker looked.
+TAKE_OVER = (
+    _BEAT
+    + f"""
 if redis.call('EXISTS', KEYS[3]) == 0 or redis.call('EXISTS', KEYS[2]) == 1 then return {{0}} end
+if ARGV[3] ~= '' and (redis.call('GET', KEYS[5]) or '0') ~= ARGV[3] then return {{0}} end
 local holder = redis.call('GET', KEYS[4]) or ''
 local left = redis.call('PTTL', KEYS[4])
 local ago = -1
@@ -311,8 +336,10 @@ local token = redis.call('INCR', KEYS[1])
 redis.call('SET', KEYS[3], token)
 redis.call('SET', KEYS[2], ARGV[1] .. '|' .. token, 'PX', ARGV[2])
 redis.call('SET', KEYS[4], ARGV[1], 'PX', ARGV[2] * {HOLDER_LIVES})
+beat(KEYS[5], ARGV[2])
 return {{token, holder, ago}}
 """
+)
 
 # KEYS: fence. ARGV: the least the counter may hold.
 SEED_FENCE = """

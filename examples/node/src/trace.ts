@@ -1,5 +1,5 @@
 import { createReadStream } from "node:fs";
-import { inflateSync } from "node:zlib";
+import { crc32, inflateSync } from "node:zlib";
 import type { Readable, Writable } from "node:stream";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { fromBinary } from "@bufbuild/protobuf";
@@ -50,34 +50,35 @@ function record(body: Uint8Array): OmniMessage {
 }
 // snippet:end node-record
 
-// Puts back each fidelity string a .binpb record stores as bytes
-// (base64Values): at its path the Struct holds "", and the text is the
-// standard base64 of the bytes. A value that is no longer "" was edited.
-export function withBase64(view: JsonObject, m: OmniMessage): JsonObject {
-  const prefix = "/payload/fidelity/";
-  for (const h of m.base64Values) {
-    if (!h.path.startsWith(prefix)) continue;
-    const text = Buffer.from(h.data).toString("base64");
-    const parts = h.path.slice(prefix.length).split("/");
-    let node: unknown = view;
-    parts.forEach((raw, i) => {
-      const part = raw.replaceAll("~1", "/").replaceAll("~0", "~");
-      const last = i === parts.length - 1;
-      if (Array.isArray(node)) {
-        if (!/^\d{1,9}$/.test(part)) return void (node = undefined);
-        const index = Number(part);
-        if (last && node[index] === "") node[index] = text;
-        node = node[index];
-      } else if (node !== null && typeof node === "object") {
-        const obj = node as Record<string, unknown>;
-        if (last && Object.hasOwn(obj, part) && obj[part] === "") obj[part] = text;
-        node = Object.hasOwn(obj, part) ? obj[part] : undefined;
-      } else {
-        node = undefined;
+// Puts back each string a .binpb record stores as bytes (base64Values):
+// where the text stood, the string holds a placeholder
+// "\u0000base64:INDEX:CRC" naming its entry, whose text is prefix +
+// base64(data) (the URL-safe alphabet when urlSafe). The placeholder moves
+// with its value under any edit; one that names no entry, or whose CRC-32 is
+// not its entry's (copied from another record), is an error.
+export function withBase64<T>(view: T, m: OmniMessage): T {
+  const mark = "\u0000base64:";
+  const put = (v: unknown): unknown => {
+    if (typeof v === "string") {
+      if (!v.startsWith(mark) || m.base64Values.length === 0) return v;
+      const parts = v.slice(mark.length).split(":");
+      const h = /^(0|[1-9][0-9]*)$/.test(parts[0]) ? m.base64Values[Number(parts[0])] : undefined;
+      if (parts.length !== 2 || h === undefined) {
+        throw new Error(`a base64 placeholder names no entry: ${JSON.stringify(v)}`);
       }
-    });
-  }
-  return view;
+      if ((crc32(h.data) >>> 0).toString(16).padStart(8, "0") !== parts[1]) {
+        throw new Error(`a base64 placeholder's CRC is not its entry's: ${JSON.stringify(v)}`);
+      }
+      const text = Buffer.from(h.data).toString("base64");
+      return h.prefix + (h.urlSafe ? text.replaceAll("+", "-").replaceAll("/", "_") : text);
+    }
+    if (Array.isArray(v)) return v.map(put);
+    if (v !== null && typeof v === "object") {
+      return Object.fromEntries(Object.entries(v).map(([k, item]) => [k, put(item)]));
+    }
+    return v;
+  };
+  return put(view) as T;
 }
 
 function describe(m: OmniMessage): string {

@@ -401,11 +401,33 @@ def _merge(exact: Any, current: Any, level: int) -> Any:
     if struct_view(exact, level) == current:
         return jt.Fragment(jt.dump_value(exact))
     if type(exact) is dict and type(current) is dict:
+        # Keys that differ only in lone surrogates ("k\ud800", "k\udc00",
+        # "k\ufffd") are one key in the Struct, holding the last one's value.
+        # While it still does, each keeps its own text; an edit or removal of
+        # it cannot say which of them it meant, so it is refused, never
+        # applied to one of them with the others dropped.
+        groups: dict[str, list[str]] = {}
+        for key in exact:
+            groups.setdefault(jt.scrub_surrogates(key), []).append(key)
         out: dict[str, Any] = {}
         seen = set()
         for key, item in exact.items():
             viewed = jt.scrub_surrogates(key)
-            if viewed in current and viewed not in seen:
+            group = groups[viewed]
+            if len(group) > 1:
+                if (
+                    viewed not in current
+                    or struct_view(exact[group[-1]], level + 1) != current[viewed]
+                ):
+                    raise ConversionError(
+                        f"the Struct's key {jt.string_text(viewed)} stands for "
+                        f"{len(group)} keys of the exact text "
+                        f"({', '.join(jt.string_text(k) for k in group)}) and was edited "
+                        "or removed: which one the edit meant is unknown"
+                    )
+                seen.add(viewed)
+                out[key] = jt.Fragment(jt.dump_value(item))
+            elif viewed in current and viewed not in seen:
                 seen.add(viewed)
                 out[key] = _merge(item, current[viewed], level + 1)
         for key in sorted(current):

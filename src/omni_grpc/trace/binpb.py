@@ -28,6 +28,7 @@ from typing import BinaryIO
 from google.protobuf.message import DecodeError
 
 from omni_grpc.convert import ConversionError
+from omni_grpc.convert._base64 import PACK_FROM
 from omni_grpc.convert._base64 import pack as pack_base64
 from omni_grpc.convert._base64 import unpack as unpack_base64
 from omni_grpc.trace.records import TraceRecord
@@ -46,6 +47,10 @@ _ZLIB_LEVEL = 6
 # protobuf parser refuses: a reader that does not inflate such a record fails
 # on it, loudly, instead of reading a message with nothing in it.
 MARK = b"\x00"
+# A tool call's arguments from this size on are stored compressed by default:
+# coding agents' edits and file writes run to tens of kilobytes of JSON text,
+# which protobuf alone stores as it is.
+LARGE_ARGUMENTS = 4096
 
 ReadFn = Callable[[int], bytes]
 
@@ -95,16 +100,20 @@ def marked_record(body: bytes) -> bytes:
     return packed if len(packed) < len(body) else body
 
 
-def carries_schemas(msg: OmniMessage) -> bool:
-    """Whether the record holds tool definitions (their JSON Schemas)."""
+def carries_json_text(msg: OmniMessage) -> bool:
+    """Whether the record holds large JSON text, stored compressed by
+    default: tool definitions (their JSON Schemas), or a tool call's
+    arguments of ``LARGE_ARGUMENTS`` bytes or more."""
     arm = msg.WhichOneof("payload")
+    if arm == "tool_call":
+        return len(msg.tool_call.arguments) >= LARGE_ARGUMENTS
     return arm == "tool_list_ready" or (arm == "session_meta" and len(msg.session_meta.tools) > 0)
 
 
 def encode_frame(msg: OmniMessage, *, compress: bool = False, plain: bool = False) -> bytes:
     """One delimited record. Unless ``plain`` (the form readers built from
-    older stubs read whole): long base64 strings of fidelity are stored as
-    bytes (``base64_values``), and a record of tool definitions is stored
+    older stubs read whole): long base64 strings are stored as bytes
+    (``base64_values``), and a record of large JSON text is stored
     compressed in the marked form. ``compress`` stores every large record
     as ``zlib_record`` instead."""
     if not plain:
@@ -112,21 +121,23 @@ def encode_frame(msg: OmniMessage, *, compress: bool = False, plain: bool = Fals
     body = msg.SerializeToString(deterministic=True)
     if compress:
         body = stored_record(body)
-    elif not plain and carries_schemas(msg):
+    elif not plain and carries_json_text(msg):
         body = marked_record(body)
     return encode_varint(len(body)) + body
 
 
-def _rewrite_large_frames(block: bytes, rewrite: Callable[[bytes], bytes]) -> bytes:
+def _rewrite_large_frames(
+    block: bytes, rewrite: Callable[[bytes], bytes], least: int = COMPRESS_FROM
+) -> bytes:
     """Finished frames (the native batch converter's) with each record of at
-    least ``COMPRESS_FROM`` bytes passed through ``rewrite``, which hands back
-    the body itself when it keeps it; ``block`` itself when none changes."""
+    least ``least`` bytes passed through ``rewrite``, which hands back the
+    body itself when it keeps it; ``block`` itself when none changes."""
     parts: list[bytes] = []
     done = pos = 0
     while pos < len(block):
         length, start = _parse_length(block, pos, 0, pos)
         end = start + length
-        if length >= COMPRESS_FROM:
+        if length >= least:
             body = block[start:end]
             stored = rewrite(body)
             if stored is not body:
@@ -139,14 +150,65 @@ def _rewrite_large_frames(block: bytes, rewrite: Callable[[bytes], bytes]) -> by
     return b"".join(parts)
 
 
-def _marked_if_schemas(body: bytes) -> bytes:
-    return marked_record(body) if carries_schemas(OmniMessage.FromString(body)) else body
+def _payload_field(body: bytes) -> int:
+    """The field number of a record's payload arm (0 if none), read from its
+    first tags: a deterministic record holds timestamp (1) and origin (3)
+    before it."""
+    pos = 0
+    while pos < len(body):
+        tag, pos = _varint(body, pos)
+        number = tag >> 3
+        if number not in (1, 3) or tag & 7 != 2:
+            return number
+        length, pos = _varint(body, pos)
+        pos += length
+    return 0
 
 
-def mark_schema_frames(block: bytes) -> bytes:
-    """Finished frames with each large record of tool definitions stored as
-    :func:`marked_record` stores it; ``block`` itself when none changes."""
-    return _rewrite_large_frames(block, _marked_if_schemas)
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while pos < len(buf):
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80 or shift > 63:
+            break
+    return value, pos
+
+
+# Payload arms a record the native converter wrote may need the default
+# form's rewriting in: base64 in typed fields, or large JSON text.
+_REWRITTEN_ARMS = frozenset(
+    OmniMessage.DESCRIPTOR.fields_by_name[arm].number
+    for arm in (
+        *("session_meta", "image_url", "inline_data", "inline_thinking", "tool_call"),
+        *("tool_call_output", "tool_list_ready"),
+    )
+)
+
+
+def _default_form(body: bytes, compress: bool) -> bytes:
+    if _payload_field(body) not in _REWRITTEN_ARMS:
+        return stored_record(body) if compress else body
+    msg = OmniMessage.FromString(body)
+    packed = pack_base64(msg)
+    if packed is not msg:
+        body = packed.SerializeToString(deterministic=True)
+    if compress:
+        return stored_record(body)
+    if carries_json_text(packed):
+        return marked_record(body)
+    return body
+
+
+def default_form_frames(block: bytes, *, compress: bool = False) -> bytes:
+    """Finished frames (the native converter's, which stores everything as
+    text) as :func:`encode_frame` writes them when not ``plain``: long
+    base64 stored as bytes, then records of large JSON text compressed in
+    the marked form, or every large record as ``zlib_record`` with
+    ``compress``; ``block`` itself when none changes."""
+    return _rewrite_large_frames(block, lambda body: _default_form(body, compress), PACK_FROM)
 
 
 def compress_frames(block: bytes) -> bytes:

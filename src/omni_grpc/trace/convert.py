@@ -22,8 +22,8 @@ from omni_grpc.trace.binpb import (
     FrameReader,
     compress_frames,
     decode_frame,
+    default_form_frames,
     encode_frame,
-    mark_schema_frames,
     unwritable,
 )
 from omni_grpc.trace.jsonl import LineParser
@@ -80,10 +80,10 @@ def jsonl_to_binpb(
                     frames, stop, records = NATIVE.jsonl_to_binpb(data, pos, max_line_bytes)
                     if records:
                         lines.accepted()
-                        if compress:
+                        if not plain:
+                            frames = default_form_frames(frames, compress=compress)
+                        elif compress:
                             frames = compress_frames(frames)
-                        elif not plain:
-                            frames = mark_schema_frames(frames)
                         write(frames)
                         count += records
                     if stop > pos:

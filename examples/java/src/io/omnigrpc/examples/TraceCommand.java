@@ -22,6 +22,7 @@ import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Base64;
+import java.util.zip.CRC32;
 import java.util.List;
 import java.util.Locale;
 import java.util.zip.InflaterInputStream;
@@ -116,46 +117,44 @@ final class TraceCommand {
   }
 
   /**
-   * Puts back each fidelity string a .binpb record stores as bytes (base64_values): at its path
-   * the Struct holds "", and the text is the standard base64 of the bytes. A value that is no
-   * longer "" was edited and stays.
+   * Puts back each string a .binpb record stores as bytes (base64_values): where the text stood,
+   * the string holds a placeholder "\u0000base64:INDEX:CRC" naming its entry, whose text is
+   * prefix + base64(data) (the URL-safe alphabet when url_safe). The placeholder moves with its
+   * value under any edit; one that names no entry, or whose CRC-32 is not its entry's (copied
+   * from another record), is an error.
    */
-  static JsonElement withBase64(JsonElement view, List<Base64Value> hints) {
-    String prefix = "/payload/fidelity/";
-    for (Base64Value h : hints) {
-      if (!h.getPath().startsWith(prefix)) {
-        continue;
+  static JsonElement withBase64(JsonElement view, List<Base64Value> hints) throws IOException {
+    String mark = "\u0000base64:";
+    if (view.isJsonPrimitive() && view.getAsJsonPrimitive().isString()) {
+      String s = view.getAsString();
+      if (!s.startsWith(mark) || hints.isEmpty()) {
+        return view;
       }
-      String text = Base64.getEncoder().encodeToString(h.getData().toByteArray());
-      String[] parts = h.getPath().substring(prefix.length()).split("/", -1);
-      JsonElement node = view;
-      for (int i = 0; i < parts.length && node != null; i++) {
-        String part = parts[i].replace("~1", "/").replace("~0", "~");
-        boolean last = i == parts.length - 1;
-        JsonElement child = null;
-        if (node.isJsonObject()) {
-          child = node.getAsJsonObject().get(part);
-          if (last && isEmptyString(child)) {
-            node.getAsJsonObject().addProperty(part, text);
-          }
-        } else if (node.isJsonArray() && part.matches("\\d{1,9}")) {
-          JsonArray items = node.getAsJsonArray();
-          int index = Integer.parseInt(part);
-          if (index < items.size()) {
-            child = items.get(index);
-            if (last && isEmptyString(child)) {
-              items.set(index, new JsonPrimitive(text));
-            }
-          }
-        }
-        node = child;
+      String[] parts = s.substring(mark.length()).split(":", -1);
+      if (parts.length != 2 || !parts[0].matches("0|[1-9][0-9]{0,8}")
+          || Integer.parseInt(parts[0]) >= hints.size()) {
+        throw new IOException("a base64 placeholder names no entry: " + GSON.toJson(s));
+      }
+      Base64Value h = hints.get(Integer.parseInt(parts[0]));
+      CRC32 crc = new CRC32();
+      crc.update(h.getData().toByteArray());
+      if (!String.format("%08x", crc.getValue()).equals(parts[1])) {
+        throw new IOException("a base64 placeholder's CRC is not its entry's: " + GSON.toJson(s));
+      }
+      Base64.Encoder enc = h.getUrlSafe() ? Base64.getUrlEncoder() : Base64.getEncoder();
+      return new JsonPrimitive(h.getPrefix() + enc.encodeToString(h.getData().toByteArray()));
+    }
+    if (view.isJsonObject()) {
+      for (var e : view.getAsJsonObject().entrySet()) {
+        e.setValue(withBase64(e.getValue(), hints));
+      }
+    } else if (view.isJsonArray()) {
+      JsonArray items = view.getAsJsonArray();
+      for (int i = 0; i < items.size(); i++) {
+        items.set(i, withBase64(items.get(i), hints));
       }
     }
     return view;
-  }
-
-  private static boolean isEmptyString(JsonElement e) {
-    return e != null && e.isJsonPrimitive() && e.getAsJsonPrimitive().isString() && e.getAsString().isEmpty();
   }
 
   /** Parses every delimited OmniMessage on in and writes it back, re-serialized from the typed message. */

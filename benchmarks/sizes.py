@@ -32,6 +32,7 @@ does (every large record ``zlib_record``) and, for comparison, the JSONL
 gzipped whole (level 6), which no reader can stream record by record.
 
 Usage: python benchmarks/sizes.py [--schema-lines 5] [--tools 900] [--turns 40] [--seed 1]
+       [--sizes-only]
 Traces are generated deterministically from --seed; sizes are exact, times
 are the best of 3.
 """
@@ -364,6 +365,7 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=900)
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--sizes-only", action="store_true", help="skip the timings")
     args = parser.parse_args()
 
     corpus = corpus_lines()
@@ -386,8 +388,9 @@ def main() -> None:
             f"{binpb / jsonl:.3f} of the JSONL (--plain {plain / jsonl:.3f}, "
             f"--compress {packed / jsonl:.3f}, JSONL gzipped whole {_gzipped(lines) / jsonl:.3f})"
         )
-        print(f"  {'':17} {_times(lines)}")
-        print(f"  {'':17} {_convert_times(lines)}")
+        if not args.sizes_only:
+            print(f"  {'':17} {_times(lines)}")
+            print(f"  {'':17} {_convert_times(lines)}")
 
     heavy = schema_heavy_lines(args.schema_lines, args.tools, args.seed)
     lines = [*corpus[:20], *heavy, *corpus[20:40]]
@@ -400,6 +403,8 @@ def main() -> None:
         f"(--plain {plain / jsonl:.2f})"
     )
 
+    if args.sizes_only:
+        return
     messages = [parse_message(line) for line in heavy]
     floor = best_seconds(lambda: [orjson.dumps(orjson.loads(line)) for line in heavy], 3)
     parse = best_seconds(lambda: [parse_message(line) for line in heavy], 3)

@@ -184,8 +184,8 @@ def _packable(msg: OmniMessage) -> bool:
 def pack(msg: OmniMessage) -> OmniMessage:
     """``msg`` with each long base64 string stored as bytes; ``msg`` itself
     when there is none (never changed in place)."""
-    if not _packable(msg) or msg.base64_values:
-        return msg
+    if not _packable(msg) or msg.base64_values or msg.ByteSize() < PACK_FROM:
+        return msg  # (a record that small holds no string of PACK_FROM characters)
     taken = {raw.path for raw in msg.raw_values}
     wanted = False
     for path, text, _ in _slots(msg):

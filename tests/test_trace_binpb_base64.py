@@ -7,6 +7,7 @@ that move values: tests/test_trace_binpb_edits.py."""
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import subprocess
 import sys
@@ -17,9 +18,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from omni_grpc.convert import parse_message, serialize_message
-from omni_grpc.convert._base64 import PACK_FROM, canonical_bytes, pack, placeholder, unpack
-from omni_grpc.convert._jsontext import dump_value
+from omni_grpc.convert import ConversionError, parse_message, serialize_message
+from omni_grpc.convert._base64 import (
+    ELIDED,
+    PACK_FROM,
+    canonical_bytes,
+    pack,
+    placeholder,
+    unpack,
+)
+from omni_grpc.convert._jsontext import dump_value, loads
 from omni_grpc.trace import read_binpb, write_binpb
 from omni_grpc.trace.binpb import MARK
 from omni_grpc.trace.convert import binpb_to_jsonl, jsonl_to_binpb
@@ -222,14 +230,39 @@ def test_a_placeholder_a_go_program_writes_takes_its_text() -> None:
     assert b'"list":["data:,-_8=","x"]' in serialize_message(msg)
 
 
-def test_no_packing_where_the_exact_text_is_kept() -> None:
-    """A fidelity kept as fidelity_json (a key with a lone surrogate) is
-    written from that text; a "" in its Struct would read as an edit."""
-    line = reasoning_line({"\ud800": 1, "encrypted_content": SECRET})
+@pytest.mark.parametrize(
+    "fidelity",
+    [
+        {"\ud800": 1, "encrypted_content": SECRET},  # a key with a lone surrogate
+        {"deep": functools.reduce(lambda inner, _: [inner], range(20), 1), "id": SECRET},
+    ],
+    ids=["surrogate-key", "below-the-view"],
+)
+def test_a_fidelity_kept_as_its_exact_text_is_stored_once(fidelity: dict[str, object]) -> None:
+    """Issue 45: a fidelity kept as fidelity_json (a key with a lone
+    surrogate, nesting below the view) was stored twice, its Struct view
+    beside the text (up to 1.97x the line). The default form leaves the view
+    out for a marker and builds it again as it reads; a program that sets a
+    key beside the marker edits that key, and a marker without the text is
+    refused."""
+    line = reasoning_line(fidelity)
     msg = parse_message(line)
     assert msg.thinking.fidelity_json
-    assert pack(msg) is msg
+    (body,) = frames(to_binpb([line]))
+    assert len(body) < len(line)  # once: it was len(msg.SerializeToString()), nearly twice
+    assert len(msg.SerializeToString()) > 1.5 * len(line)
+    stored = OmniMessage.FromString(body)
+    assert list(stored.thinking.fidelity) == [ELIDED]
     assert back(to_binpb([line])) == [line]
+    assert serialize_message(stored) == line  # a relay that never unpacked
+    stored.thinking.fidelity["id"] = "edited"
+    assert loads(serialize_message(stored))["payload"]["fidelity"] == {
+        **loads(line)["payload"]["fidelity"],
+        "id": "edited",
+    }
+    stored.thinking.fidelity_json = ""
+    with pytest.raises(ConversionError, match="left out for fidelity_json, which is empty"):
+        serialize_message(stored)
 
 
 def test_cli_plain_keeps_base64_as_text(tmp_path: Path) -> None:

@@ -23,6 +23,14 @@ from another record), is refused, never guessed. The writer stores nothing
 as bytes in a record where a string of those places already starts like a
 placeholder, so a placeholder is never a value.
 
+The same steps keep a fidelity that needs ``fidelity_json`` (a key with a
+lone surrogate, nesting below the view) from being stored twice: its
+``Struct`` view, which repeats every value of that text, is replaced by the
+one key ``ELIDED`` (``"\x00fidelity_json": true``), and the reader builds
+the view from the text again, then applies any key a stub program set
+beside the marker (the text is what docs/lossless.md tells other languages
+to read when it is set). A marker without the text is refused.
+
 :func:`pack` is the writer's step (``.binpb`` only: the gRPC API carries the
 text), :func:`unpack` the reader's; ``serialize_message`` unpacks a copy, so a
 record a Go or Java relay passed on unread still writes its text.
@@ -37,7 +45,9 @@ from collections.abc import Callable, Iterator
 
 from google.protobuf import struct_pb2
 
+from omni_grpc.convert import _jsontext as jt
 from omni_grpc.convert._errors import ConversionError
+from omni_grpc.convert._fields import ELIDED, struct_to_python, struct_view
 from omni_grpc.convert._shape import child
 from omni_grpc_proto.omni.v1.omni_pb2 import Base64Value, OmniMessage
 
@@ -181,9 +191,80 @@ def _packable(msg: OmniMessage) -> bool:
     return payload.HasField("fidelity") and not payload.fidelity_json
 
 
+def _exact_text(msg: OmniMessage) -> str:
+    arm = msg.WhichOneof("payload")
+    if arm not in FIDELITY_ARMS:
+        return ""
+    text: str = getattr(msg, arm).fidelity_json
+    return text
+
+
+def _elide_view(msg: OmniMessage) -> OmniMessage:
+    """``msg`` with the fidelity Struct that repeats its ``fidelity_json``
+    replaced by the marker; ``msg`` itself when the two disagree (an edit,
+    which the Struct must keep) or it holds no Struct."""
+    arm = msg.WhichOneof("payload")
+    assert arm is not None
+    payload = getattr(msg, arm)
+    if not payload.HasField("fidelity") or ELIDED in payload.fidelity.fields:
+        return msg
+    try:
+        view = struct_view(jt.loads(jt.canonical(payload.fidelity_json)))
+    except ConversionError:
+        return msg  # not one JSON value: the reader names it, as it would
+    if type(view) is not dict or view != struct_to_python(payload.fidelity):
+        return msg
+    out = OmniMessage()
+    out.CopyFrom(msg)
+    fidelity = getattr(out, arm).fidelity
+    fidelity.Clear()
+    fidelity[ELIDED] = True
+    return out
+
+
+def _restore_view(msg: OmniMessage) -> None:
+    """Builds the elided view again from ``fidelity_json``, in place, with
+    the keys a program set beside the marker applied over it."""
+    arm = msg.WhichOneof("payload")
+    assert arm is not None
+    payload = getattr(msg, arm)
+    fidelity = payload.fidelity
+    if not payload.fidelity_json:
+        raise ConversionError(
+            "fidelity's Struct was left out for fidelity_json, which is empty",
+            path="/payload/fidelity",
+        )
+    try:
+        view = struct_view(jt.loads(jt.canonical(payload.fidelity_json)))
+    except ConversionError as exc:
+        raise ConversionError(f"fidelity_json: {exc.reason}", path="/payload/fidelity") from None
+    if type(view) is not dict:
+        raise ConversionError("fidelity_json is not a JSON object", path="/payload/fidelity")
+    edits = struct_pb2.Struct()
+    edits.CopyFrom(fidelity)
+    del edits[ELIDED]
+    fidelity.Clear()
+    fidelity.update(view)
+    for key, value in edits.fields.items():
+        fidelity.fields[key].CopyFrom(value)
+
+
+def _elided(msg: OmniMessage) -> bool:
+    """Whether the fidelity Struct holds the marker (with or without the
+    text: a marker alone is refused, never written as a key)."""
+    arm = msg.WhichOneof("payload")
+    if arm not in FIDELITY_ARMS:
+        return False
+    payload = getattr(msg, arm)
+    return payload.HasField("fidelity") and ELIDED in payload.fidelity.fields
+
+
 def pack(msg: OmniMessage) -> OmniMessage:
-    """``msg`` with each long base64 string stored as bytes; ``msg`` itself
-    when there is none (never changed in place)."""
+    """``msg`` with each long base64 string stored as bytes and a view that
+    repeats ``fidelity_json`` left out; ``msg`` itself when there is none
+    (never changed in place)."""
+    if _exact_text(msg):
+        return _elide_view(msg)
     if not _packable(msg) or msg.base64_values or msg.ByteSize() < PACK_FROM:
         return msg  # (a record that small holds no string of PACK_FROM characters)
     taken = {raw.path for raw in msg.raw_values}
@@ -210,9 +291,15 @@ def pack(msg: OmniMessage) -> OmniMessage:
 
 def unpack(msg: OmniMessage) -> OmniMessage:
     """``msg`` with the text put back wherever a placeholder stands and the
-    ``base64_values`` dropped; ``msg`` itself when it has none. An entry no
+    ``base64_values`` dropped, and an elided view built again; ``msg``
+    itself when it has none of them. An entry no
     placeholder names any more was deleted by an edit, and goes with it."""
     if not msg.base64_values:
+        if _elided(msg):
+            out = OmniMessage()
+            out.CopyFrom(msg)
+            _restore_view(out)
+            return out
         return msg
     for n, hint in enumerate(msg.base64_values):
         if hint.path:
@@ -225,6 +312,8 @@ def unpack(msg: OmniMessage) -> OmniMessage:
     out.CopyFrom(msg)
     hints = list(out.base64_values)
     del out.base64_values[:]
+    if _elided(out):
+        _restore_view(out)
     texts: dict[int, str] = {}
     for path, text, put in list(_slots(out)):
         if not text.startswith(MARK):

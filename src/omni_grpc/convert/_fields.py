@@ -31,6 +31,10 @@ _INT32_MAX = 2**31 - 1
 # level 1). Each JSON level costs three protobuf levels inside a Struct, and
 # upb and Java stop decoding at 100; 16 keeps any message well inside that.
 VIEW_DEPTH = 16
+# The one key of a fidelity Struct whose view a .binpb record leaves out for
+# fidelity_json (convert/_base64.py). A fidelity that really has a key of
+# that name is kept in fidelity_json too, so the marker never stands alone.
+ELIDED = "\x00fidelity_json"
 
 
 def type_name(value: Any) -> str:
@@ -450,6 +454,8 @@ def exact_hints(
     with a lone surrogate. None when hints cannot say it (a key with a lone
     surrogate, which the view's keys cannot hold apart; nesting below the
     view): then the whole exact text is kept in ``<name>_json``."""
+    if ELIDED in value:
+        return None  # a real key of the marker's name: the text says it, never the marker
     orders: list[tuple[str, list[str]]] = []
     raws: list[tuple[str, Any]] = []
     stack: list[tuple[Any, str, int]] = [(value, path, 1)]
@@ -535,7 +541,7 @@ class Fidelity(Field):
         target = getattr(msg, self.name)
         target.SetInParent()  # {} is a value too
         target.update(viewed)
-        if exact != plain:
+        if exact != plain or ELIDED in value:
             hints = exact_hints(value, path)
             if hints is None:
                 setattr(msg, self.json_name, exact)
@@ -688,6 +694,7 @@ class Nested(Field):
 
 
 __all__ = [
+    "ELIDED",
     "MISSING",
     "VIEW_DEPTH",
     "Enum",

@@ -81,6 +81,26 @@ export function withBase64<T>(view: T, m: OmniMessage): T {
   return put(view) as T;
 }
 
+// A default .binpb record stores a fidelity_json once: its Struct holds only
+// this key (true) in place of the view that repeated the text.
+const ELIDED = "\u0000fidelity_json";
+
+// The Struct view built from fidelity_json (values nested deeper than the
+// view's 16 levels read as null, as in the Struct), with the keys a program
+// set beside the marker over it.
+function fromExactText(text: string, beside: JsonObject): JsonObject {
+  if (text === "") throw new Error("fidelity's Struct was left out for fidelity_json, which is empty");
+  const cut = (v: unknown, level: number): unknown => {
+    if (v === null || typeof v !== "object") return v;
+    if (level > 16) return null;
+    if (Array.isArray(v)) return v.map((item) => cut(item, level + 1));
+    return Object.fromEntries(Object.entries(v).map(([k, item]) => [k, cut(item, level + 1)]));
+  };
+  const view = cut(JSON.parse(text), 1) as JsonObject;
+  for (const [key, value] of Object.entries(beside)) if (key !== ELIDED) view[key] = value;
+  return view;
+}
+
 function describe(m: OmniMessage): string {
   const p = m.payload;
   if (p.case === undefined) throw new Error(`message ${m.timestamp} has no payload`);
@@ -106,6 +126,9 @@ function describe(m: OmniMessage): string {
       break;
   }
   // protobuf-es v2 gives google.protobuf.Struct as a plain JsonObject.
+  if (fidelity !== undefined && Object.hasOwn(fidelity, ELIDED)) {
+    fidelity = fromExactText((p.value as { fidelityJson: string }).fidelityJson, fidelity);
+  }
   if (fidelity !== undefined) parts.push(`fidelity=${JSON.stringify(withBase64(fidelity, m))}`);
   return parts.join(" ");
 }

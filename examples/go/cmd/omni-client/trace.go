@@ -70,7 +70,14 @@ func describe(msg *omniv1.OmniMessage) (string, error) {
 	}
 	if fidelity != nil {
 		// AsMap gives plain Go values; encoding/json sorts the keys.
-		view, err := withBase64(fidelity.AsMap(), msg.GetBase64Values())
+		var view any = fidelity.AsMap()
+		if _, elided := fidelity.GetFields()[elidedKey]; elided {
+			var err error
+			if view, err = fromExactText(msg, fidelity.AsMap()); err != nil {
+				return "", err
+			}
+		}
+		view, err := withBase64(view, msg.GetBase64Values())
 		if err != nil {
 			return "", err
 		}
@@ -81,6 +88,65 @@ func describe(msg *omniv1.OmniMessage) (string, error) {
 		parts = append(parts, "fidelity="+string(b))
 	}
 	return strings.Join(parts, " "), nil
+}
+
+// A default .binpb record stores a fidelity_json once: its Struct holds only
+// this key (true) in place of the view that repeated the text.
+const elidedKey = "\x00fidelity_json"
+
+// fromExactText builds the Struct view from fidelity_json (values nested
+// deeper than the view's 16 levels read as null, as in the Struct), with the
+// keys a program set beside the marker over it.
+func fromExactText(msg *omniv1.OmniMessage, beside map[string]any) (map[string]any, error) {
+	var text string
+	switch p := msg.GetPayload().(type) {
+	case *omniv1.OmniMessage_Text:
+		text = p.Text.GetFidelityJson()
+	case *omniv1.OmniMessage_Thinking:
+		text = p.Thinking.GetFidelityJson()
+	case *omniv1.OmniMessage_ToolCall:
+		text = p.ToolCall.GetFidelityJson()
+	case *omniv1.OmniMessage_InlineData:
+		text = p.InlineData.GetFidelityJson()
+	case *omniv1.OmniMessage_InlineThinking:
+		text = p.InlineThinking.GetFidelityJson()
+	}
+	if text == "" {
+		return nil, fmt.Errorf("fidelity's Struct was left out for fidelity_json, which is empty")
+	}
+	var view map[string]any
+	if err := json.Unmarshal([]byte(text), &view); err != nil {
+		return nil, fmt.Errorf("fidelity_json: %w", err)
+	}
+	for key, value := range view {
+		view[key] = cut(value, 2)
+	}
+	for key, value := range beside {
+		if key != elidedKey {
+			view[key] = value
+		}
+	}
+	return view, nil
+}
+
+func cut(v any, level int) any {
+	switch x := v.(type) {
+	case map[string]any:
+		if level > 16 {
+			return nil
+		}
+		for key, item := range x {
+			x[key] = cut(item, level+1)
+		}
+	case []any:
+		if level > 16 {
+			return nil
+		}
+		for i, item := range x {
+			x[i] = cut(item, level+1)
+		}
+	}
+	return v
 }
 
 func quote(s string) string {

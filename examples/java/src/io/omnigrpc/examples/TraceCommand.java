@@ -4,6 +4,8 @@ import com.google.gson.Gson;
 import com.google.gson.GsonBuilder;
 import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
+import com.google.gson.JsonNull;
+import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 import com.google.gson.JsonPrimitive;
 import com.google.protobuf.CodedInputStream;
@@ -111,9 +113,60 @@ final class TraceCommand {
     }
     if (fidelity != null) {
       JsonElement view = JsonParser.parseString(JSON.print(fidelity));
+      if (fidelity.containsFields(ELIDED)) {
+        view = fromExactText(m, view.getAsJsonObject());
+      }
       line.append(" fidelity=").append(VIEW.toJson(withBase64(view, m.getBase64ValuesList())));
     }
     return line.toString();
+  }
+
+  /** A default .binpb record stores a fidelity_json once: its Struct holds only this key (true). */
+  static final String ELIDED = "\u0000fidelity_json";
+
+  /**
+   * Builds the Struct view from fidelity_json (values nested deeper than the view's 16 levels read
+   * as null, as in the Struct), with the keys a program set beside the marker over it.
+   */
+  static JsonElement fromExactText(OmniMessage m, JsonObject beside) throws IOException {
+    String text =
+        switch (m.getPayloadCase()) {
+          case TEXT -> m.getText().getFidelityJson();
+          case THINKING -> m.getThinking().getFidelityJson();
+          case TOOL_CALL -> m.getToolCall().getFidelityJson();
+          case INLINE_DATA -> m.getInlineData().getFidelityJson();
+          case INLINE_THINKING -> m.getInlineThinking().getFidelityJson();
+          default -> "";
+        };
+    if (text.isEmpty()) {
+      throw new IOException("fidelity's Struct was left out for fidelity_json, which is empty");
+    }
+    JsonObject view = cut(JsonParser.parseString(text), 1).getAsJsonObject();
+    for (var e : beside.entrySet()) {
+      if (!e.getKey().equals(ELIDED)) {
+        view.add(e.getKey(), e.getValue());
+      }
+    }
+    return view;
+  }
+
+  private static JsonElement cut(JsonElement v, int level) {
+    if (v.isJsonObject() || v.isJsonArray()) {
+      if (level > 16) {
+        return JsonNull.INSTANCE;
+      }
+      if (v.isJsonObject()) {
+        for (var e : v.getAsJsonObject().entrySet()) {
+          e.setValue(cut(e.getValue(), level + 1));
+        }
+      } else {
+        JsonArray items = v.getAsJsonArray();
+        for (int i = 0; i < items.size(); i++) {
+          items.set(i, cut(items.get(i), level + 1));
+        }
+      }
+    }
+    return v;
   }
 
   /**

@@ -352,13 +352,13 @@ def decode_frame(body: bytes, frames: FrameReader) -> OmniMessage:
             ) from exc
         if msg.zlib_record:
             raise FrameError(frames.record, frames.offset, "a compressed record inside another one")
-        return unpack_base64(msg)
+        return _unpacked(msg, frames)
     try:
         msg = OmniMessage.FromString(body)
     except DecodeError as exc:
         raise FrameError(frames.record, frames.offset, f"not a valid OmniMessage ({exc})") from exc
     if not msg.zlib_record:
-        return unpack_base64(msg)
+        return _unpacked(msg, frames)
     if len(msg.ListFields()) != 1:
         raise FrameError(
             frames.record, frames.offset, "a compressed record (zlib_record) holds other fields too"
@@ -372,7 +372,15 @@ def decode_frame(body: bytes, frames: FrameReader) -> OmniMessage:
         ) from exc
     if msg.zlib_record:
         raise FrameError(frames.record, frames.offset, "a compressed record inside another one")
-    return unpack_base64(msg)
+    return _unpacked(msg, frames)
+
+
+def _unpacked(msg: OmniMessage, frames: FrameReader) -> OmniMessage:
+    """The record with its stored values put back; an error names it."""
+    try:
+        return unpack_base64(msg)
+    except ConversionError as exc:
+        raise unwritable(frames.record, exc) from None
 
 
 def _inflate(packed: bytes, frames: FrameReader, what: str) -> bytes:

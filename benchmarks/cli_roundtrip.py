@@ -8,7 +8,13 @@ Costs are CPU seconds of the child processes (user + system), best of
 load hits both alike. ``OMNI_GRPC_NATIVE=0`` in the environment measures the
 pure-Python codec.
 
-Usage: python benchmarks/cli_roundtrip.py [--lines 200000] [--repeat 3]
+With ``--before DIR`` (a checkout of another revision, e.g. made with
+``git archive main src generated/python | tar -x -C DIR`` plus a built
+``_codec`` extension), that revision's CLI is measured in the same rounds,
+``PYTHONPATH=DIR/src:DIR/generated/python``; ``--plain`` is measured beside
+the default form.
+
+Usage: python benchmarks/cli_roundtrip.py [--lines 200000] [--repeat 3] [--before DIR]
 """
 
 from __future__ import annotations
@@ -31,9 +37,9 @@ FLOOR = (
 )
 
 
-def child_cpu(argv: list[str]) -> float:
+def child_cpu(argv: list[str], env: dict[str, str] | None = None) -> float:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(argv, check=True)
+    subprocess.run(argv, check=True, env=env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
@@ -42,28 +48,44 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--before", help="another revision's tree, measured alike")
     args = parser.parse_args()
     base = corpus_lines()
     lines = (base * (args.lines // len(base) + 1))[: args.lines]
     cli = [sys.executable, "-c", "import sys; from omni_grpc.cli import main; sys.exit(main())"]
+    envs: dict[str, dict[str, str] | None] = {"this revision": None}
+    if args.before:
+        tree = Path(args.before).resolve()
+        path = f"{tree / 'src'}:{tree / 'generated' / 'python'}"
+        envs["before (--before)"] = {**os.environ, "PYTHONPATH": path}
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp, "in.jsonl")
         source.write_bytes(b"\n".join(lines) + b"\n")
         binpb, back, floor_out = Path(tmp, "t.binpb"), Path(tmp, "back.jsonl"), Path(tmp, "f.jsonl")
-        floors, ours = [], []
+        costs: dict[str, list[tuple[float, float]]] = {}
+        floors = []
         for _ in range(args.repeat):
             floors.append(child_cpu([sys.executable, "-c", FLOOR, str(source), str(floor_out)]))
-            ours.append(
-                child_cpu([*cli, "convert", str(source), str(binpb)])
-                + child_cpu([*cli, "convert", str(binpb), str(back)])
-            )
-            if back.read_bytes() != source.read_bytes():
-                raise SystemExit("round trip changed the bytes")
-        floor, cost = min(floors), min(ours)
+            for name, env in envs.items():
+                for flags in ([], ["--plain"]):
+                    there = child_cpu([*cli, "convert", *flags, str(source), str(binpb)], env)
+                    again = child_cpu([*cli, "convert", str(binpb), str(back)], env)
+                    costs.setdefault(f"{name}{' --plain' if flags else ''}", []).append(
+                        (there, again)
+                    )
+                    if back.read_bytes() != source.read_bytes():
+                        raise SystemExit("round trip changed the bytes")
+        floor = min(floors)
     native = os.environ.get("OMNI_GRPC_NATIVE", "auto")
     print(f"{len(lines)} lines, best of {args.repeat} (OMNI_GRPC_NATIVE={native})")
-    print(f"floor (orjson loads+dumps process)  {floor:7.2f} s CPU")
-    print(f"omni-grpc convert, both directions   {cost:7.2f} s CPU  {cost / floor:5.2f}x floor")
+    print(f"floor (orjson loads+dumps process)     {floor:7.2f} s CPU")
+    for name, runs in costs.items():
+        there, again = min(runs, key=sum)
+        cost = there + again
+        print(
+            f"{name:38} {cost:7.2f} s CPU  {cost / floor:5.2f}x floor"
+            f"  (to .binpb {there:.2f}, back {again:.2f})"
+        )
 
 
 if __name__ == "__main__":

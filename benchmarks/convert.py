@@ -8,7 +8,9 @@ replicated to N messages, beside two baselines measured in the same run:
 Usage: python benchmarks/convert.py [--messages 100000] [--repeat 3]
 Reports messages/s (best of --repeat interleaved rounds, on thread CPU time)
 and the ratio to the floor, then the round trip of the Struct/schema-heavy
-``tool_list_ready`` lines on their own.
+``tool_list_ready`` lines on their own, and of provider-shaped lines
+(``benchmarks/sizes.py``'s styles: reasoning tokens, signatures, images as
+data URLs and inline data, 5-60 KB tool arguments).
 ``OMNI_GRPC_NATIVE=0`` measures the pure-Python codec.
 """
 
@@ -21,6 +23,7 @@ import statistics
 import orjson
 from _common import corpus_lines, interleaved_rates  # benchmarks/_common.py, beside this file
 from google.protobuf import json_format
+from sizes import STYLES, style_lines  # benchmarks/sizes.py, beside this file
 
 from omni_grpc.convert import parse_message, serialize_message
 from omni_grpc_proto.omni.v1 import omni_pb2
@@ -90,6 +93,18 @@ def main() -> None:
             f"{'tool_list_ready alone, round trip':34} {rate:12,.0f} {floor_rate / rate:8.1f}"
             f"  ({len(lines)} lines)"
         )
+
+    provider = [
+        line for style in STYLES if style != "schema-heavy" for line in style_lines(style, 10, 1)
+    ]
+    lines = (provider * (args.messages // 20 // len(provider) + 1))[: args.messages // 20]
+    rates = interleaved_rates({"floor": floor, "ours": ours}, args.repeat)
+    floor_rate, rate = rates["floor"], rates["ours"]
+    size = statistics.mean(len(line) for line in lines)
+    print(
+        f"{'provider-shaped, round trip':34} {rate:12,.0f} {floor_rate / rate:8.1f}"
+        f"  ({len(lines)} lines, mean {size:,.0f} bytes)"
+    )
 
 
 if __name__ == "__main__":

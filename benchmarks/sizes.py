@@ -8,11 +8,20 @@ Provider styles (``style_lines``), each a session of tool-using turns as the
 reference builders write them:
 
 * ``openai``: Responses-API turns: a reasoning item (``thinking`` ``""``,
-  fidelity ``{"id","encrypted_content"}``, keys not sorted), text with
-  fidelity ``{"id","phase"}``, tool calls with ``{"id"}``, outputs, usage;
+  fidelity ``{"id","encrypted_content"}``, keys not sorted, the content a
+  Fernet token as OpenAI sends it: URL-safe base64 of version, time, IV,
+  ciphertext and HMAC, 1-6 KB), text with fidelity ``{"id","phase"}``, tool
+  calls with ``{"id"}``, outputs, usage;
 * ``openai-reasoning``: the reasoning lines alone;
 * ``anthropic``: thinking text with fidelity ``{"signature"}``, text, tool
   calls and outputs, usage;
+* ``gemini``: thinking, text and tool calls with fidelity
+  ``{"thoughtSignature"}`` (standard base64), and an ``inline_data`` image
+  (base64 ``data``) every few turns;
+* ``images``: each turn a user image as a data URL (``image_url``) and a
+  tool output with a screenshot (``images``), 8-60 KB each;
+* ``tool-args``: tool calls whose arguments are 5-60 KB of JSON text (a
+  file written whole: code with quotes, newlines and indentation);
 * ``schema-heavy``: a session whose tool list carries large JSON Schemas.
 
 Each ``.binpb`` is written as ``omni-grpc convert`` writes it by default
@@ -23,6 +32,7 @@ does (every large record ``zlib_record``) and, for comparison, the JSONL
 gzipped whole (level 6), which no reader can stream record by record.
 
 Usage: python benchmarks/sizes.py [--schema-lines 5] [--tools 900] [--turns 40] [--seed 1]
+       [--sizes-only]
 Traces are generated deterministically from --seed; sizes are exact, times
 are the best of 3.
 """
@@ -30,6 +40,7 @@ are the best of 3.
 from __future__ import annotations
 
 import argparse
+import base64
 import gzip
 import io
 import random
@@ -138,17 +149,54 @@ def _event(clock: _Clock, payload: dict[str, Any]) -> bytes:
     return _envelope(clock, "event_msg", payload)
 
 
+def _fernet(rng: random.Random, size: int) -> str:
+    """A Fernet token as OpenAI's ``encrypted_content`` holds one: URL-safe
+    base64 (padded) of version 0x80, a timestamp, a 16-byte IV, the
+    ciphertext (whole AES blocks) and a 32-byte HMAC."""
+    blocks = max(1, (size * 3 // 4 - 57) // 16)
+    token = b"\x80" + (1767225600).to_bytes(8, "big") + rng.randbytes(16 + 16 * blocks + 32)
+    return base64.urlsafe_b64encode(token).decode()
+
+
+def _code(rng: random.Random, size: int) -> str:
+    """Source text of about ``size`` characters: indented lines with quotes."""
+    lines: list[str] = []
+    total = 0
+    while total < size:
+        depth = rng.randint(0, 3)
+        words = rng.choices(PROSE, k=rng.randint(2, 9))
+        kind = rng.random()
+        if kind < 0.3:
+            line = f'{words[0]}_{words[1]} = "{" ".join(words[2:])}"'
+        elif kind < 0.5:
+            line = f"def {words[0]}_{words[1]}({', '.join(words[2:4])}):"
+        elif kind < 0.7:
+            line = f"return {words[0]}.get('{words[1]}', {rng.randint(0, 999)})"
+        else:
+            line = "# " + " ".join(words)
+        lines.append("    " * depth + line)
+        total += len(lines[-1]) + 1
+    return "\n".join(lines) + "\n"
+
+
 def _turn(rng: random.Random, clock: _Clock, style: str, n: int) -> list[bytes]:
     """One request: reasoning, text, a tool call and its output, usage."""
     lines = [_event(clock, {"type": "request_begin"})]
+    text_fidelity: dict[str, Any] = {}
+    call_fidelity: dict[str, Any] | None = None
+    if style == "images":
+        url = f"data:image/png;base64,{_b64(rng, rng.randint(8_000, 60_000))}"
+        lines.append(_model(clock, {"type": "image_url", "role": "user", "image_url": url}))
     if style.startswith("openai"):
-        reasoning = {"id": f"rs_{_hex(rng, 48)}", "encrypted_content": _b64(rng, 1500)}
+        content = _fernet(rng, rng.randint(1_000, 6_000))
+        reasoning = {"id": f"rs_{_hex(rng, 48)}", "encrypted_content": content}
         thinking: dict[str, Any] = {"type": "thinking", "role": "assistant", "thinking": ""}
         lines.append(_model(clock, {**thinking, "stop_reason": "completed", "fidelity": reasoning}))
-        text_fidelity: dict[str, Any] = {"id": f"msg_{_hex(rng, 48)}", "phase": "commentary"}
-        call_fidelity: dict[str, Any] | None = {"id": f"fc_{_hex(rng, 48)}"}
+        text_fidelity = {"id": f"msg_{_hex(rng, 48)}", "phase": "commentary"}
+        call_fidelity = {"id": f"fc_{_hex(rng, 48)}"}
     else:
-        signature = {"signature": _b64(rng, 400)}
+        key = "thoughtSignature" if style == "gemini" else "signature"
+        signature = {key: _b64(rng, rng.randint(300, 1_400) if style == "gemini" else 400)}
         lines.append(
             _model(
                 clock,
@@ -161,18 +209,32 @@ def _turn(rng: random.Random, clock: _Clock, style: str, n: int) -> list[bytes]:
                 },
             )
         )
-        text_fidelity, call_fidelity = {}, None
+        if style == "gemini":
+            text_fidelity = {key: _b64(rng, rng.randint(300, 1_400))}
+            call_fidelity = {key: _b64(rng, rng.randint(300, 1_400))}
+    if style == "gemini" and n % 3 == 0:
+        image = {"type": "inline_data", "role": "assistant", "data": _b64(rng, 40_000)}
+        image |= {"mime_type": "image/png", "stop_reason": "completed"}
+        lines.append(_model(clock, image))
     text: dict[str, Any] = {"type": "text", "role": "assistant", "text": _prose(rng, 30)}
     text["stop_reason"] = "completed"
     if text_fidelity:
         text["fidelity"] = text_fidelity
     lines.append(_model(clock, text))
     call_id = f"call_{_hex(rng, 24)}"
+    path = f"src/{rng.choice(WORDS)}_{n}.py"
+    if style == "tool-args":
+        name, arguments = (
+            "write_file",
+            {"path": path, "content": _code(rng, rng.randint(5_000, 60_000))},
+        )
+    else:
+        name, arguments = "read_file", {"path": path, "limit": 200}
     call: dict[str, Any] = {
         "type": "tool_call",
         "role": "assistant",
-        "name": "read_file",
-        "arguments": dump_value({"path": f"src/{rng.choice(WORDS)}_{n}.py", "limit": 200}),
+        "name": name,
+        "arguments": dump_value(arguments),
         "tool_call_id": call_id,
         "stop_reason": "completed",
     }
@@ -181,13 +243,18 @@ def _turn(rng: random.Random, clock: _Clock, style: str, n: int) -> list[bytes]:
     lines.append(_model(clock, call))
     decision = {"type": "approval_decision", "decision": "allow", "tool_call_id": call_id}
     lines.append(_event(clock, decision))
-    output = {
+    output: dict[str, Any] = {
         "type": "tool_call_output",
         "role": "user",
         "output": _prose(rng, 80),
         "tool_call_id": call_id,
         "stop_reason": "completed",
     }
+    if style == "images":
+        screenshot = f"data:image/png;base64,{_b64(rng, rng.randint(8_000, 60_000))}"
+        output = {**output, "images": [screenshot]}
+        output["tool_call_id"] = output.pop("tool_call_id")
+        output["stop_reason"] = output.pop("stop_reason")
     lines.append(_model(clock, output))
     counts = [rng.randint(0, 90_000) for _ in range(3)]
     usage = dict(zip(("cache_read", "cache_write", "output"), counts, strict=True))
@@ -203,8 +270,10 @@ def style_lines(style: str, turns: int, seed: int, *, tools: int = 60) -> list[b
     clock = _Clock()
     meta = {
         "session_id": f"session-2026-01-02-03-04-05-{_hex(rng, 8)}",
-        "provider": "anthropic" if style == "anthropic" else "openai",
-        "model_id": "claude-sonnet-4-5" if style == "anthropic" else "gpt-5",
+        "provider": {"anthropic": "anthropic", "gemini": "google"}.get(style, "openai"),
+        "model_id": {"anthropic": "claude-sonnet-4-5", "gemini": "gemini-2.5-pro"}.get(
+            style, "gpt-5"
+        ),
         "model_context_window": 200000,
         "system_prompt": _prose(rng, 120),
         "agent_state": "",
@@ -231,7 +300,15 @@ def style_lines(style: str, turns: int, seed: int, *, tools: int = 60) -> list[b
     return lines
 
 
-STYLES = ["openai", "openai-reasoning", "anthropic", "schema-heavy"]
+STYLES = [
+    "openai",
+    "openai-reasoning",
+    "anthropic",
+    "gemini",
+    "images",
+    "tool-args",
+    "schema-heavy",
+]
 
 
 def _times(lines: list[bytes]) -> str:
@@ -288,6 +365,7 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=900)
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--sizes-only", action="store_true", help="skip the timings")
     args = parser.parse_args()
 
     corpus = corpus_lines()
@@ -310,8 +388,9 @@ def main() -> None:
             f"{binpb / jsonl:.3f} of the JSONL (--plain {plain / jsonl:.3f}, "
             f"--compress {packed / jsonl:.3f}, JSONL gzipped whole {_gzipped(lines) / jsonl:.3f})"
         )
-        print(f"  {'':17} {_times(lines)}")
-        print(f"  {'':17} {_convert_times(lines)}")
+        if not args.sizes_only:
+            print(f"  {'':17} {_times(lines)}")
+            print(f"  {'':17} {_convert_times(lines)}")
 
     heavy = schema_heavy_lines(args.schema_lines, args.tools, args.seed)
     lines = [*corpus[:20], *heavy, *corpus[20:40]]
@@ -324,6 +403,8 @@ def main() -> None:
         f"(--plain {plain / jsonl:.2f})"
     )
 
+    if args.sizes_only:
+        return
     messages = [parse_message(line) for line in heavy]
     floor = best_seconds(lambda: [orjson.dumps(orjson.loads(line)) for line in heavy], 3)
     parse = best_seconds(lambda: [parse_message(line) for line in heavy], 3)

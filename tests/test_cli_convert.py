@@ -175,7 +175,7 @@ def test_what_convert_accepts_it_converts_back_and_validate_agrees(tmp_path: Pat
         b'{"timestamp":"t","type":"event_msg","payload":{"type":"tool_list_ready","tools":['
         + b",".join(
             b'{"name":"t%d","description":"d","parameters":{"type":"object"}}' % i
-            for i in range(12)
+            for i in range(40)  # over MARK_FROM (1 KiB): a smaller one stays plain
         )
         + b"]}}",
     ]

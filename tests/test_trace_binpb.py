@@ -10,7 +10,7 @@ from google.protobuf.internal.decoder import _DecodeVarint  # the reference vari
 from google.protobuf.message import DecodeError
 
 from omni_grpc.trace import FrameError, read_binpb, read_jsonl, write_binpb, write_jsonl
-from omni_grpc.trace.binpb import MARK, encode_varint
+from omni_grpc.trace.binpb import MARK, MARK_FROM, encode_varint
 from omni_grpc_proto.omni.v1.omni_pb2 import OmniMessage
 
 CORPUS = Path(__file__).parent / "conformance"
@@ -42,8 +42,13 @@ def test_framing_is_the_standard_delimited_format(plain: bool) -> None:
     in the marked form, which a stub-only parser refuses (never reads as an
     empty message), and ``plain`` writes it as the message too."""
     buf = io.BytesIO()
-    records = read_jsonl(CORPUS / "trace_basic_tool_turn_001.jsonl")
-    write_binpb((r.message for r in records), buf, plain=plain)
+    messages = [r.message for r in read_jsonl(CORPUS / "trace_basic_tool_turn_001.jsonl")]
+    # its tool list is under MARK_FROM, kept plain; one of 40 tools is not
+    large = OmniMessage(timestamp="2026-01-02T03:04:05.000Z")
+    for n in range(40):
+        large.tool_list_ready.tools.add(name=f"tool_{n}", description="reads a file " * 3)
+    assert large.ByteSize() >= MARK_FROM
+    write_binpb([*messages, large], buf, plain=plain)
     data = buf.getvalue()
     pos, n, marked = 0, 0, 0
     while pos < len(data):
@@ -57,8 +62,8 @@ def test_framing_is_the_standard_delimited_format(plain: bool) -> None:
             OmniMessage.FromString(body)
         pos += size
         n += 1
-    assert pos == len(data) and n == 15
-    assert marked == (0 if plain else 1)  # the tool list
+    assert pos == len(data) and n == 16
+    assert marked == (0 if plain else 1)  # the large tool list
 
 
 @pytest.mark.parametrize("value", [0, 1, 127, 128, 300, 2**21, 2**63 - 1])

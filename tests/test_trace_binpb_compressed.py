@@ -21,6 +21,7 @@ from omni_grpc.trace.convert import binpb_to_jsonl, jsonl_to_binpb
 from omni_grpc_proto.omni.v1.omni_pb2 import OmniMessage
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+from _common import corpus_lines  # benchmarks/_common.py
 from sizes import STYLES, style_lines  # benchmarks/sizes.py: its traces
 
 CLI = str(Path(sys.executable).with_name("omni-grpc"))
@@ -239,3 +240,24 @@ def test_cli_convert_writes_compressed_and_plain(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert b"record 2 at byte offset" in done.stderr and b"not valid zlib data" in done.stderr
+
+
+def test_the_c_code_picks_the_frames_the_python_walk_picks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``frames_of_arms`` (the C code's pick of the records the default form
+    may rewrite: by arm, size and held field) agrees with the Python walk it
+    replaces, on every style's records and on truncated blocks."""
+    from omni_grpc.convert._native import NATIVE
+    from omni_grpc.trace import binpb
+
+    if NATIVE is None:
+        pytest.skip("no native codec")
+    lines = [line for style in STYLES for line in style_lines(style, 3, 3)]
+    block = b"".join(frame(parse_message(line)) for line in [*lines, *corpus_lines()])
+    pick = binpb._DEFAULT_FORM
+    native = NATIVE.frames_of_arms(block, pick.least_bytes, pick.holding_bytes)
+    monkeypatch.setattr(binpb, "NATIVE", None)
+    assert native == binpb._spans(block, pick)
+    assert {arm for _, _, arm in native} >= {6, 10, 11, 25}  # images, arguments, tools
+    for cut in range(0, len(block), 997):  # a torn block: the list stops at the tear
+        torn = NATIVE.frames_of_arms(block[:cut], pick.least_bytes, pick.holding_bytes)
+        assert torn == [span for span in native if span[1] <= cut]

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from omni_grpc.convert import parse_message, serialize_message
 from omni_grpc.convert._jsontext import dump_value
 from omni_grpc.trace import FrameError, read_binpb, write_binpb
-from omni_grpc.trace.binpb import COMPRESS_FROM, MARK, encode_varint
+from omni_grpc.trace.binpb import MARK, MARK_FROM, encode_varint
 from omni_grpc.trace.convert import binpb_to_jsonl, jsonl_to_binpb
 from omni_grpc_proto.omni.v1.omni_pb2 import OmniMessage
 
@@ -72,7 +72,7 @@ def test_only_records_of_tool_definitions_are_marked() -> None:
             with pytest.raises(DecodeError):
                 OmniMessage.FromString(body)
         else:
-            assert arm != "tool_list_ready" or len(body) < COMPRESS_FROM
+            assert arm != "tool_list_ready" or len(body) < MARK_FROM
             OmniMessage.FromString(body)
 
 

@@ -98,6 +98,13 @@ def _frame(body: bytes) -> bytes:
     return encode_varint(len(body)) + body
 
 
+def _body(frame: bytes) -> bytes:
+    from google.protobuf.internal.decoder import _DecodeVarint  # type: ignore[attr-defined]
+
+    length, start = _DecodeVarint(frame, 0)
+    return frame[start : start + length]
+
+
 def frames() -> dict[str, bytes]:
     """Named .binpb seeds: the lines' default frames together and one by
     one, and frames a reader must handle with care."""
@@ -105,12 +112,22 @@ def frames() -> dict[str, bytes]:
     default = [encode_frame(m) for m in messages]
     edited = OmniMessage()
     edited.CopyFrom(messages[0])
-    edited.base64_values.add(path="/payload/fidelity/id", data=b"\x01\x02")  # names no ""
-    edited.base64_values.add(path="/payload/fidelity/nothing/0", data=b"\x03")
+    # the pre-release form (a path, refused), an invalid pointer among them
+    edited.base64_values.add(path="/payload/fidelity/id", data=b"\x01\x02")
+    edited.base64_values.add(path="/payload/fidelity/a~2b/0", data=b"\x03")
+    stray = OmniMessage.FromString(_body(default[0]))
+    arm = stray.WhichOneof("payload") or "text"
+    fidelity = getattr(stray, arm).fidelity
+    fidelity["copied"] = "\x00base64:0:00000000"  # another record's bytes
+    fidelity["beyond"] = f"\x00base64:{len(stray.base64_values)}:00000000"  # names no entry
+    marker = OmniMessage.FromString(_body(default[0]))
+    getattr(marker, arm).fidelity["\x00fidelity_json"] = True  # a marker without the text
     tools = messages[3].SerializeToString(deterministic=True)
     out = {f"default-{n}.binpb": frame for n, frame in enumerate(default)}
     out["default-all.binpb"] = b"".join(default)
-    out["hints-that-name-no-empty-string.binpb"] = _frame(edited.SerializeToString())
+    out["hints-with-a-path.binpb"] = _frame(edited.SerializeToString())
+    out["placeholders-astray.binpb"] = _frame(stray.SerializeToString())
+    out["marker-without-text.binpb"] = _frame(marker.SerializeToString())
     out["marked-bad-zlib.binpb"] = _frame(MARK + zlib.compress(tools)[:-4])
     out["marked-twice.binpb"] = _frame(MARK + zlib.compress(MARK + zlib.compress(tools)))
     out["marked-then-plain.binpb"] = default[3] + default[0]

@@ -7,15 +7,20 @@ this project's framing or of ``base64_values``.
 * A record of tool definitions stored compressed in the marked form stops
   such a reader with a parse error at that record: it never reads it as an
   empty or short message, and every record before it reads whole.
-* A record whose fidelity base64 is stored as bytes reads: the Struct holds
-  ``""`` at the hint's path and the standard base64 of ``data`` is exactly
-  the text the JSONL had there (what docs/traces.md tells readers to do).
+* A record whose base64 is stored as bytes reads: wherever the JSONL had a
+  long canonical base64 string (in fidelity, a data URL, inline data; either
+  alphabet) the record holds a placeholder, and the entry it names gives
+  exactly that text (prefix + base64 of ``data``, what docs/traces.md tells
+  readers to do). A placeholder naming no entry, or another record's
+  bytes, stops the reader.
 * ``convert --plain`` gives a file such a reader reads whole, with no hint.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -25,9 +30,10 @@ import pytest
 from google.protobuf.internal.decoder import _DecodeVarint
 from google.protobuf.message import DecodeError
 
-from omni_grpc.convert import parse_message
+from omni_grpc.convert import ConversionError, parse_message
 from omni_grpc.convert._base64 import PACK_FROM
 from omni_grpc.convert._jsontext import dump_value, loads
+from omni_grpc.trace import read_binpb
 from omni_grpc.trace.binpb import MARK
 from omni_grpc_proto.omni.v1.omni_pb2 import OmniMessage
 from polyglot.polyglot_builds import build_stubonly_go, build_stubonly_java, build_stubonly_node
@@ -40,16 +46,30 @@ SECRET = base64.b64encode(bytes(range(256)) * 2).decode()
 
 def crafted() -> bytes:
     """Base64 at a nested path whose key needs JSON Pointer escapes, in a
-    list, beside strings that are not canonical and stay text."""
+    list, in the URL-safe alphabet, beside strings that are not canonical
+    and stay text."""
     fidelity = {
         "a/b~c": [{"sig": SECRET}, "x"],
         "url_safe": SECRET.replace("+", "-").replace("/", "_"),
         "short": SECRET[:64],
         "top": SECRET[4:],
+        "unpadded": SECRET.rstrip("=")[:-2],
     }
     payload = {"type": "text", "role": "assistant", "text": "t", "fidelity": fidelity}
     msg = {"timestamp": "2026-01-02T03:04:05.000Z", "type": "model_msg", "payload": payload}
     return dump_value(msg).encode()
+
+
+def images() -> list[bytes]:
+    """Base64 in typed fields: a data URL, inline data, tool output images."""
+    t = '{"timestamp":"2026-01-02T03:04:05.000Z","type":"model_msg","payload":'
+    url = f"data:image/png;base64,{SECRET}"
+    return [
+        f'{t}{{"type":"image_url","role":"user","image_url":"{url}"}}}}'.encode(),
+        f'{t}{{"type":"inline_data","role":"user","data":"{SECRET}","mime_type":"image/png"}}}}'.encode(),
+        f'{t}{{"type":"tool_call_output","role":"user","output":"o","images":["x","{url}"],'
+        f'"tool_call_id":"c"}}}}'.encode(),
+    ]
 
 
 def trace_lines() -> list[bytes]:
@@ -59,6 +79,7 @@ def trace_lines() -> list[bytes]:
     return [
         *style_lines("openai", 2, 1),
         crafted(),
+        *images(),
         *style_lines("anthropic", 1, 1),
         *heavy,
         *style_lines("openai-reasoning", 2, 2),
@@ -114,17 +135,24 @@ def pointer(obj: Any, path: str) -> Any:
 
 
 def long_base64(value: Any, path: str) -> set[str]:
-    """The JSON Pointers of every canonical base64 string of PACK_FROM
-    characters or more under ``value``."""
+    """The JSON Pointers of every string of PACK_FROM characters or more
+    under ``value`` that is canonical base64 in either alphabet, after an
+    optional data-URL prefix (by the standard library's own codecs)."""
     if isinstance(value, str):
-        try:
-            ok = (
-                len(value) >= PACK_FROM
-                and base64.b64encode(base64.b64decode(value, validate=True)).decode() == value
-            )
-        except ValueError:
-            ok = False
-        return {path} if ok else set()
+        prefix, _, body = (
+            value.partition(";base64,") if value.startswith("data:") else ("", "", value)
+        )
+        ok = False
+        for decode, encode in (
+            (lambda t: base64.b64decode(t, validate=True), base64.b64encode),
+            (
+                lambda t: base64.b64decode(t.translate(URL), validate=True),
+                base64.urlsafe_b64encode,
+            ),
+        ):
+            with contextlib.suppress(ValueError):
+                ok = ok or encode(decode(body)).decode() == body
+        return {path} if ok and len(value) >= PACK_FROM and "," not in prefix else set()
     if isinstance(value, dict):
         items = [(k.replace("~", "~0").replace("/", "~1"), v) for k, v in value.items()]
     elif isinstance(value, list):
@@ -132,6 +160,10 @@ def long_base64(value: Any, path: str) -> set[str]:
     else:
         return set()
     return set().union(*(long_base64(v, f"{path}/{k}") for k, v in items))
+
+
+URL = str.maketrans("-_", "+/")
+TYPED = ("image_url", "data", "images")
 
 
 def test_a_stub_only_reader_stops_loudly_at_a_marked_record(
@@ -165,21 +197,60 @@ def test_a_stub_only_reader_reads_base64_as_bytes(reader: list[str], tmp_path: P
     assert code == 0, stderr
     records = [(int(r[1]), r[2]) for r in rows if r[0] == "record"]
     assert records == [(n + 1, arm(line)) for n, line in enumerate(lines)]
-    hints: dict[int, dict[str, tuple[str, str]]] = {}
-    for _, n, path, seen, text in (r for r in rows if r[0] == "b64"):
-        hints.setdefault(int(n), {})[path] = (seen, text)
+    hints: dict[int, dict[str, str]] = {}
+    for _, n, path, text in (r for r in rows if r[0] == "b64"):
+        hints.setdefault(int(n), {})[path] = text
     for n, line in enumerate(lines, 1):
-        obj = loads(line)
-        fidelity = obj["payload"].get("fidelity")
-        want = long_base64(fidelity, "/payload/fidelity") if isinstance(fidelity, dict) else set()
+        payload = loads(line)["payload"]
+        want = set().union(
+            *(
+                long_base64(payload[k], f"/payload/{k}")
+                for k in (*TYPED, "fidelity")
+                if k in payload
+            )
+        )
         assert set(hints.get(n, {})) == want, n
-        for path, (seen, text) in hints.get(n, {}).items():
-            # The Struct holds "" there; the standard encoder gives the text.
-            assert seen == "=", (n, path, seen)
-            assert text == pointer(obj, path), (n, path)
-    # The crafted line's escaped, nested path, and both provider styles.
-    assert "/payload/fidelity/a~1b~0c/0/sig" in set().union(*map(set, hints.values()))
-    assert sum(len(h) for h in hints.values()) >= 6
+        for path, text in hints.get(n, {}).items():
+            assert text == pointer({"payload": payload}, path), (n, path)
+    found = set().union(*map(set, hints.values()))
+    # The crafted line's escaped, nested path, and every kind of place.
+    assert "/payload/fidelity/a~1b~0c/0/sig" in found
+    assert {"/payload/fidelity/url_safe", "/payload/image_url", "/payload/images/1"} <= found
+    assert "/payload/data" in found
+    assert sum(len(h) for h in hints.values()) >= 10
+
+
+@pytest.mark.parametrize(
+    "damage", ["index", "crc", "malformed"], ids=["names-no-entry", "other-bytes", "malformed"]
+)
+def test_a_stub_only_reader_refuses_a_placeholder_that_is_not_its_records(
+    reader: list[str], tmp_path: Path, damage: str
+) -> None:
+    """A placeholder an edit copied from another record, or damaged, stops
+    the reader as it stops ours: never a wrong text."""
+    (body,) = frames(convert([crafted()], tmp_path))
+    msg = OmniMessage.FromString(body)
+    held = msg.text.fidelity["top"]
+    assert held.startswith("\x00base64:")
+    index, crc = held[len("\x00base64:") :].split(":")
+    msg.text.fidelity["top"] = {
+        "index": f"\x00base64:{len(msg.base64_values)}:{crc}",
+        "crc": f"\x00base64:{index}:{int(crc, 16) ^ 1:08x}",
+        "malformed": "\x00base64:x",
+    }[damage]
+    data = msg.SerializeToString()
+    data = _encode_varint(len(data)) + data
+    code, _, stderr = run(reader, data)
+    assert code == 4, (code, stderr)
+    assert stderr.startswith("record 1 /payload/fidelity/top: "), stderr
+    with pytest.raises(ConversionError, match="/payload/fidelity/top: a base64 placeholder"):
+        list(read_binpb(io.BytesIO(data)))
+
+
+def _encode_varint(value: int) -> bytes:
+    from omni_grpc.trace.binpb import encode_varint
+
+    return encode_varint(value)
 
 
 def test_plain_is_read_whole_by_a_stub_only_reader(reader: list[str], tmp_path: Path) -> None:

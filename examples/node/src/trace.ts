@@ -1,5 +1,5 @@
 import { createReadStream } from "node:fs";
-import { inflateSync } from "node:zlib";
+import { crc32, inflateSync } from "node:zlib";
 import type { Readable, Writable } from "node:stream";
 import type { JsonObject } from "@bufbuild/protobuf";
 import { fromBinary } from "@bufbuild/protobuf";
@@ -50,33 +50,54 @@ function record(body: Uint8Array): OmniMessage {
 }
 // snippet:end node-record
 
-// Puts back each fidelity string a .binpb record stores as bytes
-// (base64Values): at its path the Struct holds "", and the text is the
-// standard base64 of the bytes. A value that is no longer "" was edited.
-export function withBase64(view: JsonObject, m: OmniMessage): JsonObject {
-  const prefix = "/payload/fidelity/";
-  for (const h of m.base64Values) {
-    if (!h.path.startsWith(prefix)) continue;
-    const text = Buffer.from(h.data).toString("base64");
-    const parts = h.path.slice(prefix.length).split("/");
-    let node: unknown = view;
-    parts.forEach((raw, i) => {
-      const part = raw.replaceAll("~1", "/").replaceAll("~0", "~");
-      const last = i === parts.length - 1;
-      if (Array.isArray(node)) {
-        if (!/^\d{1,9}$/.test(part)) return void (node = undefined);
-        const index = Number(part);
-        if (last && node[index] === "") node[index] = text;
-        node = node[index];
-      } else if (node !== null && typeof node === "object") {
-        const obj = node as Record<string, unknown>;
-        if (last && Object.hasOwn(obj, part) && obj[part] === "") obj[part] = text;
-        node = Object.hasOwn(obj, part) ? obj[part] : undefined;
-      } else {
-        node = undefined;
+// Puts back each string a .binpb record stores as bytes (base64Values):
+// where the text stood, the string holds a placeholder
+// "\u0000base64:INDEX:CRC" naming its entry, whose text is prefix +
+// base64(data) (the URL-safe alphabet when urlSafe). The placeholder moves
+// with its value under any edit; one that names no entry, or whose CRC-32 is
+// not its entry's (copied from another record), is an error.
+export function withBase64<T>(view: T, m: OmniMessage): T {
+  const mark = "\u0000base64:";
+  const put = (v: unknown): unknown => {
+    if (typeof v === "string") {
+      if (!v.startsWith(mark) || m.base64Values.length === 0) return v;
+      const parts = v.slice(mark.length).split(":");
+      const h = /^(0|[1-9][0-9]*)$/.test(parts[0]) ? m.base64Values[Number(parts[0])] : undefined;
+      if (parts.length !== 2 || h === undefined) {
+        throw new Error(`a base64 placeholder names no entry: ${JSON.stringify(v)}`);
       }
-    });
-  }
+      if ((crc32(h.data) >>> 0).toString(16).padStart(8, "0") !== parts[1]) {
+        throw new Error(`a base64 placeholder's CRC is not its entry's: ${JSON.stringify(v)}`);
+      }
+      const text = Buffer.from(h.data).toString("base64");
+      return h.prefix + (h.urlSafe ? text.replaceAll("+", "-").replaceAll("/", "_") : text);
+    }
+    if (Array.isArray(v)) return v.map(put);
+    if (v !== null && typeof v === "object") {
+      return Object.fromEntries(Object.entries(v).map(([k, item]) => [k, put(item)]));
+    }
+    return v;
+  };
+  return put(view) as T;
+}
+
+// A default .binpb record stores a fidelity_json once: its Struct holds only
+// this key (true) in place of the view that repeated the text.
+const ELIDED = "\u0000fidelity_json";
+
+// The Struct view built from fidelity_json (values nested deeper than the
+// view's 16 levels read as null, as in the Struct), with the keys a program
+// set beside the marker over it.
+function fromExactText(text: string, beside: JsonObject): JsonObject {
+  if (text === "") throw new Error("fidelity's Struct was left out for fidelity_json, which is empty");
+  const cut = (v: unknown, level: number): unknown => {
+    if (v === null || typeof v !== "object") return v;
+    if (level > 16) return null;
+    if (Array.isArray(v)) return v.map((item) => cut(item, level + 1));
+    return Object.fromEntries(Object.entries(v).map(([k, item]) => [k, cut(item, level + 1)]));
+  };
+  const view = cut(JSON.parse(text), 1) as JsonObject;
+  for (const [key, value] of Object.entries(beside)) if (key !== ELIDED) view[key] = value;
   return view;
 }
 
@@ -105,6 +126,9 @@ function describe(m: OmniMessage): string {
       break;
   }
   // protobuf-es v2 gives google.protobuf.Struct as a plain JsonObject.
+  if (fidelity !== undefined && Object.hasOwn(fidelity, ELIDED)) {
+    fidelity = fromExactText((p.value as { fidelityJson: string }).fidelityJson, fidelity);
+  }
   if (fidelity !== undefined) parts.push(`fidelity=${JSON.stringify(withBase64(fidelity, m))}`);
   return parts.join(" ");
 }

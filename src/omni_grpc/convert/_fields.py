@@ -31,6 +31,10 @@ _INT32_MAX = 2**31 - 1
 # level 1). Each JSON level costs three protobuf levels inside a Struct, and
 # upb and Java stop decoding at 100; 16 keeps any message well inside that.
 VIEW_DEPTH = 16
+# The one key of a fidelity Struct whose view a .binpb record leaves out for
+# fidelity_json (convert/_base64.py). A fidelity that really has a key of
+# that name is kept in fidelity_json too, so the marker never stands alone.
+ELIDED = "\x00fidelity_json"
 
 
 def type_name(value: Any) -> str:
@@ -401,11 +405,33 @@ def _merge(exact: Any, current: Any, level: int) -> Any:
     if struct_view(exact, level) == current:
         return jt.Fragment(jt.dump_value(exact))
     if type(exact) is dict and type(current) is dict:
+        # Keys that differ only in lone surrogates ("k\ud800", "k\udc00",
+        # "k\ufffd") are one key in the Struct, holding the last one's value.
+        # While it still does, each keeps its own text; an edit or removal of
+        # it cannot say which of them it meant, so it is refused, never
+        # applied to one of them with the others dropped.
+        groups: dict[str, list[str]] = {}
+        for key in exact:
+            groups.setdefault(jt.scrub_surrogates(key), []).append(key)
         out: dict[str, Any] = {}
         seen = set()
         for key, item in exact.items():
             viewed = jt.scrub_surrogates(key)
-            if viewed in current and viewed not in seen:
+            group = groups[viewed]
+            if len(group) > 1:
+                if (
+                    viewed not in current
+                    or struct_view(exact[group[-1]], level + 1) != current[viewed]
+                ):
+                    raise ConversionError(
+                        f"the Struct's key {jt.string_text(viewed)} stands for "
+                        f"{len(group)} keys of the exact text "
+                        f"({', '.join(jt.string_text(k) for k in group)}) and was edited "
+                        "or removed: which one the edit meant is unknown"
+                    )
+                seen.add(viewed)
+                out[key] = jt.Fragment(jt.dump_value(item))
+            elif viewed in current and viewed not in seen:
                 seen.add(viewed)
                 out[key] = _merge(item, current[viewed], level + 1)
         for key in sorted(current):
@@ -428,6 +454,8 @@ def exact_hints(
     with a lone surrogate. None when hints cannot say it (a key with a lone
     surrogate, which the view's keys cannot hold apart; nesting below the
     view): then the whole exact text is kept in ``<name>_json``."""
+    if ELIDED in value:
+        return None  # a real key of the marker's name: the text says it, never the marker
     orders: list[tuple[str, list[str]]] = []
     raws: list[tuple[str, Any]] = []
     stack: list[tuple[Any, str, int]] = [(value, path, 1)]
@@ -513,7 +541,7 @@ class Fidelity(Field):
         target = getattr(msg, self.name)
         target.SetInParent()  # {} is a value too
         target.update(viewed)
-        if exact != plain:
+        if exact != plain or ELIDED in value:
             hints = exact_hints(value, path)
             if hints is None:
                 setattr(msg, self.json_name, exact)
@@ -666,6 +694,7 @@ class Nested(Field):
 
 
 __all__ = [
+    "ELIDED",
     "MISSING",
     "VIEW_DEPTH",
     "Enum",

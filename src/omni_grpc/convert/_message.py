@@ -288,8 +288,7 @@ def _to_jsonable(msg: OmniMessage, wire: bytes | None) -> Any:
             "a compressed .binpb record (zlib_record) is not a message: "
             "inflate it first (omni_grpc.trace.read_binpb does)"
         )
-    if msg.base64_values:  # the native codec declines them too
-        msg = unpack(msg)
+    msg = unpack(msg)  # base64_values, an elided view (the native codec declines both)
     if not has_hints(msg):
         arm = msg.WhichOneof("payload")
         if arm is not None and arm != "unknown":

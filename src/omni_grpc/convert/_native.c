@@ -1507,6 +1507,63 @@ static PyObject *py_encode_with_text(PyObject *self, PyObject *obj) {
     return Py_BuildValue("(NN)", wire, text);
 }
 
+/* The frames of a block of delimited records that the writer's default form
+ * may rewrite: (start, end, arm) of each body whose payload arm (the first
+ * field after timestamp 1 and origin 3) is picked. `least` holds a
+ * little-endian uint32 per payload field number: the least body size taken
+ * for that arm, 0 for none. `holding` holds a byte per field number: 0, or
+ * k to take only a record whose payload holds field k (a tool output with
+ * images, a session_meta with tools). Python then looks at those alone
+ * instead of walking every frame. A malformed frame ends the list there;
+ * the caller's own walk names it. */
+static PyObject *py_frames_of_arms(PyObject *self, PyObject *args) {
+    Py_buffer view, least, holding;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &view, &least, &holding)) return NULL;
+    PyObject *out = PyList_New(0);
+    Reader r = {view.buf, (const unsigned char *)view.buf + view.len};
+    const unsigned char *need = holding.buf;
+    uint32_t narms = (uint32_t)(least.len / 4);
+    while (out && r.p < r.end) {
+        uint64_t length;
+        if (!get_varint(&r, &length) || length > (uint64_t)(r.end - r.p)) break;
+        const unsigned char *body = r.p;
+        r.p += length;
+        Reader f = {body, r.p};
+        uint32_t number = 0;
+        int wire = 0;
+        uint64_t v = 0;
+        const unsigned char *s = NULL;
+        while (f.p < f.end) {
+            if (!get_field(&f, &number, &wire, &v, &s)) { number = 0; break; }
+            if (!((number == 1 || number == 3) && wire == 2)) break;
+            number = 0;
+        }
+        if (!number || number >= narms) continue;
+        uint32_t min;
+        memcpy(&min, (const unsigned char *)least.buf + 4 * number, 4); /* little-endian hosts */
+        if (!min || length < min) continue;
+        if (number < (uint32_t)holding.len && need[number]) {
+            if (wire != 2) continue;
+            Reader sub = {s, s + v};
+            uint32_t inner = 0;
+            int found = 0, w;
+            uint64_t iv;
+            const unsigned char *is;
+            while (sub.p < sub.end && get_field(&sub, &inner, &w, &iv, &is))
+                if (inner == need[number]) { found = 1; break; }
+            if (!found) continue;
+        }
+        PyObject *span = Py_BuildValue("(nnI)", (Py_ssize_t)(body - (const unsigned char *)view.buf),
+                                       (Py_ssize_t)(r.p - (const unsigned char *)view.buf), number);
+        if (!span || PyList_Append(out, span) < 0) { Py_XDECREF(span); Py_CLEAR(out); break; }
+        Py_DECREF(span);
+    }
+    PyBuffer_Release(&holding);
+    PyBuffer_Release(&least);
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"configure", py_configure, METH_VARARGS, "Installs the tables built by _native.py (once)."},
     {"encode", py_encode, METH_O, "An orjson-parsed message as OmniMessage wire bytes, or None."},
@@ -1517,6 +1574,8 @@ static PyMethodDef methods[] = {
     {"decode_text", py_decode_text, METH_O, "OmniMessage wire bytes as the message's JSON text, or None."},
     {"jsonl_to_binpb", py_jsonl_to_binpb, METH_VARARGS,
      "(data, pos, max_line) -> (frames, next pos, records): whole JSONL lines as delimited records."},
+    {"frames_of_arms", py_frames_of_arms, METH_VARARGS,
+     "(frames, least sizes, held fields) -> [(start, end, arm)] of the bodies the default form may rewrite."},
     {"binpb_to_jsonl", py_binpb_to_jsonl, METH_VARARGS,
      "(data, pos, max_frame) -> (lines, next pos, records): delimited records as JSONL lines."},
     {NULL, NULL, 0, NULL},

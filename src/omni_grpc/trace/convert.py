@@ -22,8 +22,8 @@ from omni_grpc.trace.binpb import (
     FrameReader,
     compress_frames,
     decode_frame,
+    default_form_frames,
     encode_frame,
-    mark_schema_frames,
     unwritable,
 )
 from omni_grpc.trace.jsonl import LineParser
@@ -38,6 +38,8 @@ from omni_grpc.trace.records import SkipCallback
 from omni_grpc.trace.source import Source, open_source
 
 Progress = Callable[[], None]
+# The batch reader reads on when fewer bytes than this are left in its buffer.
+_REFILL_BELOW = 64 * 1024
 
 
 def jsonl_to_binpb(
@@ -80,10 +82,10 @@ def jsonl_to_binpb(
                     frames, stop, records = NATIVE.jsonl_to_binpb(data, pos, max_line_bytes)
                     if records:
                         lines.accepted()
-                        if compress:
+                        if not plain:
+                            frames = default_form_frames(frames, compress=compress)
+                        elif compress:
                             frames = compress_frames(frames)
-                        elif not plain:
-                            frames = mark_schema_frames(frames)
                         write(frames)
                         count += records
                     if stop > pos:
@@ -119,9 +121,15 @@ def binpb_to_jsonl(
         frames = FrameReader(stream, max_frame_bytes)
         while True:
             if NATIVE is not None:
-                if not frames.fill(_CHUNK_BYTES):
+                # Refilling copies what is left of the buffer: only when
+                # little is, not after every record the C code declines.
+                if not frames.fill(_REFILL_BELOW):
                     break
                 text, stop, records = NATIVE.binpb_to_jsonl(frames.buf, frames.pos, max_frame_bytes)
+                if not records and frames.cut_off() and frames.fill(_CHUNK_BYTES):
+                    text, stop, records = NATIVE.binpb_to_jsonl(
+                        frames.buf, frames.pos, max_frame_bytes
+                    )
                 if records:
                     write(text)
                     frames.skip(stop, records)

@@ -1,14 +1,17 @@
 // A .binpb reader built from the generated stubs and protobuf-go alone, as a
 // third party would write one: the varint length, then proto.Unmarshal with
-// its defaults. None of the examples' helper code (no inflating, no
-// base64_values handling). It prints what it sees, so the test can check that
-// a record it cannot read stops it loudly and that nothing is read short.
+// its defaults. None of the examples' helper code (no inflating); it follows
+// docs/traces.md for base64_values and nothing else. It prints what it sees,
+// so the test can check that a record it cannot read stops it loudly and
+// that nothing is read short.
 //
 // Output, one line each: "record N ARM" per record (ARM: the payload's
-// field name), then "b64 N PATH SEEN TEXT" per base64_values entry, where
-// SEEN is "=" and the string the fidelity Struct holds at PATH ("MISSING"
-// when it holds none) and TEXT is the standard base64 of the bytes. A record
-// it cannot parse: "record N: ERROR" on stderr, exit 3.
+// field name), then "b64 N PATH TEXT" for each base64 placeholder (a string
+// "\x00base64:INDEX:CRC") it finds in the typed fields that may hold one and
+// in the fidelity Struct, where PATH is the JSON Pointer it stands at and
+// TEXT is prefix + base64(data) of the entry it names. A record it cannot
+// parse: "record N: ERROR" on stderr, exit 3; a placeholder that names no
+// entry or the wrong bytes: "record N PATH: ERROR" on stderr, exit 4.
 package main
 
 import (
@@ -16,8 +19,10 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -25,6 +30,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
+
+const mark = "\x00base64:"
 
 func main() {
 	in := bufio.NewReader(os.Stdin)
@@ -52,9 +59,17 @@ func main() {
 			arm = string(fd.Name())
 		}
 		fmt.Fprintf(out, "record\t%d\t%s\n", n, arm)
-		for _, h := range m.GetBase64Values() {
-			fmt.Fprintf(out, "b64\t%d\t%s\t%s\t%s\n", n, h.GetPath(), seen(m, h.GetPath()),
-				base64.StdEncoding.EncodeToString(h.GetData()))
+		for _, s := range slots(m) {
+			if !strings.HasPrefix(s.text, mark) {
+				continue
+			}
+			text, err := resolve(s.text, m.GetBase64Values())
+			if err != nil {
+				out.Flush()
+				fmt.Fprintf(os.Stderr, "record %d %s: %v\n", n, s.path, err)
+				os.Exit(4)
+			}
+			fmt.Fprintf(out, "b64\t%d\t%s\t%s\n", n, s.path, text)
 		}
 	}
 }
@@ -65,8 +80,32 @@ func fail(out *bufio.Writer, n int, err error) {
 	os.Exit(3)
 }
 
-// seen walks a /payload/fidelity/... JSON Pointer through the fidelity Struct.
-func seen(m *omniv1.OmniMessage, path string) string {
+// resolve gives the text a placeholder stands for.
+func resolve(placeholder string, hints []*omniv1.Base64Value) (string, error) {
+	parts := strings.Split(placeholder[len(mark):], ":")
+	if len(parts) != 2 {
+		return "", fmt.Errorf("malformed placeholder")
+	}
+	i, err := strconv.Atoi(parts[0])
+	if err != nil || i < 0 || i >= len(hints) {
+		return "", fmt.Errorf("placeholder names no entry")
+	}
+	h := hints[i]
+	if fmt.Sprintf("%08x", crc32.ChecksumIEEE(h.GetData())) != parts[1] {
+		return "", fmt.Errorf("placeholder's CRC is not its entry's")
+	}
+	enc := base64.StdEncoding
+	if h.GetUrlSafe() {
+		enc = base64.URLEncoding
+	}
+	return h.GetPrefix() + enc.EncodeToString(h.GetData()), nil
+}
+
+type slot struct{ path, text string }
+
+// slots lists the strings a placeholder may stand in, with their paths.
+func slots(m *omniv1.OmniMessage) []slot {
+	var out []slot
 	var fidelity *structpb.Struct
 	switch p := m.GetPayload().(type) {
 	case *omniv1.OmniMessage_Text:
@@ -74,37 +113,44 @@ func seen(m *omniv1.OmniMessage, path string) string {
 	case *omniv1.OmniMessage_Thinking:
 		fidelity = p.Thinking.GetFidelity()
 	case *omniv1.OmniMessage_InlineThinking:
+		out = append(out, slot{"/payload/data", p.InlineThinking.GetData()})
 		fidelity = p.InlineThinking.GetFidelity()
 	case *omniv1.OmniMessage_InlineData:
+		out = append(out, slot{"/payload/data", p.InlineData.GetData()})
 		fidelity = p.InlineData.GetFidelity()
 	case *omniv1.OmniMessage_ToolCall:
 		fidelity = p.ToolCall.GetFidelity()
-	}
-	const prefix = "/payload/fidelity/"
-	if fidelity == nil || !strings.HasPrefix(path, prefix) {
-		return "MISSING"
-	}
-	value := structpb.NewStructValue(fidelity)
-	for _, part := range strings.Split(path[len(prefix):], "/") {
-		part = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
-		switch {
-		case value.GetStructValue() != nil:
-			value = value.GetStructValue().GetFields()[part]
-		case value.GetListValue() != nil:
-			i, err := strconv.Atoi(part)
-			if err != nil || i < 0 || i >= len(value.GetListValue().GetValues()) {
-				return "MISSING"
-			}
-			value = value.GetListValue().GetValues()[i]
-		default:
-			return "MISSING"
-		}
-		if value == nil {
-			return "MISSING"
+	case *omniv1.OmniMessage_ImageUrl:
+		out = append(out, slot{"/payload/image_url", p.ImageUrl.GetImageUrl()})
+	case *omniv1.OmniMessage_ToolCallOutput:
+		for i, image := range p.ToolCallOutput.GetImages() {
+			out = append(out, slot{fmt.Sprintf("/payload/images/%d", i), image})
 		}
 	}
-	if s, ok := value.GetKind().(*structpb.Value_StringValue); ok {
-		return "=" + s.StringValue
+	if fidelity != nil {
+		out = walk(structpb.NewStructValue(fidelity), "/payload/fidelity", out)
 	}
-	return "MISSING"
+	return out
+}
+
+func walk(v *structpb.Value, path string, out []slot) []slot {
+	switch k := v.GetKind().(type) {
+	case *structpb.Value_StringValue:
+		out = append(out, slot{path, k.StringValue})
+	case *structpb.Value_StructValue:
+		keys := make([]string, 0, len(k.StructValue.GetFields()))
+		for key := range k.StructValue.GetFields() {
+			keys = append(keys, key)
+		}
+		sort.Strings(keys)
+		for _, key := range keys {
+			token := strings.ReplaceAll(strings.ReplaceAll(key, "~", "~0"), "/", "~1")
+			out = walk(k.StructValue.GetFields()[key], path+"/"+token, out)
+		}
+	case *structpb.Value_ListValue:
+		for i, item := range k.ListValue.GetValues() {
+			out = walk(item, fmt.Sprintf("%s/%d", path, i), out)
+		}
+	}
+	return out
 }

@@ -200,12 +200,16 @@ class OmniMessage(_message.Message):
     def __init__(self, timestamp: _Optional[str] = ..., origin: _Optional[_Iterable[str]] = ..., session_meta: _Optional[_Union[SessionMeta, _Mapping]] = ..., text: _Optional[_Union[Text, _Mapping]] = ..., image_url: _Optional[_Union[ImageUrl, _Mapping]] = ..., inline_data: _Optional[_Union[InlineData, _Mapping]] = ..., thinking: _Optional[_Union[Thinking, _Mapping]] = ..., inline_thinking: _Optional[_Union[InlineThinking, _Mapping]] = ..., tool_call: _Optional[_Union[ToolCall, _Mapping]] = ..., tool_call_output: _Optional[_Union[ToolCallOutput, _Mapping]] = ..., partial_text: _Optional[_Union[PartialText, _Mapping]] = ..., partial_thinking: _Optional[_Union[PartialThinking, _Mapping]] = ..., partial_tool_call: _Optional[_Union[PartialToolCall, _Mapping]] = ..., partial_tool_call_output: _Optional[_Union[PartialToolCallOutput, _Mapping]] = ..., approval_decision: _Optional[_Union[ApprovalDecision, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., request_begin: _Optional[_Union[RequestBegin, _Mapping]] = ..., request_end: _Optional[_Union[RequestEnd, _Mapping]] = ..., token_usage: _Optional[_Union[TokenUsage, _Mapping]] = ..., compaction_begin: _Optional[_Union[CompactionBegin, _Mapping]] = ..., compaction_end: _Optional[_Union[CompactionEnd, _Mapping]] = ..., goal_finished: _Optional[_Union[GoalFinished, _Mapping]] = ..., subagent: _Optional[_Union[Subagent, _Mapping]] = ..., tool_list_ready: _Optional[_Union[ToolListReady, _Mapping]] = ..., mcp_connect_begin: _Optional[_Union[McpConnectBegin, _Mapping]] = ..., mcp_connect_end: _Optional[_Union[McpConnectEnd, _Mapping]] = ..., unknown: _Optional[_Union[UnknownPayload, _Mapping]] = ..., key_orders: _Optional[_Iterable[_Union[KeyOrder, _Mapping]]] = ..., raw_values: _Optional[_Iterable[_Union[RawValue, _Mapping]]] = ..., zlib_record: _Optional[bytes] = ..., base64_values: _Optional[_Iterable[_Union[Base64Value, _Mapping]]] = ...) -> None: ...
 
 class Base64Value(_message.Message):
-    __slots__ = ("path", "data")
+    __slots__ = ("path", "data", "prefix", "url_safe")
     PATH_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    PREFIX_FIELD_NUMBER: _ClassVar[int]
+    URL_SAFE_FIELD_NUMBER: _ClassVar[int]
     path: str
     data: bytes
-    def __init__(self, path: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+    prefix: str
+    url_safe: bool
+    def __init__(self, path: _Optional[str] = ..., data: _Optional[bytes] = ..., prefix: _Optional[str] = ..., url_safe: _Optional[bool] = ...) -> None: ...
 
 class KeyOrder(_message.Message):
     __slots__ = ("path", "keys")

@@ -4,6 +4,8 @@ import com.google.gson.Gson;
 import com.google.gson.GsonBuilder;
 import com.google.gson.JsonArray;
 import com.google.gson.JsonElement;
+import com.google.gson.JsonNull;
+import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 import com.google.gson.JsonPrimitive;
 import com.google.protobuf.CodedInputStream;
@@ -22,6 +24,7 @@ import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Base64;
+import java.util.zip.CRC32;
 import java.util.List;
 import java.util.Locale;
 import java.util.zip.InflaterInputStream;
@@ -110,52 +113,101 @@ final class TraceCommand {
     }
     if (fidelity != null) {
       JsonElement view = JsonParser.parseString(JSON.print(fidelity));
+      if (fidelity.containsFields(ELIDED)) {
+        view = fromExactText(m, view.getAsJsonObject());
+      }
       line.append(" fidelity=").append(VIEW.toJson(withBase64(view, m.getBase64ValuesList())));
     }
     return line.toString();
   }
 
+  /** A default .binpb record stores a fidelity_json once: its Struct holds only this key (true). */
+  static final String ELIDED = "\u0000fidelity_json";
+
   /**
-   * Puts back each fidelity string a .binpb record stores as bytes (base64_values): at its path
-   * the Struct holds "", and the text is the standard base64 of the bytes. A value that is no
-   * longer "" was edited and stays.
+   * Builds the Struct view from fidelity_json (values nested deeper than the view's 16 levels read
+   * as null, as in the Struct), with the keys a program set beside the marker over it.
    */
-  static JsonElement withBase64(JsonElement view, List<Base64Value> hints) {
-    String prefix = "/payload/fidelity/";
-    for (Base64Value h : hints) {
-      if (!h.getPath().startsWith(prefix)) {
-        continue;
-      }
-      String text = Base64.getEncoder().encodeToString(h.getData().toByteArray());
-      String[] parts = h.getPath().substring(prefix.length()).split("/", -1);
-      JsonElement node = view;
-      for (int i = 0; i < parts.length && node != null; i++) {
-        String part = parts[i].replace("~1", "/").replace("~0", "~");
-        boolean last = i == parts.length - 1;
-        JsonElement child = null;
-        if (node.isJsonObject()) {
-          child = node.getAsJsonObject().get(part);
-          if (last && isEmptyString(child)) {
-            node.getAsJsonObject().addProperty(part, text);
-          }
-        } else if (node.isJsonArray() && part.matches("\\d{1,9}")) {
-          JsonArray items = node.getAsJsonArray();
-          int index = Integer.parseInt(part);
-          if (index < items.size()) {
-            child = items.get(index);
-            if (last && isEmptyString(child)) {
-              items.set(index, new JsonPrimitive(text));
-            }
-          }
-        }
-        node = child;
+  static JsonElement fromExactText(OmniMessage m, JsonObject beside) throws IOException {
+    String text =
+        switch (m.getPayloadCase()) {
+          case TEXT -> m.getText().getFidelityJson();
+          case THINKING -> m.getThinking().getFidelityJson();
+          case TOOL_CALL -> m.getToolCall().getFidelityJson();
+          case INLINE_DATA -> m.getInlineData().getFidelityJson();
+          case INLINE_THINKING -> m.getInlineThinking().getFidelityJson();
+          default -> "";
+        };
+    if (text.isEmpty()) {
+      throw new IOException("fidelity's Struct was left out for fidelity_json, which is empty");
+    }
+    JsonObject view = cut(JsonParser.parseString(text), 1).getAsJsonObject();
+    for (var e : beside.entrySet()) {
+      if (!e.getKey().equals(ELIDED)) {
+        view.add(e.getKey(), e.getValue());
       }
     }
     return view;
   }
 
-  private static boolean isEmptyString(JsonElement e) {
-    return e != null && e.isJsonPrimitive() && e.getAsJsonPrimitive().isString() && e.getAsString().isEmpty();
+  private static JsonElement cut(JsonElement v, int level) {
+    if (v.isJsonObject() || v.isJsonArray()) {
+      if (level > 16) {
+        return JsonNull.INSTANCE;
+      }
+      if (v.isJsonObject()) {
+        for (var e : v.getAsJsonObject().entrySet()) {
+          e.setValue(cut(e.getValue(), level + 1));
+        }
+      } else {
+        JsonArray items = v.getAsJsonArray();
+        for (int i = 0; i < items.size(); i++) {
+          items.set(i, cut(items.get(i), level + 1));
+        }
+      }
+    }
+    return v;
+  }
+
+  /**
+   * Puts back each string a .binpb record stores as bytes (base64_values): where the text stood,
+   * the string holds a placeholder "\u0000base64:INDEX:CRC" naming its entry, whose text is
+   * prefix + base64(data) (the URL-safe alphabet when url_safe). The placeholder moves with its
+   * value under any edit; one that names no entry, or whose CRC-32 is not its entry's (copied
+   * from another record), is an error.
+   */
+  static JsonElement withBase64(JsonElement view, List<Base64Value> hints) throws IOException {
+    String mark = "\u0000base64:";
+    if (view.isJsonPrimitive() && view.getAsJsonPrimitive().isString()) {
+      String s = view.getAsString();
+      if (!s.startsWith(mark) || hints.isEmpty()) {
+        return view;
+      }
+      String[] parts = s.substring(mark.length()).split(":", -1);
+      if (parts.length != 2 || !parts[0].matches("0|[1-9][0-9]{0,8}")
+          || Integer.parseInt(parts[0]) >= hints.size()) {
+        throw new IOException("a base64 placeholder names no entry: " + GSON.toJson(s));
+      }
+      Base64Value h = hints.get(Integer.parseInt(parts[0]));
+      CRC32 crc = new CRC32();
+      crc.update(h.getData().toByteArray());
+      if (!String.format("%08x", crc.getValue()).equals(parts[1])) {
+        throw new IOException("a base64 placeholder's CRC is not its entry's: " + GSON.toJson(s));
+      }
+      Base64.Encoder enc = h.getUrlSafe() ? Base64.getUrlEncoder() : Base64.getEncoder();
+      return new JsonPrimitive(h.getPrefix() + enc.encodeToString(h.getData().toByteArray()));
+    }
+    if (view.isJsonObject()) {
+      for (var e : view.getAsJsonObject().entrySet()) {
+        e.setValue(withBase64(e.getValue(), hints));
+      }
+    } else if (view.isJsonArray()) {
+      JsonArray items = view.getAsJsonArray();
+      for (int i = 0; i < items.size(); i++) {
+        items.set(i, withBase64(items.get(i), hints));
+      }
+    }
+    return view;
   }
 
   /** Parses every delimited OmniMessage on in and writes it back, re-serialized from the typed message. */

@@ -5,7 +5,7 @@ package io.omnigrpc.omni.v1;
 
 /**
  * <pre>
- * A string value kept as the bytes its base64 text decodes to.
+ * A string kept as the bytes its base64 text decodes to (see base64_values).
  * </pre>
  *
  * Protobuf type {@code omni.v1.Base64Value}
@@ -22,6 +22,7 @@ private static final long serialVersionUID = 0L;
   private Base64Value() {
     path_ = "";
     data_ = com.google.protobuf.ByteString.EMPTY;
+    prefix_ = "";
   }
 
   @java.lang.Override
@@ -54,7 +55,9 @@ private static final long serialVersionUID = 0L;
   private volatile java.lang.Object path_ = "";
   /**
    * <pre>
-   * JSON Pointer from the envelope, as in KeyOrder and RawValue.
+   * Set only by pre-release writers (a JSON Pointer to a "" in the Struct,
+   * which a stub edit could not move with its value); readers refuse a
+   * record that sets it, and writers leave it empty.
    * </pre>
    *
    * <code>string path = 1 [json_name = "path"];</code>
@@ -75,7 +78,9 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * JSON Pointer from the envelope, as in KeyOrder and RawValue.
+   * Set only by pre-release writers (a JSON Pointer to a "" in the Struct,
+   * which a stub edit could not move with its value); readers refuse a
+   * record that sets it, and writers leave it empty.
    * </pre>
    *
    * <code>string path = 1 [json_name = "path"];</code>
@@ -107,6 +112,71 @@ private static final long serialVersionUID = 0L;
     return data_;
   }
 
+  public static final int PREFIX_FIELD_NUMBER = 3;
+  @SuppressWarnings("serial")
+  private volatile java.lang.Object prefix_ = "";
+  /**
+   * <pre>
+   * The text before the base64, e.g. "data:image/png;base64,"; empty for a
+   * bare base64 string.
+   * </pre>
+   *
+   * <code>string prefix = 3 [json_name = "prefix"];</code>
+   * @return The prefix.
+   */
+  @java.lang.Override
+  public java.lang.String getPrefix() {
+    java.lang.Object ref = prefix_;
+    if (ref instanceof java.lang.String) {
+      return (java.lang.String) ref;
+    } else {
+      com.google.protobuf.ByteString bs = 
+          (com.google.protobuf.ByteString) ref;
+      java.lang.String s = bs.toStringUtf8();
+      prefix_ = s;
+      return s;
+    }
+  }
+  /**
+   * <pre>
+   * The text before the base64, e.g. "data:image/png;base64,"; empty for a
+   * bare base64 string.
+   * </pre>
+   *
+   * <code>string prefix = 3 [json_name = "prefix"];</code>
+   * @return The bytes for prefix.
+   */
+  @java.lang.Override
+  public com.google.protobuf.ByteString
+      getPrefixBytes() {
+    java.lang.Object ref = prefix_;
+    if (ref instanceof java.lang.String) {
+      com.google.protobuf.ByteString b = 
+          com.google.protobuf.ByteString.copyFromUtf8(
+              (java.lang.String) ref);
+      prefix_ = b;
+      return b;
+    } else {
+      return (com.google.protobuf.ByteString) ref;
+    }
+  }
+
+  public static final int URL_SAFE_FIELD_NUMBER = 4;
+  private boolean urlSafe_ = false;
+  /**
+   * <pre>
+   * The URL-safe alphabet (RFC 4648 section 5: "-" and "_" for "+" and "/"),
+   * padded; Fernet tokens such as OpenAI's encrypted_content use it.
+   * </pre>
+   *
+   * <code>bool url_safe = 4 [json_name = "urlSafe"];</code>
+   * @return The urlSafe.
+   */
+  @java.lang.Override
+  public boolean getUrlSafe() {
+    return urlSafe_;
+  }
+
   private byte memoizedIsInitialized = -1;
   @java.lang.Override
   public final boolean isInitialized() {
@@ -127,6 +197,12 @@ private static final long serialVersionUID = 0L;
     if (!data_.isEmpty()) {
       output.writeBytes(2, data_);
     }
+    if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(prefix_)) {
+      com.google.protobuf.GeneratedMessageV3.writeString(output, 3, prefix_);
+    }
+    if (urlSafe_ != false) {
+      output.writeBool(4, urlSafe_);
+    }
     getUnknownFields().writeTo(output);
   }
 
@@ -142,6 +218,13 @@ private static final long serialVersionUID = 0L;
     if (!data_.isEmpty()) {
       size += com.google.protobuf.CodedOutputStream
         .computeBytesSize(2, data_);
+    }
+    if (!com.google.protobuf.GeneratedMessageV3.isStringEmpty(prefix_)) {
+      size += com.google.protobuf.GeneratedMessageV3.computeStringSize(3, prefix_);
+    }
+    if (urlSafe_ != false) {
+      size += com.google.protobuf.CodedOutputStream
+        .computeBoolSize(4, urlSafe_);
     }
     size += getUnknownFields().getSerializedSize();
     memoizedSize = size;
@@ -162,6 +245,10 @@ private static final long serialVersionUID = 0L;
         .equals(other.getPath())) return false;
     if (!getData()
         .equals(other.getData())) return false;
+    if (!getPrefix()
+        .equals(other.getPrefix())) return false;
+    if (getUrlSafe()
+        != other.getUrlSafe()) return false;
     if (!getUnknownFields().equals(other.getUnknownFields())) return false;
     return true;
   }
@@ -177,6 +264,11 @@ private static final long serialVersionUID = 0L;
     hash = (53 * hash) + getPath().hashCode();
     hash = (37 * hash) + DATA_FIELD_NUMBER;
     hash = (53 * hash) + getData().hashCode();
+    hash = (37 * hash) + PREFIX_FIELD_NUMBER;
+    hash = (53 * hash) + getPrefix().hashCode();
+    hash = (37 * hash) + URL_SAFE_FIELD_NUMBER;
+    hash = (53 * hash) + com.google.protobuf.Internal.hashBoolean(
+        getUrlSafe());
     hash = (29 * hash) + getUnknownFields().hashCode();
     memoizedHashCode = hash;
     return hash;
@@ -274,7 +366,7 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * A string value kept as the bytes its base64 text decodes to.
+   * A string kept as the bytes its base64 text decodes to (see base64_values).
    * </pre>
    *
    * Protobuf type {@code omni.v1.Base64Value}
@@ -312,6 +404,8 @@ private static final long serialVersionUID = 0L;
       bitField0_ = 0;
       path_ = "";
       data_ = com.google.protobuf.ByteString.EMPTY;
+      prefix_ = "";
+      urlSafe_ = false;
       return this;
     }
 
@@ -350,6 +444,12 @@ private static final long serialVersionUID = 0L;
       }
       if (((from_bitField0_ & 0x00000002) != 0)) {
         result.data_ = data_;
+      }
+      if (((from_bitField0_ & 0x00000004) != 0)) {
+        result.prefix_ = prefix_;
+      }
+      if (((from_bitField0_ & 0x00000008) != 0)) {
+        result.urlSafe_ = urlSafe_;
       }
     }
 
@@ -405,6 +505,14 @@ private static final long serialVersionUID = 0L;
       if (other.getData() != com.google.protobuf.ByteString.EMPTY) {
         setData(other.getData());
       }
+      if (!other.getPrefix().isEmpty()) {
+        prefix_ = other.prefix_;
+        bitField0_ |= 0x00000004;
+        onChanged();
+      }
+      if (other.getUrlSafe() != false) {
+        setUrlSafe(other.getUrlSafe());
+      }
       this.mergeUnknownFields(other.getUnknownFields());
       onChanged();
       return this;
@@ -441,6 +549,16 @@ private static final long serialVersionUID = 0L;
               bitField0_ |= 0x00000002;
               break;
             } // case 18
+            case 26: {
+              prefix_ = input.readStringRequireUtf8();
+              bitField0_ |= 0x00000004;
+              break;
+            } // case 26
+            case 32: {
+              urlSafe_ = input.readBool();
+              bitField0_ |= 0x00000008;
+              break;
+            } // case 32
             default: {
               if (!super.parseUnknownField(input, extensionRegistry, tag)) {
                 done = true; // was an endgroup tag
@@ -461,7 +579,9 @@ private static final long serialVersionUID = 0L;
     private java.lang.Object path_ = "";
     /**
      * <pre>
-     * JSON Pointer from the envelope, as in KeyOrder and RawValue.
+     * Set only by pre-release writers (a JSON Pointer to a "" in the Struct,
+     * which a stub edit could not move with its value); readers refuse a
+     * record that sets it, and writers leave it empty.
      * </pre>
      *
      * <code>string path = 1 [json_name = "path"];</code>
@@ -481,7 +601,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * JSON Pointer from the envelope, as in KeyOrder and RawValue.
+     * Set only by pre-release writers (a JSON Pointer to a "" in the Struct,
+     * which a stub edit could not move with its value); readers refuse a
+     * record that sets it, and writers leave it empty.
      * </pre>
      *
      * <code>string path = 1 [json_name = "path"];</code>
@@ -502,7 +624,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * JSON Pointer from the envelope, as in KeyOrder and RawValue.
+     * Set only by pre-release writers (a JSON Pointer to a "" in the Struct,
+     * which a stub edit could not move with its value); readers refuse a
+     * record that sets it, and writers leave it empty.
      * </pre>
      *
      * <code>string path = 1 [json_name = "path"];</code>
@@ -519,7 +643,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * JSON Pointer from the envelope, as in KeyOrder and RawValue.
+     * Set only by pre-release writers (a JSON Pointer to a "" in the Struct,
+     * which a stub edit could not move with its value); readers refuse a
+     * record that sets it, and writers leave it empty.
      * </pre>
      *
      * <code>string path = 1 [json_name = "path"];</code>
@@ -533,7 +659,9 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * JSON Pointer from the envelope, as in KeyOrder and RawValue.
+     * Set only by pre-release writers (a JSON Pointer to a "" in the Struct,
+     * which a stub edit could not move with its value); readers refuse a
+     * record that sets it, and writers leave it empty.
      * </pre>
      *
      * <code>string path = 1 [json_name = "path"];</code>
@@ -578,6 +706,150 @@ private static final long serialVersionUID = 0L;
     public Builder clearData() {
       bitField0_ = (bitField0_ & ~0x00000002);
       data_ = getDefaultInstance().getData();
+      onChanged();
+      return this;
+    }
+
+    private java.lang.Object prefix_ = "";
+    /**
+     * <pre>
+     * The text before the base64, e.g. "data:image/png;base64,"; empty for a
+     * bare base64 string.
+     * </pre>
+     *
+     * <code>string prefix = 3 [json_name = "prefix"];</code>
+     * @return The prefix.
+     */
+    public java.lang.String getPrefix() {
+      java.lang.Object ref = prefix_;
+      if (!(ref instanceof java.lang.String)) {
+        com.google.protobuf.ByteString bs =
+            (com.google.protobuf.ByteString) ref;
+        java.lang.String s = bs.toStringUtf8();
+        prefix_ = s;
+        return s;
+      } else {
+        return (java.lang.String) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The text before the base64, e.g. "data:image/png;base64,"; empty for a
+     * bare base64 string.
+     * </pre>
+     *
+     * <code>string prefix = 3 [json_name = "prefix"];</code>
+     * @return The bytes for prefix.
+     */
+    public com.google.protobuf.ByteString
+        getPrefixBytes() {
+      java.lang.Object ref = prefix_;
+      if (ref instanceof String) {
+        com.google.protobuf.ByteString b = 
+            com.google.protobuf.ByteString.copyFromUtf8(
+                (java.lang.String) ref);
+        prefix_ = b;
+        return b;
+      } else {
+        return (com.google.protobuf.ByteString) ref;
+      }
+    }
+    /**
+     * <pre>
+     * The text before the base64, e.g. "data:image/png;base64,"; empty for a
+     * bare base64 string.
+     * </pre>
+     *
+     * <code>string prefix = 3 [json_name = "prefix"];</code>
+     * @param value The prefix to set.
+     * @return This builder for chaining.
+     */
+    public Builder setPrefix(
+        java.lang.String value) {
+      if (value == null) { throw new NullPointerException(); }
+      prefix_ = value;
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The text before the base64, e.g. "data:image/png;base64,"; empty for a
+     * bare base64 string.
+     * </pre>
+     *
+     * <code>string prefix = 3 [json_name = "prefix"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearPrefix() {
+      prefix_ = getDefaultInstance().getPrefix();
+      bitField0_ = (bitField0_ & ~0x00000004);
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The text before the base64, e.g. "data:image/png;base64,"; empty for a
+     * bare base64 string.
+     * </pre>
+     *
+     * <code>string prefix = 3 [json_name = "prefix"];</code>
+     * @param value The bytes for prefix to set.
+     * @return This builder for chaining.
+     */
+    public Builder setPrefixBytes(
+        com.google.protobuf.ByteString value) {
+      if (value == null) { throw new NullPointerException(); }
+      checkByteStringIsUtf8(value);
+      prefix_ = value;
+      bitField0_ |= 0x00000004;
+      onChanged();
+      return this;
+    }
+
+    private boolean urlSafe_ ;
+    /**
+     * <pre>
+     * The URL-safe alphabet (RFC 4648 section 5: "-" and "_" for "+" and "/"),
+     * padded; Fernet tokens such as OpenAI's encrypted_content use it.
+     * </pre>
+     *
+     * <code>bool url_safe = 4 [json_name = "urlSafe"];</code>
+     * @return The urlSafe.
+     */
+    @java.lang.Override
+    public boolean getUrlSafe() {
+      return urlSafe_;
+    }
+    /**
+     * <pre>
+     * The URL-safe alphabet (RFC 4648 section 5: "-" and "_" for "+" and "/"),
+     * padded; Fernet tokens such as OpenAI's encrypted_content use it.
+     * </pre>
+     *
+     * <code>bool url_safe = 4 [json_name = "urlSafe"];</code>
+     * @param value The urlSafe to set.
+     * @return This builder for chaining.
+     */
+    public Builder setUrlSafe(boolean value) {
+      
+      urlSafe_ = value;
+      bitField0_ |= 0x00000008;
+      onChanged();
+      return this;
+    }
+    /**
+     * <pre>
+     * The URL-safe alphabet (RFC 4648 section 5: "-" and "_" for "+" and "/"),
+     * padded; Fernet tokens such as OpenAI's encrypted_content use it.
+     * </pre>
+     *
+     * <code>bool url_safe = 4 [json_name = "urlSafe"];</code>
+     * @return This builder for chaining.
+     */
+    public Builder clearUrlSafe() {
+      bitField0_ = (bitField0_ & ~0x00000008);
+      urlSafe_ = false;
       onChanged();
       return this;
     }

@@ -9,7 +9,9 @@ public interface Base64ValueOrBuilder extends
 
   /**
    * <pre>
-   * JSON Pointer from the envelope, as in KeyOrder and RawValue.
+   * Set only by pre-release writers (a JSON Pointer to a "" in the Struct,
+   * which a stub edit could not move with its value); readers refuse a
+   * record that sets it, and writers leave it empty.
    * </pre>
    *
    * <code>string path = 1 [json_name = "path"];</code>
@@ -18,7 +20,9 @@ public interface Base64ValueOrBuilder extends
   java.lang.String getPath();
   /**
    * <pre>
-   * JSON Pointer from the envelope, as in KeyOrder and RawValue.
+   * Set only by pre-release writers (a JSON Pointer to a "" in the Struct,
+   * which a stub edit could not move with its value); readers refuse a
+   * record that sets it, and writers leave it empty.
    * </pre>
    *
    * <code>string path = 1 [json_name = "path"];</code>
@@ -32,4 +36,37 @@ public interface Base64ValueOrBuilder extends
    * @return The data.
    */
   com.google.protobuf.ByteString getData();
+
+  /**
+   * <pre>
+   * The text before the base64, e.g. "data:image/png;base64,"; empty for a
+   * bare base64 string.
+   * </pre>
+   *
+   * <code>string prefix = 3 [json_name = "prefix"];</code>
+   * @return The prefix.
+   */
+  java.lang.String getPrefix();
+  /**
+   * <pre>
+   * The text before the base64, e.g. "data:image/png;base64,"; empty for a
+   * bare base64 string.
+   * </pre>
+   *
+   * <code>string prefix = 3 [json_name = "prefix"];</code>
+   * @return The bytes for prefix.
+   */
+  com.google.protobuf.ByteString
+      getPrefixBytes();
+
+  /**
+   * <pre>
+   * The URL-safe alphabet (RFC 4648 section 5: "-" and "_" for "+" and "/"),
+   * padded; Fernet tokens such as OpenAI's encrypted_content use it.
+   * </pre>
+   *
+   * <code>bool url_safe = 4 [json_name = "urlSafe"];</code>
+   * @return The urlSafe.
+   */
+  boolean getUrlSafe();
 }

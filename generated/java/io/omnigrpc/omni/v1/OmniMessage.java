@@ -1225,15 +1225,22 @@ private static final long serialVersionUID = 0L;
   private java.util.List<io.omnigrpc.omni.v1.Base64Value> base64Values_;
   /**
    * <pre>
-   * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-   * records only (the gRPC API never carries them): a Struct string value of
-   * 128 characters or more that is canonical base64 (RFC 4648 standard
-   * alphabet, padded, so encoding the bytes gives back the very text), such
-   * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-   * Struct holds "" at the path; the string there is the base64 of data.
-   * Used only while the Struct still holds "" there (an edit wins). Readers
-   * in every language read it with their standard base64 encoder; see
-   * docs/traces.md.
+   * Long base64 strings stored as the bytes they stand for, in .binpb
+   * records only (the gRPC API never carries them): a string of 128
+   * characters or more in a fidelity Struct, image_url, inline_data.data,
+   * inline_thinking.data or tool_call_output.images that is canonical base64
+   * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+   * gives back the very text), optionally after a prefix such as a data
+   * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+   * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+   * images are such strings. Where the text stood, the string holds a
+   * placeholder naming its entry: NUL, "base64:", the entry's index in this
+   * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+   * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+   * program that moves, copies, renames or deletes values through the stubs
+   * gets what the same edit gives in JSON; a reader puts back prefix +
+   * base64(data) wherever a placeholder stands and refuses a record whose
+   * placeholder names no entry or the wrong bytes. See docs/traces.md.
    * </pre>
    *
    * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -1244,15 +1251,22 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-   * records only (the gRPC API never carries them): a Struct string value of
-   * 128 characters or more that is canonical base64 (RFC 4648 standard
-   * alphabet, padded, so encoding the bytes gives back the very text), such
-   * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-   * Struct holds "" at the path; the string there is the base64 of data.
-   * Used only while the Struct still holds "" there (an edit wins). Readers
-   * in every language read it with their standard base64 encoder; see
-   * docs/traces.md.
+   * Long base64 strings stored as the bytes they stand for, in .binpb
+   * records only (the gRPC API never carries them): a string of 128
+   * characters or more in a fidelity Struct, image_url, inline_data.data,
+   * inline_thinking.data or tool_call_output.images that is canonical base64
+   * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+   * gives back the very text), optionally after a prefix such as a data
+   * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+   * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+   * images are such strings. Where the text stood, the string holds a
+   * placeholder naming its entry: NUL, "base64:", the entry's index in this
+   * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+   * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+   * program that moves, copies, renames or deletes values through the stubs
+   * gets what the same edit gives in JSON; a reader puts back prefix +
+   * base64(data) wherever a placeholder stands and refuses a record whose
+   * placeholder names no entry or the wrong bytes. See docs/traces.md.
    * </pre>
    *
    * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -1264,15 +1278,22 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-   * records only (the gRPC API never carries them): a Struct string value of
-   * 128 characters or more that is canonical base64 (RFC 4648 standard
-   * alphabet, padded, so encoding the bytes gives back the very text), such
-   * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-   * Struct holds "" at the path; the string there is the base64 of data.
-   * Used only while the Struct still holds "" there (an edit wins). Readers
-   * in every language read it with their standard base64 encoder; see
-   * docs/traces.md.
+   * Long base64 strings stored as the bytes they stand for, in .binpb
+   * records only (the gRPC API never carries them): a string of 128
+   * characters or more in a fidelity Struct, image_url, inline_data.data,
+   * inline_thinking.data or tool_call_output.images that is canonical base64
+   * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+   * gives back the very text), optionally after a prefix such as a data
+   * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+   * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+   * images are such strings. Where the text stood, the string holds a
+   * placeholder naming its entry: NUL, "base64:", the entry's index in this
+   * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+   * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+   * program that moves, copies, renames or deletes values through the stubs
+   * gets what the same edit gives in JSON; a reader puts back prefix +
+   * base64(data) wherever a placeholder stands and refuses a record whose
+   * placeholder names no entry or the wrong bytes. See docs/traces.md.
    * </pre>
    *
    * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -1283,15 +1304,22 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-   * records only (the gRPC API never carries them): a Struct string value of
-   * 128 characters or more that is canonical base64 (RFC 4648 standard
-   * alphabet, padded, so encoding the bytes gives back the very text), such
-   * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-   * Struct holds "" at the path; the string there is the base64 of data.
-   * Used only while the Struct still holds "" there (an edit wins). Readers
-   * in every language read it with their standard base64 encoder; see
-   * docs/traces.md.
+   * Long base64 strings stored as the bytes they stand for, in .binpb
+   * records only (the gRPC API never carries them): a string of 128
+   * characters or more in a fidelity Struct, image_url, inline_data.data,
+   * inline_thinking.data or tool_call_output.images that is canonical base64
+   * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+   * gives back the very text), optionally after a prefix such as a data
+   * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+   * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+   * images are such strings. Where the text stood, the string holds a
+   * placeholder naming its entry: NUL, "base64:", the entry's index in this
+   * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+   * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+   * program that moves, copies, renames or deletes values through the stubs
+   * gets what the same edit gives in JSON; a reader puts back prefix +
+   * base64(data) wherever a placeholder stands and refuses a record whose
+   * placeholder names no entry or the wrong bytes. See docs/traces.md.
    * </pre>
    *
    * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -1302,15 +1330,22 @@ private static final long serialVersionUID = 0L;
   }
   /**
    * <pre>
-   * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-   * records only (the gRPC API never carries them): a Struct string value of
-   * 128 characters or more that is canonical base64 (RFC 4648 standard
-   * alphabet, padded, so encoding the bytes gives back the very text), such
-   * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-   * Struct holds "" at the path; the string there is the base64 of data.
-   * Used only while the Struct still holds "" there (an edit wins). Readers
-   * in every language read it with their standard base64 encoder; see
-   * docs/traces.md.
+   * Long base64 strings stored as the bytes they stand for, in .binpb
+   * records only (the gRPC API never carries them): a string of 128
+   * characters or more in a fidelity Struct, image_url, inline_data.data,
+   * inline_thinking.data or tool_call_output.images that is canonical base64
+   * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+   * gives back the very text), optionally after a prefix such as a data
+   * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+   * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+   * images are such strings. Where the text stood, the string holds a
+   * placeholder naming its entry: NUL, "base64:", the entry's index in this
+   * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+   * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+   * program that moves, copies, renames or deletes values through the stubs
+   * gets what the same edit gives in JSON; a reader puts back prefix +
+   * base64(data) wherever a placeholder stands and refuses a record whose
+   * placeholder names no entry or the wrong bytes. See docs/traces.md.
    * </pre>
    *
    * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -7482,15 +7517,22 @@ private static final long serialVersionUID = 0L;
 
     /**
      * <pre>
-     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-     * records only (the gRPC API never carries them): a Struct string value of
-     * 128 characters or more that is canonical base64 (RFC 4648 standard
-     * alphabet, padded, so encoding the bytes gives back the very text), such
-     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-     * Struct holds "" at the path; the string there is the base64 of data.
-     * Used only while the Struct still holds "" there (an edit wins). Readers
-     * in every language read it with their standard base64 encoder; see
-     * docs/traces.md.
+     * Long base64 strings stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a string of 128
+     * characters or more in a fidelity Struct, image_url, inline_data.data,
+     * inline_thinking.data or tool_call_output.images that is canonical base64
+     * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+     * gives back the very text), optionally after a prefix such as a data
+     * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+     * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+     * images are such strings. Where the text stood, the string holds a
+     * placeholder naming its entry: NUL, "base64:", the entry's index in this
+     * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+     * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+     * program that moves, copies, renames or deletes values through the stubs
+     * gets what the same edit gives in JSON; a reader puts back prefix +
+     * base64(data) wherever a placeholder stands and refuses a record whose
+     * placeholder names no entry or the wrong bytes. See docs/traces.md.
      * </pre>
      *
      * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -7504,15 +7546,22 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-     * records only (the gRPC API never carries them): a Struct string value of
-     * 128 characters or more that is canonical base64 (RFC 4648 standard
-     * alphabet, padded, so encoding the bytes gives back the very text), such
-     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-     * Struct holds "" at the path; the string there is the base64 of data.
-     * Used only while the Struct still holds "" there (an edit wins). Readers
-     * in every language read it with their standard base64 encoder; see
-     * docs/traces.md.
+     * Long base64 strings stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a string of 128
+     * characters or more in a fidelity Struct, image_url, inline_data.data,
+     * inline_thinking.data or tool_call_output.images that is canonical base64
+     * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+     * gives back the very text), optionally after a prefix such as a data
+     * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+     * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+     * images are such strings. Where the text stood, the string holds a
+     * placeholder naming its entry: NUL, "base64:", the entry's index in this
+     * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+     * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+     * program that moves, copies, renames or deletes values through the stubs
+     * gets what the same edit gives in JSON; a reader puts back prefix +
+     * base64(data) wherever a placeholder stands and refuses a record whose
+     * placeholder names no entry or the wrong bytes. See docs/traces.md.
      * </pre>
      *
      * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -7526,15 +7575,22 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-     * records only (the gRPC API never carries them): a Struct string value of
-     * 128 characters or more that is canonical base64 (RFC 4648 standard
-     * alphabet, padded, so encoding the bytes gives back the very text), such
-     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-     * Struct holds "" at the path; the string there is the base64 of data.
-     * Used only while the Struct still holds "" there (an edit wins). Readers
-     * in every language read it with their standard base64 encoder; see
-     * docs/traces.md.
+     * Long base64 strings stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a string of 128
+     * characters or more in a fidelity Struct, image_url, inline_data.data,
+     * inline_thinking.data or tool_call_output.images that is canonical base64
+     * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+     * gives back the very text), optionally after a prefix such as a data
+     * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+     * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+     * images are such strings. Where the text stood, the string holds a
+     * placeholder naming its entry: NUL, "base64:", the entry's index in this
+     * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+     * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+     * program that moves, copies, renames or deletes values through the stubs
+     * gets what the same edit gives in JSON; a reader puts back prefix +
+     * base64(data) wherever a placeholder stands and refuses a record whose
+     * placeholder names no entry or the wrong bytes. See docs/traces.md.
      * </pre>
      *
      * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -7548,15 +7604,22 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-     * records only (the gRPC API never carries them): a Struct string value of
-     * 128 characters or more that is canonical base64 (RFC 4648 standard
-     * alphabet, padded, so encoding the bytes gives back the very text), such
-     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-     * Struct holds "" at the path; the string there is the base64 of data.
-     * Used only while the Struct still holds "" there (an edit wins). Readers
-     * in every language read it with their standard base64 encoder; see
-     * docs/traces.md.
+     * Long base64 strings stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a string of 128
+     * characters or more in a fidelity Struct, image_url, inline_data.data,
+     * inline_thinking.data or tool_call_output.images that is canonical base64
+     * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+     * gives back the very text), optionally after a prefix such as a data
+     * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+     * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+     * images are such strings. Where the text stood, the string holds a
+     * placeholder naming its entry: NUL, "base64:", the entry's index in this
+     * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+     * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+     * program that moves, copies, renames or deletes values through the stubs
+     * gets what the same edit gives in JSON; a reader puts back prefix +
+     * base64(data) wherever a placeholder stands and refuses a record whose
+     * placeholder names no entry or the wrong bytes. See docs/traces.md.
      * </pre>
      *
      * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -7577,15 +7640,22 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-     * records only (the gRPC API never carries them): a Struct string value of
-     * 128 characters or more that is canonical base64 (RFC 4648 standard
-     * alphabet, padded, so encoding the bytes gives back the very text), such
-     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-     * Struct holds "" at the path; the string there is the base64 of data.
-     * Used only while the Struct still holds "" there (an edit wins). Readers
-     * in every language read it with their standard base64 encoder; see
-     * docs/traces.md.
+     * Long base64 strings stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a string of 128
+     * characters or more in a fidelity Struct, image_url, inline_data.data,
+     * inline_thinking.data or tool_call_output.images that is canonical base64
+     * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+     * gives back the very text), optionally after a prefix such as a data
+     * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+     * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+     * images are such strings. Where the text stood, the string holds a
+     * placeholder naming its entry: NUL, "base64:", the entry's index in this
+     * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+     * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+     * program that moves, copies, renames or deletes values through the stubs
+     * gets what the same edit gives in JSON; a reader puts back prefix +
+     * base64(data) wherever a placeholder stands and refuses a record whose
+     * placeholder names no entry or the wrong bytes. See docs/traces.md.
      * </pre>
      *
      * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -7603,15 +7673,22 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-     * records only (the gRPC API never carries them): a Struct string value of
-     * 128 characters or more that is canonical base64 (RFC 4648 standard
-     * alphabet, padded, so encoding the bytes gives back the very text), such
-     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-     * Struct holds "" at the path; the string there is the base64 of data.
-     * Used only while the Struct still holds "" there (an edit wins). Readers
-     * in every language read it with their standard base64 encoder; see
-     * docs/traces.md.
+     * Long base64 strings stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a string of 128
+     * characters or more in a fidelity Struct, image_url, inline_data.data,
+     * inline_thinking.data or tool_call_output.images that is canonical base64
+     * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+     * gives back the very text), optionally after a prefix such as a data
+     * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+     * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+     * images are such strings. Where the text stood, the string holds a
+     * placeholder naming its entry: NUL, "base64:", the entry's index in this
+     * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+     * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+     * program that moves, copies, renames or deletes values through the stubs
+     * gets what the same edit gives in JSON; a reader puts back prefix +
+     * base64(data) wherever a placeholder stands and refuses a record whose
+     * placeholder names no entry or the wrong bytes. See docs/traces.md.
      * </pre>
      *
      * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -7631,15 +7708,22 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-     * records only (the gRPC API never carries them): a Struct string value of
-     * 128 characters or more that is canonical base64 (RFC 4648 standard
-     * alphabet, padded, so encoding the bytes gives back the very text), such
-     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-     * Struct holds "" at the path; the string there is the base64 of data.
-     * Used only while the Struct still holds "" there (an edit wins). Readers
-     * in every language read it with their standard base64 encoder; see
-     * docs/traces.md.
+     * Long base64 strings stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a string of 128
+     * characters or more in a fidelity Struct, image_url, inline_data.data,
+     * inline_thinking.data or tool_call_output.images that is canonical base64
+     * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+     * gives back the very text), optionally after a prefix such as a data
+     * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+     * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+     * images are such strings. Where the text stood, the string holds a
+     * placeholder naming its entry: NUL, "base64:", the entry's index in this
+     * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+     * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+     * program that moves, copies, renames or deletes values through the stubs
+     * gets what the same edit gives in JSON; a reader puts back prefix +
+     * base64(data) wherever a placeholder stands and refuses a record whose
+     * placeholder names no entry or the wrong bytes. See docs/traces.md.
      * </pre>
      *
      * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -7660,15 +7744,22 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-     * records only (the gRPC API never carries them): a Struct string value of
-     * 128 characters or more that is canonical base64 (RFC 4648 standard
-     * alphabet, padded, so encoding the bytes gives back the very text), such
-     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-     * Struct holds "" at the path; the string there is the base64 of data.
-     * Used only while the Struct still holds "" there (an edit wins). Readers
-     * in every language read it with their standard base64 encoder; see
-     * docs/traces.md.
+     * Long base64 strings stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a string of 128
+     * characters or more in a fidelity Struct, image_url, inline_data.data,
+     * inline_thinking.data or tool_call_output.images that is canonical base64
+     * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+     * gives back the very text), optionally after a prefix such as a data
+     * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+     * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+     * images are such strings. Where the text stood, the string holds a
+     * placeholder naming its entry: NUL, "base64:", the entry's index in this
+     * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+     * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+     * program that moves, copies, renames or deletes values through the stubs
+     * gets what the same edit gives in JSON; a reader puts back prefix +
+     * base64(data) wherever a placeholder stands and refuses a record whose
+     * placeholder names no entry or the wrong bytes. See docs/traces.md.
      * </pre>
      *
      * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -7686,15 +7777,22 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-     * records only (the gRPC API never carries them): a Struct string value of
-     * 128 characters or more that is canonical base64 (RFC 4648 standard
-     * alphabet, padded, so encoding the bytes gives back the very text), such
-     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-     * Struct holds "" at the path; the string there is the base64 of data.
-     * Used only while the Struct still holds "" there (an edit wins). Readers
-     * in every language read it with their standard base64 encoder; see
-     * docs/traces.md.
+     * Long base64 strings stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a string of 128
+     * characters or more in a fidelity Struct, image_url, inline_data.data,
+     * inline_thinking.data or tool_call_output.images that is canonical base64
+     * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+     * gives back the very text), optionally after a prefix such as a data
+     * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+     * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+     * images are such strings. Where the text stood, the string holds a
+     * placeholder naming its entry: NUL, "base64:", the entry's index in this
+     * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+     * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+     * program that moves, copies, renames or deletes values through the stubs
+     * gets what the same edit gives in JSON; a reader puts back prefix +
+     * base64(data) wherever a placeholder stands and refuses a record whose
+     * placeholder names no entry or the wrong bytes. See docs/traces.md.
      * </pre>
      *
      * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -7712,15 +7810,22 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-     * records only (the gRPC API never carries them): a Struct string value of
-     * 128 characters or more that is canonical base64 (RFC 4648 standard
-     * alphabet, padded, so encoding the bytes gives back the very text), such
-     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-     * Struct holds "" at the path; the string there is the base64 of data.
-     * Used only while the Struct still holds "" there (an edit wins). Readers
-     * in every language read it with their standard base64 encoder; see
-     * docs/traces.md.
+     * Long base64 strings stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a string of 128
+     * characters or more in a fidelity Struct, image_url, inline_data.data,
+     * inline_thinking.data or tool_call_output.images that is canonical base64
+     * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+     * gives back the very text), optionally after a prefix such as a data
+     * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+     * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+     * images are such strings. Where the text stood, the string holds a
+     * placeholder naming its entry: NUL, "base64:", the entry's index in this
+     * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+     * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+     * program that moves, copies, renames or deletes values through the stubs
+     * gets what the same edit gives in JSON; a reader puts back prefix +
+     * base64(data) wherever a placeholder stands and refuses a record whose
+     * placeholder names no entry or the wrong bytes. See docs/traces.md.
      * </pre>
      *
      * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -7739,15 +7844,22 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-     * records only (the gRPC API never carries them): a Struct string value of
-     * 128 characters or more that is canonical base64 (RFC 4648 standard
-     * alphabet, padded, so encoding the bytes gives back the very text), such
-     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-     * Struct holds "" at the path; the string there is the base64 of data.
-     * Used only while the Struct still holds "" there (an edit wins). Readers
-     * in every language read it with their standard base64 encoder; see
-     * docs/traces.md.
+     * Long base64 strings stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a string of 128
+     * characters or more in a fidelity Struct, image_url, inline_data.data,
+     * inline_thinking.data or tool_call_output.images that is canonical base64
+     * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+     * gives back the very text), optionally after a prefix such as a data
+     * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+     * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+     * images are such strings. Where the text stood, the string holds a
+     * placeholder naming its entry: NUL, "base64:", the entry's index in this
+     * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+     * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+     * program that moves, copies, renames or deletes values through the stubs
+     * gets what the same edit gives in JSON; a reader puts back prefix +
+     * base64(data) wherever a placeholder stands and refuses a record whose
+     * placeholder names no entry or the wrong bytes. See docs/traces.md.
      * </pre>
      *
      * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -7764,15 +7876,22 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-     * records only (the gRPC API never carries them): a Struct string value of
-     * 128 characters or more that is canonical base64 (RFC 4648 standard
-     * alphabet, padded, so encoding the bytes gives back the very text), such
-     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-     * Struct holds "" at the path; the string there is the base64 of data.
-     * Used only while the Struct still holds "" there (an edit wins). Readers
-     * in every language read it with their standard base64 encoder; see
-     * docs/traces.md.
+     * Long base64 strings stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a string of 128
+     * characters or more in a fidelity Struct, image_url, inline_data.data,
+     * inline_thinking.data or tool_call_output.images that is canonical base64
+     * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+     * gives back the very text), optionally after a prefix such as a data
+     * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+     * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+     * images are such strings. Where the text stood, the string holds a
+     * placeholder naming its entry: NUL, "base64:", the entry's index in this
+     * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+     * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+     * program that moves, copies, renames or deletes values through the stubs
+     * gets what the same edit gives in JSON; a reader puts back prefix +
+     * base64(data) wherever a placeholder stands and refuses a record whose
+     * placeholder names no entry or the wrong bytes. See docs/traces.md.
      * </pre>
      *
      * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -7789,15 +7908,22 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-     * records only (the gRPC API never carries them): a Struct string value of
-     * 128 characters or more that is canonical base64 (RFC 4648 standard
-     * alphabet, padded, so encoding the bytes gives back the very text), such
-     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-     * Struct holds "" at the path; the string there is the base64 of data.
-     * Used only while the Struct still holds "" there (an edit wins). Readers
-     * in every language read it with their standard base64 encoder; see
-     * docs/traces.md.
+     * Long base64 strings stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a string of 128
+     * characters or more in a fidelity Struct, image_url, inline_data.data,
+     * inline_thinking.data or tool_call_output.images that is canonical base64
+     * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+     * gives back the very text), optionally after a prefix such as a data
+     * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+     * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+     * images are such strings. Where the text stood, the string holds a
+     * placeholder naming its entry: NUL, "base64:", the entry's index in this
+     * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+     * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+     * program that moves, copies, renames or deletes values through the stubs
+     * gets what the same edit gives in JSON; a reader puts back prefix +
+     * base64(data) wherever a placeholder stands and refuses a record whose
+     * placeholder names no entry or the wrong bytes. See docs/traces.md.
      * </pre>
      *
      * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -7808,15 +7934,22 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-     * records only (the gRPC API never carries them): a Struct string value of
-     * 128 characters or more that is canonical base64 (RFC 4648 standard
-     * alphabet, padded, so encoding the bytes gives back the very text), such
-     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-     * Struct holds "" at the path; the string there is the base64 of data.
-     * Used only while the Struct still holds "" there (an edit wins). Readers
-     * in every language read it with their standard base64 encoder; see
-     * docs/traces.md.
+     * Long base64 strings stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a string of 128
+     * characters or more in a fidelity Struct, image_url, inline_data.data,
+     * inline_thinking.data or tool_call_output.images that is canonical base64
+     * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+     * gives back the very text), optionally after a prefix such as a data
+     * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+     * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+     * images are such strings. Where the text stood, the string holds a
+     * placeholder naming its entry: NUL, "base64:", the entry's index in this
+     * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+     * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+     * program that moves, copies, renames or deletes values through the stubs
+     * gets what the same edit gives in JSON; a reader puts back prefix +
+     * base64(data) wherever a placeholder stands and refuses a record whose
+     * placeholder names no entry or the wrong bytes. See docs/traces.md.
      * </pre>
      *
      * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -7830,15 +7963,22 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-     * records only (the gRPC API never carries them): a Struct string value of
-     * 128 characters or more that is canonical base64 (RFC 4648 standard
-     * alphabet, padded, so encoding the bytes gives back the very text), such
-     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-     * Struct holds "" at the path; the string there is the base64 of data.
-     * Used only while the Struct still holds "" there (an edit wins). Readers
-     * in every language read it with their standard base64 encoder; see
-     * docs/traces.md.
+     * Long base64 strings stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a string of 128
+     * characters or more in a fidelity Struct, image_url, inline_data.data,
+     * inline_thinking.data or tool_call_output.images that is canonical base64
+     * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+     * gives back the very text), optionally after a prefix such as a data
+     * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+     * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+     * images are such strings. Where the text stood, the string holds a
+     * placeholder naming its entry: NUL, "base64:", the entry's index in this
+     * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+     * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+     * program that moves, copies, renames or deletes values through the stubs
+     * gets what the same edit gives in JSON; a reader puts back prefix +
+     * base64(data) wherever a placeholder stands and refuses a record whose
+     * placeholder names no entry or the wrong bytes. See docs/traces.md.
      * </pre>
      *
      * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -7853,15 +7993,22 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-     * records only (the gRPC API never carries them): a Struct string value of
-     * 128 characters or more that is canonical base64 (RFC 4648 standard
-     * alphabet, padded, so encoding the bytes gives back the very text), such
-     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-     * Struct holds "" at the path; the string there is the base64 of data.
-     * Used only while the Struct still holds "" there (an edit wins). Readers
-     * in every language read it with their standard base64 encoder; see
-     * docs/traces.md.
+     * Long base64 strings stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a string of 128
+     * characters or more in a fidelity Struct, image_url, inline_data.data,
+     * inline_thinking.data or tool_call_output.images that is canonical base64
+     * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+     * gives back the very text), optionally after a prefix such as a data
+     * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+     * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+     * images are such strings. Where the text stood, the string holds a
+     * placeholder naming its entry: NUL, "base64:", the entry's index in this
+     * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+     * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+     * program that moves, copies, renames or deletes values through the stubs
+     * gets what the same edit gives in JSON; a reader puts back prefix +
+     * base64(data) wherever a placeholder stands and refuses a record whose
+     * placeholder names no entry or the wrong bytes. See docs/traces.md.
      * </pre>
      *
      * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -7872,15 +8019,22 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-     * records only (the gRPC API never carries them): a Struct string value of
-     * 128 characters or more that is canonical base64 (RFC 4648 standard
-     * alphabet, padded, so encoding the bytes gives back the very text), such
-     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-     * Struct holds "" at the path; the string there is the base64 of data.
-     * Used only while the Struct still holds "" there (an edit wins). Readers
-     * in every language read it with their standard base64 encoder; see
-     * docs/traces.md.
+     * Long base64 strings stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a string of 128
+     * characters or more in a fidelity Struct, image_url, inline_data.data,
+     * inline_thinking.data or tool_call_output.images that is canonical base64
+     * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+     * gives back the very text), optionally after a prefix such as a data
+     * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+     * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+     * images are such strings. Where the text stood, the string holds a
+     * placeholder naming its entry: NUL, "base64:", the entry's index in this
+     * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+     * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+     * program that moves, copies, renames or deletes values through the stubs
+     * gets what the same edit gives in JSON; a reader puts back prefix +
+     * base64(data) wherever a placeholder stands and refuses a record whose
+     * placeholder names no entry or the wrong bytes. See docs/traces.md.
      * </pre>
      *
      * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -7892,15 +8046,22 @@ private static final long serialVersionUID = 0L;
     }
     /**
      * <pre>
-     * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-     * records only (the gRPC API never carries them): a Struct string value of
-     * 128 characters or more that is canonical base64 (RFC 4648 standard
-     * alphabet, padded, so encoding the bytes gives back the very text), such
-     * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-     * Struct holds "" at the path; the string there is the base64 of data.
-     * Used only while the Struct still holds "" there (an edit wins). Readers
-     * in every language read it with their standard base64 encoder; see
-     * docs/traces.md.
+     * Long base64 strings stored as the bytes they stand for, in .binpb
+     * records only (the gRPC API never carries them): a string of 128
+     * characters or more in a fidelity Struct, image_url, inline_data.data,
+     * inline_thinking.data or tool_call_output.images that is canonical base64
+     * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+     * gives back the very text), optionally after a prefix such as a data
+     * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+     * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+     * images are such strings. Where the text stood, the string holds a
+     * placeholder naming its entry: NUL, "base64:", the entry's index in this
+     * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+     * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+     * program that moves, copies, renames or deletes values through the stubs
+     * gets what the same edit gives in JSON; a reader puts back prefix +
+     * base64(data) wherever a placeholder stands and refuses a record whose
+     * placeholder names no entry or the wrong bytes. See docs/traces.md.
      * </pre>
      *
      * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>

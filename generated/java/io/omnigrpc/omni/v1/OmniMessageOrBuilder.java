@@ -612,15 +612,22 @@ public interface OmniMessageOrBuilder extends
 
   /**
    * <pre>
-   * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-   * records only (the gRPC API never carries them): a Struct string value of
-   * 128 characters or more that is canonical base64 (RFC 4648 standard
-   * alphabet, padded, so encoding the bytes gives back the very text), such
-   * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-   * Struct holds "" at the path; the string there is the base64 of data.
-   * Used only while the Struct still holds "" there (an edit wins). Readers
-   * in every language read it with their standard base64 encoder; see
-   * docs/traces.md.
+   * Long base64 strings stored as the bytes they stand for, in .binpb
+   * records only (the gRPC API never carries them): a string of 128
+   * characters or more in a fidelity Struct, image_url, inline_data.data,
+   * inline_thinking.data or tool_call_output.images that is canonical base64
+   * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+   * gives back the very text), optionally after a prefix such as a data
+   * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+   * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+   * images are such strings. Where the text stood, the string holds a
+   * placeholder naming its entry: NUL, "base64:", the entry's index in this
+   * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+   * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+   * program that moves, copies, renames or deletes values through the stubs
+   * gets what the same edit gives in JSON; a reader puts back prefix +
+   * base64(data) wherever a placeholder stands and refuses a record whose
+   * placeholder names no entry or the wrong bytes. See docs/traces.md.
    * </pre>
    *
    * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -629,15 +636,22 @@ public interface OmniMessageOrBuilder extends
       getBase64ValuesList();
   /**
    * <pre>
-   * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-   * records only (the gRPC API never carries them): a Struct string value of
-   * 128 characters or more that is canonical base64 (RFC 4648 standard
-   * alphabet, padded, so encoding the bytes gives back the very text), such
-   * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-   * Struct holds "" at the path; the string there is the base64 of data.
-   * Used only while the Struct still holds "" there (an edit wins). Readers
-   * in every language read it with their standard base64 encoder; see
-   * docs/traces.md.
+   * Long base64 strings stored as the bytes they stand for, in .binpb
+   * records only (the gRPC API never carries them): a string of 128
+   * characters or more in a fidelity Struct, image_url, inline_data.data,
+   * inline_thinking.data or tool_call_output.images that is canonical base64
+   * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+   * gives back the very text), optionally after a prefix such as a data
+   * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+   * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+   * images are such strings. Where the text stood, the string holds a
+   * placeholder naming its entry: NUL, "base64:", the entry's index in this
+   * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+   * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+   * program that moves, copies, renames or deletes values through the stubs
+   * gets what the same edit gives in JSON; a reader puts back prefix +
+   * base64(data) wherever a placeholder stands and refuses a record whose
+   * placeholder names no entry or the wrong bytes. See docs/traces.md.
    * </pre>
    *
    * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -645,15 +659,22 @@ public interface OmniMessageOrBuilder extends
   io.omnigrpc.omni.v1.Base64Value getBase64Values(int index);
   /**
    * <pre>
-   * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-   * records only (the gRPC API never carries them): a Struct string value of
-   * 128 characters or more that is canonical base64 (RFC 4648 standard
-   * alphabet, padded, so encoding the bytes gives back the very text), such
-   * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-   * Struct holds "" at the path; the string there is the base64 of data.
-   * Used only while the Struct still holds "" there (an edit wins). Readers
-   * in every language read it with their standard base64 encoder; see
-   * docs/traces.md.
+   * Long base64 strings stored as the bytes they stand for, in .binpb
+   * records only (the gRPC API never carries them): a string of 128
+   * characters or more in a fidelity Struct, image_url, inline_data.data,
+   * inline_thinking.data or tool_call_output.images that is canonical base64
+   * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+   * gives back the very text), optionally after a prefix such as a data
+   * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+   * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+   * images are such strings. Where the text stood, the string holds a
+   * placeholder naming its entry: NUL, "base64:", the entry's index in this
+   * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+   * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+   * program that moves, copies, renames or deletes values through the stubs
+   * gets what the same edit gives in JSON; a reader puts back prefix +
+   * base64(data) wherever a placeholder stands and refuses a record whose
+   * placeholder names no entry or the wrong bytes. See docs/traces.md.
    * </pre>
    *
    * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -661,15 +682,22 @@ public interface OmniMessageOrBuilder extends
   int getBase64ValuesCount();
   /**
    * <pre>
-   * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-   * records only (the gRPC API never carries them): a Struct string value of
-   * 128 characters or more that is canonical base64 (RFC 4648 standard
-   * alphabet, padded, so encoding the bytes gives back the very text), such
-   * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-   * Struct holds "" at the path; the string there is the base64 of data.
-   * Used only while the Struct still holds "" there (an edit wins). Readers
-   * in every language read it with their standard base64 encoder; see
-   * docs/traces.md.
+   * Long base64 strings stored as the bytes they stand for, in .binpb
+   * records only (the gRPC API never carries them): a string of 128
+   * characters or more in a fidelity Struct, image_url, inline_data.data,
+   * inline_thinking.data or tool_call_output.images that is canonical base64
+   * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+   * gives back the very text), optionally after a prefix such as a data
+   * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+   * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+   * images are such strings. Where the text stood, the string holds a
+   * placeholder naming its entry: NUL, "base64:", the entry's index in this
+   * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+   * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+   * program that moves, copies, renames or deletes values through the stubs
+   * gets what the same edit gives in JSON; a reader puts back prefix +
+   * base64(data) wherever a placeholder stands and refuses a record whose
+   * placeholder names no entry or the wrong bytes. See docs/traces.md.
    * </pre>
    *
    * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>
@@ -678,15 +706,22 @@ public interface OmniMessageOrBuilder extends
       getBase64ValuesOrBuilderList();
   /**
    * <pre>
-   * Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-   * records only (the gRPC API never carries them): a Struct string value of
-   * 128 characters or more that is canonical base64 (RFC 4648 standard
-   * alphabet, padded, so encoding the bytes gives back the very text), such
-   * as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-   * Struct holds "" at the path; the string there is the base64 of data.
-   * Used only while the Struct still holds "" there (an edit wins). Readers
-   * in every language read it with their standard base64 encoder; see
-   * docs/traces.md.
+   * Long base64 strings stored as the bytes they stand for, in .binpb
+   * records only (the gRPC API never carries them): a string of 128
+   * characters or more in a fidelity Struct, image_url, inline_data.data,
+   * inline_thinking.data or tool_call_output.images that is canonical base64
+   * (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+   * gives back the very text), optionally after a prefix such as a data
+   * URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+   * tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+   * images are such strings. Where the text stood, the string holds a
+   * placeholder naming its entry: NUL, "base64:", the entry's index in this
+   * list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+   * "&#92;u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+   * program that moves, copies, renames or deletes values through the stubs
+   * gets what the same edit gives in JSON; a reader puts back prefix +
+   * base64(data) wherever a placeholder stands and refuses a record whose
+   * placeholder names no entry or the wrong bytes. See docs/traces.md.
    * </pre>
    *
    * <code>repeated .omni.v1.Base64Value base64_values = 105 [json_name = "base64Values"];</code>

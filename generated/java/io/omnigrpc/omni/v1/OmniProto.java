@@ -230,176 +230,177 @@ public final class OmniProto {
       "_record\030h \001(\014R\nzlibRecord\0229\n\rbase64_valu" +
       "es\030i \003(\0132\024.omni.v1.Base64ValueR\014base64Va" +
       "luesB\t\n\007payloadJ\004\010\002\020\003J\004\010e\020fR\004typeR\005shape" +
-      "\"5\n\013Base64Value\022\022\n\004path\030\001 \001(\tR\004path\022\022\n\004d" +
-      "ata\030\002 \001(\014R\004data\"2\n\010KeyOrder\022\022\n\004path\030\001 \001(" +
-      "\tR\004path\022\022\n\004keys\030\002 \003(\tR\004keys\"2\n\010RawValue\022" +
-      "\022\n\004path\030\001 \001(\tR\004path\022\022\n\004json\030\002 \001(\tR\004json\"" +
-      "]\n\016UnknownPayload\022\022\n\004type\030\001 \001(\tR\004type\022\022\n" +
-      "\004json\030\002 \001(\tR\004json\022#\n\renvelope_type\030\003 \001(\t" +
-      "R\014envelopeType\"\375\003\n\013SessionMeta\022\035\n\nsessio" +
-      "n_id\030\001 \001(\tR\tsessionId\022\032\n\010provider\030\002 \001(\tR" +
-      "\010provider\022\031\n\010model_id\030\003 \001(\tR\007modelId\022?\n\033" +
-      "model_context_window_tokens\030\004 \001(\003H\000R\030mod" +
-      "elContextWindowTokens\022=\n\032model_context_w" +
-      "indow_label\030\005 \001(\tH\000R\027modelContextWindowL" +
-      "abel\022#\n\rsystem_prompt\030\006 \001(\tR\014systemPromp" +
-      "t\022-\n\005tools\030\007 \003(\0132\027.omni.v1.ToolDefinitio" +
-      "nR\005tools\022*\n\016thinking_level\030\010 \001(\tH\001R\rthin" +
-      "kingLevel\210\001\001\022\037\n\013agent_state\030\t \001(\tR\nagent" +
-      "State\022\034\n\tworkspace\030\n \001(\tR\tworkspace\022.\n\006s" +
-      "ource\030\013 \001(\0162\026.omni.v1.SessionSourceR\006sou" +
-      "rceB\026\n\024model_context_windowB\021\n\017_thinking" +
-      "_level\"l\n\016ToolDefinition\022\022\n\004name\030\001 \001(\tR\004" +
-      "name\022 \n\013description\030\002 \001(\tR\013description\022\036" +
-      "\n\nparameters\030\004 \001(\tR\nparametersJ\004\010\003\020\004\"\314\002\n" +
-      "\004Text\022!\n\004role\030\001 \001(\0162\r.omni.v1.RoleR\004role" +
-      "\022\022\n\004text\030\002 \001(\tR\004text\0224\n\013stop_reason\030\003 \001(" +
-      "\0162\023.omni.v1.StopReasonR\nstopReason\0223\n\010fi" +
-      "delity\030\004 \001(\0132\027.google.protobuf.StructR\010f" +
-      "idelity\022\'\n\006sender\030\005 \001(\0162\017.omni.v1.Sender" +
-      "R\006sender\022\031\n\005phase\030\006 \001(\tH\000R\005phase\210\001\001\022!\n\ts" +
-      "ignature\030\007 \001(\tH\001R\tsignature\210\001\001\022#\n\rfideli" +
-      "ty_json\030\010 \001(\tR\014fidelityJsonB\010\n\006_phaseB\014\n" +
-      "\n_signature\"\200\001\n\010ImageUrl\022!\n\004role\030\001 \001(\0162\r" +
-      ".omni.v1.RoleR\004role\022\033\n\timage_url\030\002 \001(\tR\010" +
-      "imageUrl\0224\n\013stop_reason\030\003 \001(\0162\023.omni.v1." +
-      "StopReasonR\nstopReason\"\241\002\n\nInlineData\022!\n" +
-      "\004role\030\001 \001(\0162\r.omni.v1.RoleR\004role\022\022\n\004data" +
-      "\030\002 \001(\tR\004data\022\033\n\tmime_type\030\003 \001(\tR\010mimeTyp" +
-      "e\0224\n\013stop_reason\030\004 \001(\0162\023.omni.v1.StopRea" +
-      "sonR\nstopReason\0223\n\010fidelity\030\005 \001(\0132\027.goog" +
+      "\"h\n\013Base64Value\022\022\n\004path\030\001 \001(\tR\004path\022\022\n\004d" +
+      "ata\030\002 \001(\014R\004data\022\026\n\006prefix\030\003 \001(\tR\006prefix\022" +
+      "\031\n\010url_safe\030\004 \001(\010R\007urlSafe\"2\n\010KeyOrder\022\022" +
+      "\n\004path\030\001 \001(\tR\004path\022\022\n\004keys\030\002 \003(\tR\004keys\"2" +
+      "\n\010RawValue\022\022\n\004path\030\001 \001(\tR\004path\022\022\n\004json\030\002" +
+      " \001(\tR\004json\"]\n\016UnknownPayload\022\022\n\004type\030\001 \001" +
+      "(\tR\004type\022\022\n\004json\030\002 \001(\tR\004json\022#\n\renvelope" +
+      "_type\030\003 \001(\tR\014envelopeType\"\375\003\n\013SessionMet" +
+      "a\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\022\032\n\010prov" +
+      "ider\030\002 \001(\tR\010provider\022\031\n\010model_id\030\003 \001(\tR\007" +
+      "modelId\022?\n\033model_context_window_tokens\030\004" +
+      " \001(\003H\000R\030modelContextWindowTokens\022=\n\032mode" +
+      "l_context_window_label\030\005 \001(\tH\000R\027modelCon" +
+      "textWindowLabel\022#\n\rsystem_prompt\030\006 \001(\tR\014" +
+      "systemPrompt\022-\n\005tools\030\007 \003(\0132\027.omni.v1.To" +
+      "olDefinitionR\005tools\022*\n\016thinking_level\030\010 " +
+      "\001(\tH\001R\rthinkingLevel\210\001\001\022\037\n\013agent_state\030\t" +
+      " \001(\tR\nagentState\022\034\n\tworkspace\030\n \001(\tR\twor" +
+      "kspace\022.\n\006source\030\013 \001(\0162\026.omni.v1.Session" +
+      "SourceR\006sourceB\026\n\024model_context_windowB\021" +
+      "\n\017_thinking_level\"l\n\016ToolDefinition\022\022\n\004n" +
+      "ame\030\001 \001(\tR\004name\022 \n\013description\030\002 \001(\tR\013de" +
+      "scription\022\036\n\nparameters\030\004 \001(\tR\nparameter" +
+      "sJ\004\010\003\020\004\"\314\002\n\004Text\022!\n\004role\030\001 \001(\0162\r.omni.v1" +
+      ".RoleR\004role\022\022\n\004text\030\002 \001(\tR\004text\0224\n\013stop_" +
+      "reason\030\003 \001(\0162\023.omni.v1.StopReasonR\nstopR" +
+      "eason\0223\n\010fidelity\030\004 \001(\0132\027.google.protobu" +
+      "f.StructR\010fidelity\022\'\n\006sender\030\005 \001(\0162\017.omn" +
+      "i.v1.SenderR\006sender\022\031\n\005phase\030\006 \001(\tH\000R\005ph" +
+      "ase\210\001\001\022!\n\tsignature\030\007 \001(\tH\001R\tsignature\210\001" +
+      "\001\022#\n\rfidelity_json\030\010 \001(\tR\014fidelityJsonB\010" +
+      "\n\006_phaseB\014\n\n_signature\"\200\001\n\010ImageUrl\022!\n\004r" +
+      "ole\030\001 \001(\0162\r.omni.v1.RoleR\004role\022\033\n\timage_" +
+      "url\030\002 \001(\tR\010imageUrl\0224\n\013stop_reason\030\003 \001(\016" +
+      "2\023.omni.v1.StopReasonR\nstopReason\"\241\002\n\nIn" +
+      "lineData\022!\n\004role\030\001 \001(\0162\r.omni.v1.RoleR\004r" +
+      "ole\022\022\n\004data\030\002 \001(\tR\004data\022\033\n\tmime_type\030\003 \001" +
+      "(\tR\010mimeType\0224\n\013stop_reason\030\004 \001(\0162\023.omni" +
+      ".v1.StopReasonR\nstopReason\0223\n\010fidelity\030\005" +
+      " \001(\0132\027.google.protobuf.StructR\010fidelity\022" +
+      "!\n\tsignature\030\006 \001(\tH\000R\tsignature\210\001\001\022#\n\rfi" +
+      "delity_json\030\007 \001(\tR\014fidelityJsonB\014\n\n_sign" +
+      "ature\"\212\002\n\010Thinking\022!\n\004role\030\001 \001(\0162\r.omni." +
+      "v1.RoleR\004role\022\032\n\010thinking\030\002 \001(\tR\010thinkin" +
+      "g\0224\n\013stop_reason\030\003 \001(\0162\023.omni.v1.StopRea" +
+      "sonR\nstopReason\0223\n\010fidelity\030\004 \001(\0132\027.goog" +
       "le.protobuf.StructR\010fidelity\022!\n\tsignatur" +
-      "e\030\006 \001(\tH\000R\tsignature\210\001\001\022#\n\rfidelity_json" +
-      "\030\007 \001(\tR\014fidelityJsonB\014\n\n_signature\"\212\002\n\010T" +
-      "hinking\022!\n\004role\030\001 \001(\0162\r.omni.v1.RoleR\004ro" +
-      "le\022\032\n\010thinking\030\002 \001(\tR\010thinking\0224\n\013stop_r" +
-      "eason\030\003 \001(\0162\023.omni.v1.StopReasonR\nstopRe" +
-      "ason\0223\n\010fidelity\030\004 \001(\0132\027.google.protobuf" +
-      ".StructR\010fidelity\022!\n\tsignature\030\005 \001(\tH\000R\t" +
-      "signature\210\001\001\022#\n\rfidelity_json\030\006 \001(\tR\014fid" +
-      "elityJsonB\014\n\n_signature\"\245\002\n\016InlineThinki" +
-      "ng\022!\n\004role\030\001 \001(\0162\r.omni.v1.RoleR\004role\022\022\n" +
-      "\004data\030\002 \001(\tR\004data\022\033\n\tmime_type\030\003 \001(\tR\010mi" +
-      "meType\0224\n\013stop_reason\030\004 \001(\0162\023.omni.v1.St" +
-      "opReasonR\nstopReason\0223\n\010fidelity\030\005 \001(\0132\027" +
-      ".google.protobuf.StructR\010fidelity\022!\n\tsig" +
-      "nature\030\006 \001(\tH\000R\tsignature\210\001\001\022#\n\rfidelity" +
-      "_json\030\007 \001(\tR\014fidelityJsonB\014\n\n_signature\"" +
-      "\302\002\n\010ToolCall\022!\n\004role\030\001 \001(\0162\r.omni.v1.Rol" +
-      "eR\004role\022\022\n\004name\030\002 \001(\tR\004name\022\034\n\targuments" +
-      "\030\003 \001(\tR\targuments\022 \n\014tool_call_id\030\004 \001(\tR" +
-      "\ntoolCallId\0224\n\013stop_reason\030\005 \001(\0162\023.omni." +
-      "v1.StopReasonR\nstopReason\0223\n\010fidelity\030\006 " +
-      "\001(\0132\027.google.protobuf.StructR\010fidelity\022!" +
-      "\n\tsignature\030\007 \001(\tH\000R\tsignature\210\001\001\022#\n\rfid" +
-      "elity_json\030\010 \001(\tR\014fidelityJsonB\014\n\n_signa" +
-      "ture\"\273\001\n\016ToolCallOutput\022!\n\004role\030\001 \001(\0162\r." +
-      "omni.v1.RoleR\004role\022\026\n\006output\030\002 \001(\tR\006outp" +
-      "ut\022\026\n\006images\030\003 \003(\tR\006images\022 \n\014tool_call_" +
-      "id\030\004 \001(\tR\ntoolCallId\0224\n\013stop_reason\030\005 \001(" +
-      "\0162\023.omni.v1.StopReasonR\nstopReason\"\255\001\n\013P" +
-      "artialText\022!\n\004role\030\001 \001(\0162\r.omni.v1.RoleR" +
-      "\004role\0221\n\nevent_type\030\002 \001(\0162\022.omni.v1.Even" +
-      "tTypeR\teventType\022\022\n\004text\030\003 \001(\tR\004text\0224\n\013" +
-      "stop_reason\030\004 \001(\0162\023.omni.v1.StopReasonR\n" +
-      "stopReason\"\271\001\n\017PartialThinking\022!\n\004role\030\001" +
-      " \001(\0162\r.omni.v1.RoleR\004role\0221\n\nevent_type\030" +
-      "\002 \001(\0162\022.omni.v1.EventTypeR\teventType\022\032\n\010" +
-      "thinking\030\003 \001(\tR\010thinking\0224\n\013stop_reason\030" +
-      "\004 \001(\0162\023.omni.v1.StopReasonR\nstopReason\"\361" +
-      "\001\n\017PartialToolCall\022!\n\004role\030\001 \001(\0162\r.omni." +
-      "v1.RoleR\004role\0221\n\nevent_type\030\002 \001(\0162\022.omni" +
-      ".v1.EventTypeR\teventType\022\022\n\004name\030\003 \001(\tR\004" +
-      "name\022\034\n\targuments\030\004 \001(\tR\targuments\022 \n\014to" +
-      "ol_call_id\030\005 \001(\tR\ntoolCallId\0224\n\013stop_rea" +
-      "son\030\006 \001(\0162\023.omni.v1.StopReasonR\nstopReas" +
-      "on\"\365\001\n\025PartialToolCallOutput\022!\n\004role\030\001 \001" +
-      "(\0162\r.omni.v1.RoleR\004role\0221\n\nevent_type\030\002 " +
-      "\001(\0162\022.omni.v1.EventTypeR\teventType\022\026\n\006ou" +
-      "tput\030\003 \001(\tR\006output\022\026\n\006images\030\004 \003(\tR\006imag" +
-      "es\022 \n\014tool_call_id\030\005 \001(\tR\ntoolCallId\0224\n\013" +
-      "stop_reason\030\006 \001(\0162\023.omni.v1.StopReasonR\n" +
-      "stopReason\"c\n\020ApprovalDecision\022-\n\010decisi" +
-      "on\030\001 \001(\0162\021.omni.v1.DecisionR\010decision\022 \n" +
-      "\014tool_call_id\030\002 \001(\tR\ntoolCallId\"/\n\005Abort" +
-      "\022\033\n\006reason\030\001 \001(\tH\000R\006reason\210\001\001B\t\n\007_reason" +
-      "\"\016\n\014RequestBegin\"\200\002\n\nRequestEnd\022+\n\006statu" +
-      "s\030\001 \001(\0162\023.omni.v1.StopReasonR\006status\022\035\n\007" +
-      "message\030\002 \001(\tH\000R\007message\210\001\001\022(\n\rerror_mes" +
-      "sage\030\003 \001(\tH\001R\014errorMessage\210\001\001\022\035\n\007attempt" +
-      "\030\004 \001(\003H\002R\007attempt\210\001\001\022#\n\013retry_in_ms\030\005 \001(" +
-      "\003H\003R\tretryInMs\210\001\001B\n\n\010_messageB\020\n\016_error_" +
-      "messageB\n\n\010_attemptB\016\n\014_retry_in_ms\"l\n\nT" +
-      "okenUsage\022.\n\007session\030\001 \001(\0132\024.omni.v1.Tok" +
-      "enCountsR\007session\022.\n\007request\030\002 \001(\0132\024.omn" +
-      "i.v1.TokenCountsR\007request\"{\n\013TokenCounts" +
-      "\022\035\n\ncache_read\030\001 \001(\003R\tcacheRead\022\037\n\013cache" +
-      "_write\030\002 \001(\003R\ncacheWrite\022\026\n\006output\030\003 \001(\003" +
-      "R\006output\022\024\n\005total\030\004 \001(\003R\005total\"\241\001\n\017Compa" +
-      "ctionBegin\0221\n\006reason\030\001 \001(\0162\031.omni.v1.Com" +
-      "pactionReasonR\006reason\022+\n\004mode\030\002 \001(\0162\027.om" +
-      "ni.v1.CompactionModeR\004mode\022\030\n\007context\030\003 " +
-      "\001(\003R\007context\022\024\n\005turns\030\004 \001(\003R\005turns\"\270\002\n\rC" +
-      "ompactionEnd\0221\n\006reason\030\001 \001(\0162\031.omni.v1.C" +
-      "ompactionReasonR\006reason\022+\n\004mode\030\002 \001(\0162\027." +
-      "omni.v1.CompactionModeR\004mode\022+\n\006status\030\003" +
-      " \001(\0162\023.omni.v1.StopReasonR\006status\022\035\n\007att" +
-      "empt\030\004 \001(\003H\000R\007attempt\210\001\001\022(\n\rerror_messag" +
-      "e\030\005 \001(\tH\001R\014errorMessage\210\001\001\022#\n\013retry_in_m" +
-      "s\030\006 \001(\003H\002R\tretryInMs\210\001\001B\n\n\010_attemptB\020\n\016_" +
-      "error_messageB\016\n\014_retry_in_ms\"w\n\014GoalFin" +
-      "ished\022.\n\007outcome\030\001 \001(\0162\024.omni.v1.GoalOut" +
-      "comeR\007outcome\022\026\n\006rounds\030\002 \001(\003R\006rounds\022\037\n" +
-      "\013tokens_used\030\003 \001(\003R\ntokensUsed\")\n\010Subage" +
-      "nt\022\035\n\nsession_id\030\001 \001(\tR\tsessionId\">\n\rToo" +
-      "lListReady\022-\n\005tools\030\001 \003(\0132\027.omni.v1.Tool" +
-      "DefinitionR\005tools\"+\n\017McpConnectBegin\022\030\n\007" +
-      "servers\030\001 \003(\tR\007servers\"o\n\rMcpConnectEnd\022" +
-      "*\n\006status\030\001 \001(\0162\022.omni.v1.McpStatusR\006sta" +
-      "tus\0222\n\007results\030\002 \003(\0132\030.omni.v1.McpServer" +
-      "ResultR\007results\"\365\001\n\017McpServerResult\022\026\n\006s" +
-      "erver\030\001 \001(\tR\006server\0223\n\ttransport\030\002 \001(\0162\025" +
-      ".omni.v1.McpTransportR\ttransport\022*\n\006stat" +
-      "us\030\003 \001(\0162\022.omni.v1.McpStatusR\006status\022\037\n\013" +
-      "duration_ms\030\004 \001(\003R\ndurationMs\022\031\n\005tools\030\005" +
-      " \001(\003H\000R\005tools\210\001\001\022\031\n\005error\030\006 \001(\tH\001R\005error" +
-      "\210\001\001B\010\n\006_toolsB\010\n\006_error*\277\001\n\nStopReason\022\033" +
-      "\n\027STOP_REASON_UNSPECIFIED\020\000\022\031\n\025STOP_REAS" +
-      "ON_COMPLETED\020\001\022\026\n\022STOP_REASON_FAILED\020\002\022\027" +
-      "\n\023STOP_REASON_ABORTED\020\003\022\027\n\023STOP_REASON_T" +
-      "IMEOUT\020\004\022\031\n\025STOP_REASON_MALFORMED\020\005\022\024\n\020S" +
-      "TOP_REASON_AUTH\020\006*?\n\004Role\022\024\n\020ROLE_UNSPEC" +
-      "IFIED\020\000\022\r\n\tROLE_USER\020\001\022\022\n\016ROLE_ASSISTANT" +
-      "\020\002*h\n\tEventType\022\032\n\026EVENT_TYPE_UNSPECIFIE" +
-      "D\020\000\022\024\n\020EVENT_TYPE_START\020\001\022\024\n\020EVENT_TYPE_" +
-      "DELTA\020\002\022\023\n\017EVENT_TYPE_STOP\020\003*q\n\006Sender\022\026" +
-      "\n\022SENDER_UNSPECIFIED\020\000\022\017\n\013SENDER_USER\020\001\022" +
-      "\027\n\023SENDER_PARENT_AGENT\020\002\022\022\n\016SENDER_HARNE" +
-      "SS\020\003\022\021\n\rSENDER_SERVER\020\004*c\n\010Decision\022\030\n\024D" +
-      "ECISION_UNSPECIFIED\020\000\022\022\n\016DECISION_ALLOW\020" +
-      "\001\022\021\n\rDECISION_DENY\020\002\022\026\n\022DECISION_FORBIDD" +
-      "EN\020\003*\217\001\n\020CompactionReason\022!\n\035COMPACTION_" +
-      "REASON_UNSPECIFIED\020\000\022\035\n\031COMPACTION_REASO" +
-      "N_CONTEXT\020\001\022\033\n\027COMPACTION_REASON_TURNS\020\002" +
-      "\022\034\n\030COMPACTION_REASON_MANUAL\020\003*m\n\016Compac" +
-      "tionMode\022\037\n\033COMPACTION_MODE_UNSPECIFIED\020" +
-      "\000\022\035\n\031COMPACTION_MODE_SUMMARIZE\020\001\022\033\n\027COMP" +
-      "ACTION_MODE_DISCARD\020\002*\233\001\n\013GoalOutcome\022\034\n" +
-      "\030GOAL_OUTCOME_UNSPECIFIED\020\000\022\031\n\025GOAL_OUTC" +
-      "OME_COMPLETE\020\001\022\030\n\024GOAL_OUTCOME_BLOCKED\020\002" +
-      "\022\037\n\033GOAL_OUTCOME_BUDGET_LIMITED\020\003\022\030\n\024GOA" +
-      "L_OUTCOME_ABORTED\020\004*p\n\tMcpStatus\022\032\n\026MCP_" +
-      "STATUS_UNSPECIFIED\020\000\022\030\n\024MCP_STATUS_COMPL" +
-      "ETED\020\001\022\025\n\021MCP_STATUS_FAILED\020\002\022\026\n\022MCP_STA" +
-      "TUS_ABORTED\020\003*u\n\014McpTransport\022\035\n\031MCP_TRA" +
-      "NSPORT_UNSPECIFIED\020\000\022\027\n\023MCP_TRANSPORT_ST" +
-      "DIO\020\001\022\026\n\022MCP_TRANSPORT_HTTP\020\002\022\025\n\021MCP_TRA" +
-      "NSPORT_SSE\020\003*i\n\rSessionSource\022\036\n\032SESSION" +
-      "_SOURCE_UNSPECIFIED\020\000\022\033\n\027SESSION_SOURCE_" +
-      "SUBAGENT\020\001\022\033\n\027SESSION_SOURCE_SCHEDULE\020\002B" +
-      "^\n\023io.omnigrpc.omni.v1B\tOmniProtoP\001Z:git" +
-      "hub.com/omni-grpc/omni-grpc/generated/go" +
-      "/omni/v1;omniv1b\006proto3"
+      "e\030\005 \001(\tH\000R\tsignature\210\001\001\022#\n\rfidelity_json" +
+      "\030\006 \001(\tR\014fidelityJsonB\014\n\n_signature\"\245\002\n\016I" +
+      "nlineThinking\022!\n\004role\030\001 \001(\0162\r.omni.v1.Ro" +
+      "leR\004role\022\022\n\004data\030\002 \001(\tR\004data\022\033\n\tmime_typ" +
+      "e\030\003 \001(\tR\010mimeType\0224\n\013stop_reason\030\004 \001(\0162\023" +
+      ".omni.v1.StopReasonR\nstopReason\0223\n\010fidel" +
+      "ity\030\005 \001(\0132\027.google.protobuf.StructR\010fide" +
+      "lity\022!\n\tsignature\030\006 \001(\tH\000R\tsignature\210\001\001\022" +
+      "#\n\rfidelity_json\030\007 \001(\tR\014fidelityJsonB\014\n\n" +
+      "_signature\"\302\002\n\010ToolCall\022!\n\004role\030\001 \001(\0162\r." +
+      "omni.v1.RoleR\004role\022\022\n\004name\030\002 \001(\tR\004name\022\034" +
+      "\n\targuments\030\003 \001(\tR\targuments\022 \n\014tool_cal" +
+      "l_id\030\004 \001(\tR\ntoolCallId\0224\n\013stop_reason\030\005 " +
+      "\001(\0162\023.omni.v1.StopReasonR\nstopReason\0223\n\010" +
+      "fidelity\030\006 \001(\0132\027.google.protobuf.StructR" +
+      "\010fidelity\022!\n\tsignature\030\007 \001(\tH\000R\tsignatur" +
+      "e\210\001\001\022#\n\rfidelity_json\030\010 \001(\tR\014fidelityJso" +
+      "nB\014\n\n_signature\"\273\001\n\016ToolCallOutput\022!\n\004ro" +
+      "le\030\001 \001(\0162\r.omni.v1.RoleR\004role\022\026\n\006output\030" +
+      "\002 \001(\tR\006output\022\026\n\006images\030\003 \003(\tR\006images\022 \n" +
+      "\014tool_call_id\030\004 \001(\tR\ntoolCallId\0224\n\013stop_" +
+      "reason\030\005 \001(\0162\023.omni.v1.StopReasonR\nstopR" +
+      "eason\"\255\001\n\013PartialText\022!\n\004role\030\001 \001(\0162\r.om" +
+      "ni.v1.RoleR\004role\0221\n\nevent_type\030\002 \001(\0162\022.o" +
+      "mni.v1.EventTypeR\teventType\022\022\n\004text\030\003 \001(" +
+      "\tR\004text\0224\n\013stop_reason\030\004 \001(\0162\023.omni.v1.S" +
+      "topReasonR\nstopReason\"\271\001\n\017PartialThinkin" +
+      "g\022!\n\004role\030\001 \001(\0162\r.omni.v1.RoleR\004role\0221\n\n" +
+      "event_type\030\002 \001(\0162\022.omni.v1.EventTypeR\tev" +
+      "entType\022\032\n\010thinking\030\003 \001(\tR\010thinking\0224\n\013s" +
+      "top_reason\030\004 \001(\0162\023.omni.v1.StopReasonR\ns" +
+      "topReason\"\361\001\n\017PartialToolCall\022!\n\004role\030\001 " +
+      "\001(\0162\r.omni.v1.RoleR\004role\0221\n\nevent_type\030\002" +
+      " \001(\0162\022.omni.v1.EventTypeR\teventType\022\022\n\004n" +
+      "ame\030\003 \001(\tR\004name\022\034\n\targuments\030\004 \001(\tR\targu" +
+      "ments\022 \n\014tool_call_id\030\005 \001(\tR\ntoolCallId\022" +
+      "4\n\013stop_reason\030\006 \001(\0162\023.omni.v1.StopReaso" +
+      "nR\nstopReason\"\365\001\n\025PartialToolCallOutput\022" +
+      "!\n\004role\030\001 \001(\0162\r.omni.v1.RoleR\004role\0221\n\nev" +
+      "ent_type\030\002 \001(\0162\022.omni.v1.EventTypeR\teven" +
+      "tType\022\026\n\006output\030\003 \001(\tR\006output\022\026\n\006images\030" +
+      "\004 \003(\tR\006images\022 \n\014tool_call_id\030\005 \001(\tR\ntoo" +
+      "lCallId\0224\n\013stop_reason\030\006 \001(\0162\023.omni.v1.S" +
+      "topReasonR\nstopReason\"c\n\020ApprovalDecisio" +
+      "n\022-\n\010decision\030\001 \001(\0162\021.omni.v1.DecisionR\010" +
+      "decision\022 \n\014tool_call_id\030\002 \001(\tR\ntoolCall" +
+      "Id\"/\n\005Abort\022\033\n\006reason\030\001 \001(\tH\000R\006reason\210\001\001" +
+      "B\t\n\007_reason\"\016\n\014RequestBegin\"\200\002\n\nRequestE" +
+      "nd\022+\n\006status\030\001 \001(\0162\023.omni.v1.StopReasonR" +
+      "\006status\022\035\n\007message\030\002 \001(\tH\000R\007message\210\001\001\022(" +
+      "\n\rerror_message\030\003 \001(\tH\001R\014errorMessage\210\001\001" +
+      "\022\035\n\007attempt\030\004 \001(\003H\002R\007attempt\210\001\001\022#\n\013retry" +
+      "_in_ms\030\005 \001(\003H\003R\tretryInMs\210\001\001B\n\n\010_message" +
+      "B\020\n\016_error_messageB\n\n\010_attemptB\016\n\014_retry" +
+      "_in_ms\"l\n\nTokenUsage\022.\n\007session\030\001 \001(\0132\024." +
+      "omni.v1.TokenCountsR\007session\022.\n\007request\030" +
+      "\002 \001(\0132\024.omni.v1.TokenCountsR\007request\"{\n\013" +
+      "TokenCounts\022\035\n\ncache_read\030\001 \001(\003R\tcacheRe" +
+      "ad\022\037\n\013cache_write\030\002 \001(\003R\ncacheWrite\022\026\n\006o" +
+      "utput\030\003 \001(\003R\006output\022\024\n\005total\030\004 \001(\003R\005tota" +
+      "l\"\241\001\n\017CompactionBegin\0221\n\006reason\030\001 \001(\0162\031." +
+      "omni.v1.CompactionReasonR\006reason\022+\n\004mode" +
+      "\030\002 \001(\0162\027.omni.v1.CompactionModeR\004mode\022\030\n" +
+      "\007context\030\003 \001(\003R\007context\022\024\n\005turns\030\004 \001(\003R\005" +
+      "turns\"\270\002\n\rCompactionEnd\0221\n\006reason\030\001 \001(\0162" +
+      "\031.omni.v1.CompactionReasonR\006reason\022+\n\004mo" +
+      "de\030\002 \001(\0162\027.omni.v1.CompactionModeR\004mode\022" +
+      "+\n\006status\030\003 \001(\0162\023.omni.v1.StopReasonR\006st" +
+      "atus\022\035\n\007attempt\030\004 \001(\003H\000R\007attempt\210\001\001\022(\n\re" +
+      "rror_message\030\005 \001(\tH\001R\014errorMessage\210\001\001\022#\n" +
+      "\013retry_in_ms\030\006 \001(\003H\002R\tretryInMs\210\001\001B\n\n\010_a" +
+      "ttemptB\020\n\016_error_messageB\016\n\014_retry_in_ms" +
+      "\"w\n\014GoalFinished\022.\n\007outcome\030\001 \001(\0162\024.omni" +
+      ".v1.GoalOutcomeR\007outcome\022\026\n\006rounds\030\002 \001(\003" +
+      "R\006rounds\022\037\n\013tokens_used\030\003 \001(\003R\ntokensUse" +
+      "d\")\n\010Subagent\022\035\n\nsession_id\030\001 \001(\tR\tsessi" +
+      "onId\">\n\rToolListReady\022-\n\005tools\030\001 \003(\0132\027.o" +
+      "mni.v1.ToolDefinitionR\005tools\"+\n\017McpConne" +
+      "ctBegin\022\030\n\007servers\030\001 \003(\tR\007servers\"o\n\rMcp" +
+      "ConnectEnd\022*\n\006status\030\001 \001(\0162\022.omni.v1.Mcp" +
+      "StatusR\006status\0222\n\007results\030\002 \003(\0132\030.omni.v" +
+      "1.McpServerResultR\007results\"\365\001\n\017McpServer" +
+      "Result\022\026\n\006server\030\001 \001(\tR\006server\0223\n\ttransp" +
+      "ort\030\002 \001(\0162\025.omni.v1.McpTransportR\ttransp" +
+      "ort\022*\n\006status\030\003 \001(\0162\022.omni.v1.McpStatusR" +
+      "\006status\022\037\n\013duration_ms\030\004 \001(\003R\ndurationMs" +
+      "\022\031\n\005tools\030\005 \001(\003H\000R\005tools\210\001\001\022\031\n\005error\030\006 \001" +
+      "(\tH\001R\005error\210\001\001B\010\n\006_toolsB\010\n\006_error*\277\001\n\nS" +
+      "topReason\022\033\n\027STOP_REASON_UNSPECIFIED\020\000\022\031" +
+      "\n\025STOP_REASON_COMPLETED\020\001\022\026\n\022STOP_REASON" +
+      "_FAILED\020\002\022\027\n\023STOP_REASON_ABORTED\020\003\022\027\n\023ST" +
+      "OP_REASON_TIMEOUT\020\004\022\031\n\025STOP_REASON_MALFO" +
+      "RMED\020\005\022\024\n\020STOP_REASON_AUTH\020\006*?\n\004Role\022\024\n\020" +
+      "ROLE_UNSPECIFIED\020\000\022\r\n\tROLE_USER\020\001\022\022\n\016ROL" +
+      "E_ASSISTANT\020\002*h\n\tEventType\022\032\n\026EVENT_TYPE" +
+      "_UNSPECIFIED\020\000\022\024\n\020EVENT_TYPE_START\020\001\022\024\n\020" +
+      "EVENT_TYPE_DELTA\020\002\022\023\n\017EVENT_TYPE_STOP\020\003*" +
+      "q\n\006Sender\022\026\n\022SENDER_UNSPECIFIED\020\000\022\017\n\013SEN" +
+      "DER_USER\020\001\022\027\n\023SENDER_PARENT_AGENT\020\002\022\022\n\016S" +
+      "ENDER_HARNESS\020\003\022\021\n\rSENDER_SERVER\020\004*c\n\010De" +
+      "cision\022\030\n\024DECISION_UNSPECIFIED\020\000\022\022\n\016DECI" +
+      "SION_ALLOW\020\001\022\021\n\rDECISION_DENY\020\002\022\026\n\022DECIS" +
+      "ION_FORBIDDEN\020\003*\217\001\n\020CompactionReason\022!\n\035" +
+      "COMPACTION_REASON_UNSPECIFIED\020\000\022\035\n\031COMPA" +
+      "CTION_REASON_CONTEXT\020\001\022\033\n\027COMPACTION_REA" +
+      "SON_TURNS\020\002\022\034\n\030COMPACTION_REASON_MANUAL\020" +
+      "\003*m\n\016CompactionMode\022\037\n\033COMPACTION_MODE_U" +
+      "NSPECIFIED\020\000\022\035\n\031COMPACTION_MODE_SUMMARIZ" +
+      "E\020\001\022\033\n\027COMPACTION_MODE_DISCARD\020\002*\233\001\n\013Goa" +
+      "lOutcome\022\034\n\030GOAL_OUTCOME_UNSPECIFIED\020\000\022\031" +
+      "\n\025GOAL_OUTCOME_COMPLETE\020\001\022\030\n\024GOAL_OUTCOM" +
+      "E_BLOCKED\020\002\022\037\n\033GOAL_OUTCOME_BUDGET_LIMIT" +
+      "ED\020\003\022\030\n\024GOAL_OUTCOME_ABORTED\020\004*p\n\tMcpSta" +
+      "tus\022\032\n\026MCP_STATUS_UNSPECIFIED\020\000\022\030\n\024MCP_S" +
+      "TATUS_COMPLETED\020\001\022\025\n\021MCP_STATUS_FAILED\020\002" +
+      "\022\026\n\022MCP_STATUS_ABORTED\020\003*u\n\014McpTransport" +
+      "\022\035\n\031MCP_TRANSPORT_UNSPECIFIED\020\000\022\027\n\023MCP_T" +
+      "RANSPORT_STDIO\020\001\022\026\n\022MCP_TRANSPORT_HTTP\020\002" +
+      "\022\025\n\021MCP_TRANSPORT_SSE\020\003*i\n\rSessionSource" +
+      "\022\036\n\032SESSION_SOURCE_UNSPECIFIED\020\000\022\033\n\027SESS" +
+      "ION_SOURCE_SUBAGENT\020\001\022\033\n\027SESSION_SOURCE_" +
+      "SCHEDULE\020\002B^\n\023io.omnigrpc.omni.v1B\tOmniP" +
+      "rotoP\001Z:github.com/omni-grpc/omni-grpc/g" +
+      "enerated/go/omni/v1;omniv1b\006proto3"
     };
     descriptor = com.google.protobuf.Descriptors.FileDescriptor
       .internalBuildGeneratedFileFrom(descriptorData,
@@ -417,7 +418,7 @@ public final class OmniProto {
     internal_static_omni_v1_Base64Value_fieldAccessorTable = new
       com.google.protobuf.GeneratedMessageV3.FieldAccessorTable(
         internal_static_omni_v1_Base64Value_descriptor,
-        new java.lang.String[] { "Path", "Data", });
+        new java.lang.String[] { "Path", "Data", "Prefix", "UrlSafe", });
     internal_static_omni_v1_KeyOrder_descriptor =
       getDescriptor().getMessageTypes().get(2);
     internal_static_omni_v1_KeyOrder_fieldAccessorTable = new

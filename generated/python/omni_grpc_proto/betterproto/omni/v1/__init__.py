@@ -674,15 +674,29 @@ default_message_pool.register_message("omni.v1", "AttachResponse", AttachRespons
 @dataclass(eq=False, repr=False)
 class Base64Value(betterproto2.Message):
     """
-    A string value kept as the bytes its base64 text decodes to.
+    A string kept as the bytes its base64 text decodes to (see base64_values).
     """
 
     path: "str" = betterproto2.field(1, betterproto2.TYPE_STRING)
     """
-    JSON Pointer from the envelope, as in KeyOrder and RawValue.
+    Set only by pre-release writers (a JSON Pointer to a "" in the Struct,
+    which a stub edit could not move with its value); readers refuse a
+    record that sets it, and writers leave it empty.
     """
 
     data: "bytes" = betterproto2.field(2, betterproto2.TYPE_BYTES)
+
+    prefix: "str" = betterproto2.field(3, betterproto2.TYPE_STRING)
+    """
+    The text before the base64, e.g. "data:image/png;base64,"; empty for a
+    bare base64 string.
+    """
+
+    url_safe: "bool" = betterproto2.field(4, betterproto2.TYPE_BOOL)
+    """
+    The URL-safe alphabet (RFC 4648 section 5: "-" and "_" for "+" and "/"),
+    padded; Fernet tokens such as OpenAI's encrypted_content use it.
+    """
 
 
 default_message_pool.register_message("omni.v1", "Base64Value", Base64Value)
@@ -1132,15 +1146,22 @@ class OmniMessage(betterproto2.Message):
         105, betterproto2.TYPE_MESSAGE, repeated=True
     )
     """
-    Base64 strings of fidelity stored as the bytes they stand for, in .binpb
-    records only (the gRPC API never carries them): a Struct string value of
-    128 characters or more that is canonical base64 (RFC 4648 standard
-    alphabet, padded, so encoding the bytes gives back the very text), such
-    as OpenAI reasoning's encrypted_content or Anthropic's signature. The
-    Struct holds "" at the path; the string there is the base64 of data.
-    Used only while the Struct still holds "" there (an edit wins). Readers
-    in every language read it with their standard base64 encoder; see
-    docs/traces.md.
+    Long base64 strings stored as the bytes they stand for, in .binpb
+    records only (the gRPC API never carries them): a string of 128
+    characters or more in a fidelity Struct, image_url, inline_data.data,
+    inline_thinking.data or tool_call_output.images that is canonical base64
+    (RFC 4648, standard or URL-safe alphabet, padded, so encoding the bytes
+    gives back the very text), optionally after a prefix such as a data
+    URL's "data:image/png;base64,". OpenAI's encrypted_content (Fernet
+    tokens), Anthropic's signature, Gemini's thoughtSignature and inline
+    images are such strings. Where the text stood, the string holds a
+    placeholder naming its entry: NUL, "base64:", the entry's index in this
+    list, ":", and the CRC-32 (IEEE) of data as 8 lowercase hex digits, e.g.
+    "\\u0000base64:0:1c291ca3". The placeholder travels with its value, so a
+    program that moves, copies, renames or deletes values through the stubs
+    gets what the same edit gives in JSON; a reader puts back prefix +
+    base64(data) wherever a placeholder stands and refuses a record whose
+    placeholder names no entry or the wrong bytes. See docs/traces.md.
     """
 
 

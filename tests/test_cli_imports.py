@@ -139,3 +139,21 @@ def test_the_check_can_fail(tmp_path: Path) -> None:
     modules, _ = loaded_by(tmp_path, "serve", "--help")
     found = among(modules, SERVER_MODULES)
     assert "omni_grpc.server" in found and "a2a" in {m.split(".")[0] for m in found}
+
+
+def test_the_client_still_sends_the_trace_context_of_a_process_that_traces() -> None:
+    """Skipping OpenTelemetry is only for a process that never loaded it: one
+    that did, with a span current, still sends it as traceparent."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from omni_grpc.client.agent_client import outgoing_metadata
+
+    tracer = TracerProvider().get_tracer("test")
+    with tracer.start_as_current_span("caller") as span:
+        sent = dict(outgoing_metadata((("x-a", "1"),)))
+    context = span.get_span_context()
+    assert sent["x-a"] == "1"
+    flags = int(context.trace_flags)
+    assert sent["traceparent"] == f"00-{context.trace_id:032x}-{context.span_id:016x}-{flags:02x}"
+    # With no span current there is nothing to add.
+    assert outgoing_metadata((("x-a", "1"),)) == (("x-a", "1"),)

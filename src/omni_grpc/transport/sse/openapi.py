@@ -26,7 +26,15 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from omni_grpc import __version__
-from omni_grpc.vocabulary import LAST_EVENT_ID_HEADER, LAST_EVENT_ID_PARAM, SESSION_HEADER
+from omni_grpc.vocabulary import (
+    LAST_EVENT_ID_HEADER,
+    LAST_EVENT_ID_PARAM,
+    REFERENCE_ASK,
+    SESSION_HEADER,
+    ApprovalMode,
+    Decision,
+    ThinkingLevel,
+)
 
 JsonObject = dict[str, Any]
 
@@ -113,7 +121,8 @@ _SESSION_ID_HEADER = {
 }
 _BAD = {"400": _error("a field is missing or wrong; the message names it")}
 _UNKNOWN = {"404": _error("no such session (session_not_found)")}
-_MODES = ["allow-all", "deny-all", "read-only", "ask", "allowAll", "denyAll", "readOnly"]
+# What approvalMode takes: our words and the reference's name for ask.
+_MODES = [*(mode.value for mode in ApprovalMode), REFERENCE_ASK]
 
 SCHEMAS: dict[str, JsonObject] = {
     "Error": {
@@ -167,7 +176,7 @@ SCHEMAS: dict[str, JsonObject] = {
                     },
                 },
             },
-            "thinkingLevel": {"enum": ["none", "low", "medium", "high", "xhigh", "max"]},
+            "thinkingLevel": {"enum": [level.value for level in ThinkingLevel]},
             "approvalMode": {"enum": _MODES},
             "metadata": {"type": "object"},
         },
@@ -306,7 +315,7 @@ OPERATIONS: dict[tuple[str, str], JsonObject] = {
             {
                 "type": "object",
                 "required": ["decision"],
-                "properties": {"decision": {"enum": ["allow", "deny"]}},
+                "properties": {"decision": {"enum": [Decision.ALLOW.value, Decision.DENY.value]}},
             }
         ),
     ),

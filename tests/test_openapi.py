@@ -134,3 +134,77 @@ def test_an_undescribed_route_shows_up_marked() -> None:
     assert doc["paths"]["/healthz"]["get"]["summary"] != openapi.UNDESCRIBED
     assert doc["paths"]["/x/y"]["put"]["summary"] == openapi.UNDESCRIBED
     assert documented(doc) == {("/healthz", "get"), ("/x/y", "put")}  # HEAD left out
+
+
+def answers_as_documented(
+    doc: dict[str, Any], method: str, path: str, answer: httpx.Response
+) -> None:
+    """``answer``'s status is one the operation documents, and a JSON body
+    validates against that status's schema (the $refs resolved in ``doc``)."""
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+
+    op = doc["paths"][path][method]
+    assert str(answer.status_code) in op["responses"], (method, path, answer.status_code)
+    content = op["responses"][str(answer.status_code)].get("content", {})
+    if "application/json" in content:
+        registry = Registry().with_resource("urn:doc", Resource.from_contents(doc, DRAFT202012))
+        schema = _rebased(content["application/json"]["schema"])
+        Draft202012Validator(schema, registry=registry).validate(answer.json())
+
+
+def _rebased(schema: Any) -> Any:
+    """``#/components/...`` refs pointed at the document registered as urn:doc."""
+    if isinstance(schema, dict):
+        return {
+            k: (f"urn:doc{v}" if k == "$ref" and v.startswith("#/") else _rebased(v))
+            for k, v in schema.items()
+        }
+    if isinstance(schema, list):
+        return [_rebased(v) for v in schema]
+    return schema
+
+
+async def test_real_answers_match_the_documented_ones(start: Start) -> None:
+    """A few routes asked for real, right and wrong: each status is one the
+    document lists, and each JSON body fits the schema it gives."""
+    server = await start()
+    doc = (await fetch(server, "/openapi.json")).json()
+    async with httpx.AsyncClient(base_url=http_of(server).url, timeout=30) as http:
+
+        async def check(method: str, path: str, url: str, **kwargs: Any) -> httpx.Response:
+            answer = await http.request(method.upper(), url, **kwargs)
+            answers_as_documented(doc, method, path, answer)
+            return answer
+
+        created = await check("post", "/api/sessions", "/api/sessions", json={})
+        sid = created.json()["session"]["sessionId"]
+        await check("post", "/api/sessions", "/api/sessions", json={"approvalMode": "sometimes"})
+        await check("get", "/api/sessions", "/api/sessions")
+        await check("get", "/api/sessions/{sid}", f"/api/sessions/{sid}")
+        await check("get", "/api/sessions/{sid}", "/api/sessions/session-nope")
+        await check(
+            "patch", "/api/sessions/{sid}", f"/api/sessions/{sid}", json={"approvalMode": "ask"}
+        )
+        await check(
+            "patch", "/api/sessions/{sid}", f"/api/sessions/{sid}", json={"approvalMode": 5}
+        )
+        await check("post", "/api/sessions/{sid}/abort", f"/api/sessions/{sid}/abort", json={})
+        await check(
+            "post", "/api/sessions/{sid}/approvals/{call_id}",
+            f"/api/sessions/{sid}/approvals/call_x", json={"decision": "allow"},
+        )  # fmt: skip
+        await check("get", "/api/sessions/{sid}/messages", f"/api/sessions/{sid}/messages")
+        await check("get", "/api/sessions/{sid}/messages", f"/api/sessions/{sid}/messages?limit=x")
+        await check("get", "/api/sessions/{sid}/goal", f"/api/sessions/{sid}/goal")
+        await check("get", "/v1/runs", "/v1/runs")  # no Last-Event-ID: 400
+        await check(
+            "post",
+            "/v1/runs",
+            "/v1/runs",
+            json={"prompt": "hi", "session_id": sid, "approvalMode": "allow-all"},
+        )
+        await check("get", "/healthz", "/healthz")
+        await check("delete", "/api/sessions/{sid}", f"/api/sessions/{sid}?deleteTrace=maybe")
+        await check("delete", "/api/sessions/{sid}", f"/api/sessions/{sid}")

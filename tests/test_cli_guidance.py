@@ -142,3 +142,18 @@ def test_ids_give_attach_after_its_ids(serve_process: ServeFactory, tmp_path: Pa
     assert complete == [json.loads(r) for r in recorded]
     for record in recorded:
         assert f',"message":{record}}}\n' in before + after
+
+
+def test_run_without_a_prompt_on_a_terminal_says_how_to_give_one() -> None:
+    """No PROMPT with stdin a terminal: nothing to read, a usage error (2)."""
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        done = subprocess.run([*OMNI, "run", "--target", f"127.0.0.1:{closed_port()}"],
+                              stdin=slave, capture_output=True, text=True, timeout=60)  # fmt: skip
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert done.returncode == 2
+    assert done.stderr == "omni-grpc run: give the PROMPT, or pipe it in: echo hi | omni-grpc run\n"

@@ -38,6 +38,16 @@ CASES = [
         [rf"omni-grpc convert, both directions\s+{NUMBER} s CPU\s+{NUMBER}x floor"],
     ),
     (
+        # A real server; each client verb's start against import grpc.
+        "cli_startup.py",
+        ["--repeat", "1"],
+        [
+            rf"omni-grpc abort SID\s+{NUMBER} s\s+{NUMBER}x",
+            rf"omni-grpc run \(first output\)\s+{NUMBER} s\s+{NUMBER}x",
+            rf"omni-grpc attach \(first output\)\s+{NUMBER} s\s+{NUMBER}x",
+        ],
+    ),
+    (
         "sizes.py",
         ["--schema-lines", "1", "--tools", "5"],
         [

@@ -50,6 +50,7 @@ def test_chat_runs_each_line_in_one_session_and_continue_goes_on(
     assert user_texts(data, session_id) == ["first turn", "second turn"]
     # Each turn rendered to its end, the second with the session's history.
     assert "'first turn'" in done.stdout and "'second turn'" in done.stdout
+    assert "leaves the chat" not in done.stderr  # stdin's lines: nobody to tell
     # --continue: the most recently active session, here the only one.
     more = omni(
         "chat", *target, "--continue", "--approve", "allow", stdin="third\n/exit\nnot sent\n"
@@ -90,6 +91,8 @@ def test_chat_on_a_terminal_asks_about_tool_calls_inline(
         start = seen.index(marker, start) + len(marker)
 
     read_until(b"you> ")
+    # How to leave is said before the first prompt, and only on a terminal.
+    assert b"Ctrl-D or /exit leaves the chat" in seen[: seen.index(b"you> ")]
     os.write(fd, b"list my files\n")
     read_until(b"Allow this tool call? [y/n]: ")
     os.write(fd, b"y\n")

@@ -24,7 +24,7 @@ cors-origin = ["https://a.example", "https://b.example"]
 
 
 def _serve_parser() -> object:
-    parser = build_parser("omni_grpc.cli.serve")
+    parser = build_parser("serve")
     return next(a for a in parser._actions if a.dest == "command").choices["serve"]  # type: ignore[attr-defined]
 
 
@@ -120,7 +120,7 @@ def test_every_serve_flag_has_an_environment_variable(tmp_path: Path) -> None:
         expanded = expand(parser, [], {name: value})  # type: ignore[arg-type]
         assert expanded[:1] == [flags[0]], name
         # Parsed, the variable's value is the flag's.
-        args = build_parser("omni_grpc.cli.serve").parse_args(["serve", *expanded])
+        args = build_parser("serve").parse_args(["serve", *expanded])
         assert getattr(args, action.dest) not in (None, False), name
 
 
@@ -139,7 +139,7 @@ def test_the_command_line_beats_the_environment_which_beats_the_file(tmp_path: P
 
     def parsed(*words: str) -> object:
         expanded = expand(parser, ["--config", str(config), *words], environ)  # type: ignore[arg-type]
-        return build_parser("omni_grpc.cli.serve").parse_args(["serve", *expanded])
+        return build_parser("serve").parse_args(["serve", *expanded])
 
     args = parsed()
     assert args.approval_mode == "deny-all"  # type: ignore[attr-defined]

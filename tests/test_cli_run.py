@@ -112,10 +112,12 @@ def test_run_errors_are_single_lines() -> None:
         port = closed.getsockname()[1]
         refused = omni("run", "x", "--target", f"127.0.0.1:{port}")
     assert refused.returncode == 3
-    # gRPC's message runs past 80 columns; it must not be soft-wrapped mid-sentence.
-    [line] = refused.stderr.splitlines()
+    # gRPC's message runs past 80 columns; it must not be soft-wrapped
+    # mid-sentence. The line after it says what to do (test_cli_guidance.py).
+    line, hint = refused.stderr.splitlines()
     assert line.startswith("omni-grpc run: UNAVAILABLE: ") and len(line) > 80
     assert f"127.0.0.1:{port}" in line and line.endswith("refused")
+    assert hint.startswith(f"omni-grpc run: nothing answered at 127.0.0.1:{port}: ")
 
 
 @pytest.mark.parametrize("mode", [["--json"], []])

@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "omni_grpc.propagation",
             "omni_grpc._imports",
             "omni_grpc.message_size",
+            "omni_grpc.event_ids",
         ],
     ),
     ("codec", ["omni_grpc.convert"]),

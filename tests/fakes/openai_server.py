@@ -66,6 +66,8 @@ class Reply:
     status: int = 200
     error: str = ""
     done: bool = True  # end with ``data: [DONE]``
+    # Response headers, e.g. Retry-After on a 429.
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 # ---- reply builders --------------------------------------------------------------
@@ -130,8 +132,8 @@ def tool_calls_reply(
     return Reply(steps)
 
 
-def error_reply(status: int, message: str) -> Reply:
-    return Reply(status=status, error=message)
+def error_reply(status: int, message: str, headers: dict[str, str] | None = None) -> Reply:
+    return Reply(status=status, error=message, headers=dict(headers or {}))
 
 
 def stall_reply(seconds: float, *, after_text: str = "") -> Reply:
@@ -162,6 +164,8 @@ class _Dropped(Exception):
 class Received:
     body: JsonObject
     headers: dict[str, str]
+    # time.monotonic() when the request arrived.
+    at: float = 0.0
 
 
 class FakeOpenAI:
@@ -190,11 +194,11 @@ class FakeOpenAI:
 
     async def _complete(self, request: Request) -> Response:
         body = await request.json()
-        self.requests.append(Received(body, dict(request.headers)))
+        self.requests.append(Received(body, dict(request.headers), time.monotonic()))
         reply = self.replies.popleft() if self.replies else self._echo(body)
         if reply.status != 200:
             error = {"error": {"message": reply.error, "type": "api_error", "code": reply.status}}
-            return JSONResponse(error, status_code=reply.status)
+            return JSONResponse(error, status_code=reply.status, headers=reply.headers)
         self._ids += 1
         return StreamingResponse(
             self._stream(reply, f"chatcmpl-{self._ids}"), media_type="text/event-stream"

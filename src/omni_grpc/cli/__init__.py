@@ -11,31 +11,35 @@ from collections.abc import Sequence
 
 from omni_grpc import __version__
 
-# Subcommand modules, in the order ``--help`` lists them.
-_COMMANDS = (
-    "omni_grpc.cli.serve",
-    "omni_grpc.cli.run",
-    "omni_grpc.cli.chat",
-    "omni_grpc.cli.attach",
-    "omni_grpc.cli.sessions",
-    "omni_grpc.cli.history",
-    "omni_grpc.cli.control",
-    "omni_grpc.cli.convert",
-    "omni_grpc.cli.validate",
-)
+# Each command's module, in the order ``--help`` lists them. A command builds
+# only its own module's parser: a client verb (``abort``, ``approve``...)
+# must not pay for importing the server, which ``serve``'s module does.
+COMMANDS: dict[str, str] = {
+    "serve": "omni_grpc.cli.serve",
+    "run": "omni_grpc.cli.run",
+    "chat": "omni_grpc.cli.chat",
+    "attach": "omni_grpc.cli.attach",
+    "sessions": "omni_grpc.cli.sessions",
+    "history": "omni_grpc.cli.history",
+    "approve": "omni_grpc.cli.control",
+    "abort": "omni_grpc.cli.control",
+    "convert": "omni_grpc.cli.convert",
+    "validate": "omni_grpc.cli.validate",
+}
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The whole parser, or (``only``) one subcommand's: ``serve`` imports the
-    server and grpc, which ``convert`` and ``validate`` should not pay for."""
+    """The whole parser, or (``only``, a command's name) just the module that
+    registers that command: ``serve`` imports the server, which every other
+    command would otherwise load too."""
     parser = argparse.ArgumentParser(
         prog="omni-grpc",
         description="The OmniMessage agent protocol over gRPC, protobuf and SSE.",
     )
     parser.add_argument("--version", action="version", version=f"omni-grpc {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in _COMMANDS:
-        if only is None or name == only:
+    for name in dict.fromkeys(COMMANDS.values()):
+        if only is None or COMMANDS.get(only) == name:
             importlib.import_module(name).register(sub)
     return parser
 
@@ -66,8 +70,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Asking for nothing is asking what there is: the help, not an error.
         build_parser().print_help()
         return 0
-    named = f"omni_grpc.cli.{words[0]}" if words else None
-    parser = build_parser(named if named in _COMMANDS else None)
+    if words == ["--version"]:
+        print(f"omni-grpc {__version__}")  # what argparse's action prints, without a parser
+        return 0
+    parser = build_parser(words[0] if words[0] in COMMANDS else None)
     if words[0] == "serve":
         from omni_grpc.cli import config
 

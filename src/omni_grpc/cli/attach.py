@@ -24,12 +24,20 @@ from omni_grpc.cli.exits import (
     exit_codes,
     say,
 )
+from omni_grpc.cli.ids import IDS_HELP
 from omni_grpc.cli.pipes import stdout_gone
-from omni_grpc.cli.render import Output, Renderer, fell_behind, follow, incomplete, tool_call_id
+from omni_grpc.cli.render import (
+    Output,
+    Renderer,
+    fell_behind,
+    follow,
+    incomplete,
+    tool_call_id,
+)
 from omni_grpc.client import AgentClient, StreamEvent
 from omni_grpc.client.agent_client import RESUME_ATTEMPTS
 from omni_grpc.client.errors import AgentError
-from omni_grpc.runtime.events import parse_event_id
+from omni_grpc.event_ids import parse_event_id
 
 PROG = "omni-grpc attach"
 
@@ -53,6 +61,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("session", metavar="SID", help="the session id")
     parser.add_argument("--after", metavar="ID", help="the last event id already seen")
     parser.add_argument("--json", action="store_true", help="print OmniMessages as JSONL")
+    parser.add_argument("--ids", action="store_true", help=IDS_HELP)
     parser.add_argument(
         "--follow",
         action="store_true",
@@ -118,7 +127,7 @@ async def attach(args: argparse.Namespace, client: AgentClient, err: Console) ->
     )
     refused = future_after(args.after, baseline)
     if refused is not None:
-        say(err, f"{PROG}: error: {refused}")
+        say(f"{PROG}: error: {refused}")
         return EXIT_USAGE
     newer, reached = _newer_than(baseline), _reached(baseline)
 
@@ -127,7 +136,6 @@ async def attach(args: argparse.Namespace, client: AgentClient, err: Console) ->
 
     def on_approval(event: StreamEvent) -> None:
         say(
-            err,
             f"approval pending: omni-grpc approve {event.session_id} {tool_call_id(event)} "
             f"'allow|deny'{connection_flags(args)}",
             "yellow",
@@ -143,16 +151,15 @@ async def attach(args: argparse.Namespace, client: AgentClient, err: Console) ->
         nonlocal lagged
         if received == 1 and args.after is not None:
             say(
-                err,
                 f"events after {args.after} are no longer buffered; "
                 f"`omni-grpc history {args.session}` has the whole record",
                 "yellow",
             )
             return
         lagged = True
-        say(err, fell_behind(PROG, event))
+        say(fell_behind(PROG, event))
 
-    ask = sys.stdin.isatty() and err.is_terminal and not args.json
+    ask = sys.stdin.isatty() and err.is_terminal and not (args.json or args.ids)
     renderer = Renderer(Output(highlight=False), attempts=lambda: client.max_attempts)
     last = ""
 
@@ -170,7 +177,6 @@ async def attach(args: argparse.Namespace, client: AgentClient, err: Console) ->
 
         def on_resume(error: AgentError, attempt: int, after: str) -> None:
             say(
-                err,
                 f"the stream broke ({error.code.name}); attaching again"
                 f"{f' after {after}' if after else ''}, attempt {attempt}/{RESUME_ATTEMPTS}",
                 "yellow",
@@ -198,14 +204,15 @@ async def attach(args: argparse.Namespace, client: AgentClient, err: Console) ->
                 held.clear()
 
     try:
-        await follow(client, events(), renderer, err, as_json=args.json, ask=ask,
+        await follow(client, events(), renderer, err, as_json=args.json or args.ids,
+                     ids=args.ids, ask=ask,
                      ends_at=ends_at, on_approval=on_approval, on_gap=on_gap)  # fmt: skip
     except BrokenPipeError:
         return stdout_gone()
     if last:
         err.print(Text(f"session {args.session}, last event {last}", style="dim"), soft_wrap=True)
     if lagged:
-        say(err, incomplete(PROG, args.session))
+        say(incomplete(PROG, args.session))
         return EXIT_RUN_FAILED
     return EXIT_RUN_FAILED if renderer.failed else EXIT_OK
 
@@ -213,11 +220,11 @@ async def attach(args: argparse.Namespace, client: AgentClient, err: Console) ->
 def attach_command(args: argparse.Namespace) -> int:
     malformed = malformed_after(args.after)
     if malformed is not None:
-        say(Console(stderr=True), f"{PROG}: error: {malformed}")
+        say(f"{PROG}: error: {malformed}")
         return EXIT_USAGE
     return client_command(
         PROG,
         args,
-        lambda client, err: attach(args, client, err),
+        lambda client: attach(args, client, Console(stderr=True)),
         interrupted="interrupted: detached, the task keeps running",
     )

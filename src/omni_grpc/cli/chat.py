@@ -33,6 +33,8 @@ from omni_grpc.vocabulary import ApprovalMode, Decision
 
 PROG = "omni-grpc chat"
 QUIT = ("/exit", "/quit")
+# Said once at the start on a terminal: a chat's way out is not obvious.
+LEAVING = "Ctrl-D or /exit leaves the chat; Ctrl-C stops a running turn and leaves"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -97,18 +99,20 @@ async def chat(args: argparse.Namespace, client: AgentClient, err: Console) -> i
     if args.resume:
         sessions = await client.list_sessions()
         if not sessions:
-            say(err, f"{PROG}: --continue: the server has no session to continue")
+            say(f"{PROG}: --continue: the server has no session to continue")
             return EXIT_USAGE
         session_id = max(sessions, key=lambda s: (s.updated_at, s.session_id)).session_id
     if session_id:
-        say(err, f"session {session_id}", "dim")
+        say(f"session {session_id}", "dim")
+    if interactive:
+        say(LEAVING, "dim")
     code = EXIT_OK
     while (prompt := await _next_prompt(err, interactive)) is not None:
         stream = client.run(prompt, session_id=session_id, approval_mode=mode)
         renderer = Renderer(Output(highlight=False), attempts=_attempts_of(stream))
 
         def on_gap(event: StreamEvent) -> None:
-            say(err, fell_behind(PROG, event))
+            say(fell_behind(PROG, event))
 
         try:
             await follow(client, aiter(stream), renderer, err, as_json=False,
@@ -119,26 +123,24 @@ async def chat(args: argparse.Namespace, client: AgentClient, err: Console) -> i
         except AgentError as exc:
             if not stream.task_ended:
                 raise  # refused, or the connection lost
-            say(err, f"{PROG}: the turn failed: {describe_error(exc)}")
+            say(f"{PROG}: the turn failed: {describe_error(exc)}")
             renderer.failed = True
         if session_id is None and stream.session_id:
             session_id = stream.session_id
-            say(err, f"session {session_id}", "dim")
+            say(f"session {session_id}", "dim")
         code = EXIT_RUN_FAILED if renderer.failed or renderer.gaps else EXIT_OK
     return code
 
 
 def chat_command(args: argparse.Namespace) -> int:
-    err = Console(stderr=True)
     if args.approve == ApprovalMode.ASK and not sys.stdin.isatty():
-        say(err, f"{PROG}: --approve ask needs a terminal to ask on")
+        say(f"{PROG}: --approve ask needs a terminal to ask on")
         return EXIT_USAGE
     return client_command(
         PROG,
         args,
-        lambda client, err: chat(args, client, err),
+        lambda client: chat(args, client, Console(stderr=True)),
         interrupted="interrupted: the running turn was aborted",
-        err=err,
     )
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from rich.console import Console
-
 from omni_grpc.cli.connection import add_connection_options
 from omni_grpc.cli.exits import EXIT_OK, EXIT_RUN_FAILED, client_command, exit_codes, say
 from omni_grpc.client import AgentClient
@@ -45,17 +43,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     abort.set_defaults(handler=abort_command)
 
 
-async def _approve(args: argparse.Namespace, client: AgentClient, err: Console) -> int:
+async def _approve(args: argparse.Namespace, client: AgentClient) -> int:
     await client.approve(args.session, args.tool_call_id, args.decision)
-    say(err, f"{args.decision}: {args.tool_call_id} in session {args.session}", "dim")
+    say(f"{args.decision}: {args.tool_call_id} in session {args.session}", "dim")
     return EXIT_OK
 
 
-async def _abort(args: argparse.Namespace, client: AgentClient, err: Console) -> int:
+async def _abort(args: argparse.Namespace, client: AgentClient) -> int:
     if await client.abort(args.session, args.reason):
-        say(err, f"aborted the task of session {args.session}", "dim")
+        say(f"aborted the task of session {args.session}", "dim")
         return EXIT_OK
-    say(err, f"omni-grpc abort: session {args.session} is idle: nothing to abort")
+    say(f"omni-grpc abort: session {args.session} is idle: nothing to abort")
     return EXIT_RUN_FAILED
 
 
@@ -63,7 +61,7 @@ def approve_command(args: argparse.Namespace) -> int:
     return client_command(
         "omni-grpc approve",
         args,
-        lambda client, err: _approve(args, client, err),
+        lambda client: _approve(args, client),
         interrupted="interrupted",
     )
 
@@ -72,6 +70,6 @@ def abort_command(args: argparse.Namespace) -> int:
     return client_command(
         "omni-grpc abort",
         args,
-        lambda client, err: _abort(args, client, err),
+        lambda client: _abort(args, client),
         interrupted="interrupted",
     )

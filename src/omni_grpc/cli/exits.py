@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
+import sys
 from collections.abc import Awaitable, Callable
 
-from rich.console import Console
-from rich.text import Text
+import grpc
 
-from omni_grpc.cli.connection import ConnectionUsageError, check_connection_options, client_from
+from omni_grpc.cli.connection import (
+    DEFAULT_TARGET,
+    ConnectionUsageError,
+    check_connection_options,
+    client_from,
+)
 from omni_grpc.cli.pipes import EXIT_BROKEN_PIPE, stdout_gone
+from omni_grpc.cli.target import split_url, with_default_port
 from omni_grpc.client import AgentClient, AgentError
 
 EXIT_OK, EXIT_RUN_FAILED, EXIT_USAGE, EXIT_RPC, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -39,10 +46,28 @@ def exit_codes(
     return "exit status:\n" + "\n".join(lines)
 
 
-def say(err: Console, text: str, style: str = "red") -> None:
-    """One stderr line, whole: rich would soft-wrap it at 80 columns off a
-    terminal, and read brackets in it (an IPv6 address) as markup."""
-    err.print(Text(text, style=style), soft_wrap=True)
+# The styles say() knows, as SGR codes. Plain escapes, not rich: `abort`,
+# `approve` and `sessions` print nothing else, and importing rich would cost
+# them a third of their start (benchmarks/cli_startup.py).
+_STYLES = {"red": "31", "yellow": "33", "dim": "2"}
+
+
+def _colour() -> bool:
+    """rich's rule: on a terminal unless NO_COLOR or TERM=dumb; FORCE_COLOR forces."""
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return sys.stderr.isatty()
+
+
+def say(text: str, style: str = "red") -> None:
+    """One stderr line, whole: never wrapped at the terminal's width, and
+    never read as markup (an IPv6 address has brackets)."""
+    if _colour() and style in _STYLES:
+        text = f"\x1b[{_STYLES[style]}m{text}\x1b[0m"
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
 
 
 def describe_error(exc: AgentError) -> str:
@@ -52,7 +77,33 @@ def describe_error(exc: AgentError) -> str:
     return text + (f" ({'; '.join(extra)})" if extra else "")
 
 
-Body = Callable[[AgentClient, Console], Awaitable[int]]
+def hint(exc: AgentError, args: argparse.Namespace) -> str | None:
+    """What to do about a call that never reached a server, or was refused at
+    the door: gRPC's own words name the symptom, not the remedy."""
+    address = with_default_port(split_url(args.target)[0])
+    message = exc.message.lower()
+    if exc.code is grpc.StatusCode.UNAVAILABLE and "connect" in message:
+        tls = args.tls or args.tls_ca or args.target.startswith("grpcs://")
+        # Refused: nothing listens there. Otherwise something answered but the
+        # connection failed, which a plain client meeting a TLS server does.
+        tls_hint = "; a server started with --tls-cert needs --tls or --tls-ca"
+        if tls or "refused" in message:
+            tls_hint = ""
+        return (
+            f"nothing answered at {address}: is `omni-grpc serve` running? Give the gRPC "
+            f"address it prints with --target (default $OMNI_TARGET, else "
+            f"{DEFAULT_TARGET}){tls_hint}"
+        )
+    if exc.code is grpc.StatusCode.UNAUTHENTICATED:
+        given = "the token given was refused" if args.token else "no token was given"
+        return (
+            f"the server at {address} wants a bearer token ({given}): pass --token or set "
+            f"$OMNI_AUTH_TOKEN"
+        )
+    return None
+
+
+Body = Callable[[AgentClient], Awaitable[int]]
 
 
 def client_command(
@@ -61,15 +112,13 @@ def client_command(
     body: Body,
     *,
     interrupted: str,
-    err: Console | None = None,
 ) -> int:
-    """Connects as ``args`` say, awaits ``body(client, err)`` and maps how it
+    """Connects as ``args`` say, awaits ``body(client)`` and maps how it
     ended to an exit status. ``interrupted`` is the line Ctrl-C prints."""
-    err = err or Console(stderr=True)
     try:
         check_connection_options(args)
     except ConnectionUsageError as exc:
-        say(err, f"{prog}: {exc}")
+        say(f"{prog}: {exc}")
         return EXIT_USAGE
 
     interrupts = 0
@@ -90,9 +139,11 @@ def client_command(
         asyncio.get_running_loop().add_signal_handler(signal.SIGINT, on_interrupt, task)
         client = client_from(args)
         try:
-            return await body(client, err)
+            return await body(client)
         except AgentError as exc:
-            say(err, f"{prog}: {describe_error(exc)}")
+            say(f"{prog}: {describe_error(exc)}")
+            if (remedy := hint(exc, args)) is not None:
+                say(f"{prog}: {remedy}", "yellow")
             return EXIT_RPC
         finally:
             await client.close()
@@ -100,15 +151,15 @@ def client_command(
     try:
         return asyncio.run(main())
     except KeyboardInterrupt:
-        say(err, interrupted)
+        say(interrupted)
         return EXIT_INTERRUPTED
     except asyncio.CancelledError:
         if not interrupts:
             raise
-        say(err, interrupted)
+        say(interrupted)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return stdout_gone()
     except OSError as exc:  # a TLS file that cannot be read
-        say(err, f"{prog}: {exc}")
+        say(f"{prog}: {exc}")
         return EXIT_USAGE

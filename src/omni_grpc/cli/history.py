@@ -12,16 +12,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
-
-from rich.console import Console
-from rich.text import Text
 
 from omni_grpc.cli.connection import add_connection_options
 from omni_grpc.cli.exits import EXIT_OK, client_command, exit_codes
-from omni_grpc.cli.render import Output, Renderer
 from omni_grpc.client import AgentClient
-from omni_grpc.convert import message_to_dict
 
 PROG = "omni-grpc history"
 
@@ -54,24 +48,18 @@ def _count(raw: str) -> int:
     return int(raw)
 
 
-class HistoryRenderer(Renderer):
-    """The live view's rendering, plus the user's own turns (a live run
-    leaves them out because the user has just typed them)."""
-
-    def _on_text(self, p: dict[str, Any]) -> None:
-        if p.get("role") == "user":
-            self.console.print(Text(f"> {p.get('text', '')}", style="bold"))
-        else:
-            super()._on_text(p)
-
-
-async def print_history(args: argparse.Namespace, client: AgentClient, err: Console) -> int:
+async def print_history(args: argparse.Namespace, client: AgentClient) -> int:
     if args.json:
         out = sys.stdout.buffer
         async for line in client.history_lines(args.session, page_size=args.tail):
             out.write(line + b"\n")
         out.flush()
         return EXIT_OK
+    # Imported here: `history --json` copies the server's bytes and needs
+    # neither rich nor the codec (benchmarks/cli_startup.py).
+    from omni_grpc.cli.render import HistoryRenderer, Output
+    from omni_grpc.convert import message_to_dict
+
     renderer = HistoryRenderer(Output(highlight=False))
     async for message in client.history(args.session, page_size=args.tail):
         renderer.show_message(message_to_dict(message))
@@ -82,6 +70,6 @@ def history_command(args: argparse.Namespace) -> int:
     return client_command(
         PROG,
         args,
-        lambda client, err: print_history(args, client, err),
+        lambda client: print_history(args, client),
         interrupted="interrupted",
     )

@@ -22,6 +22,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
+from omni_grpc.cli.ids import with_id
 from omni_grpc.client import AgentClient, StreamEvent
 from omni_grpc.convert import message_to_dict, server_event_to_dict
 from omni_grpc.vocabulary import Decision, EventType, StopReason
@@ -147,6 +148,17 @@ class Renderer:
         self._line(Text(f"aborted: {p.get('reason') or 'no reason given'}", style="bold red"))
 
 
+class HistoryRenderer(Renderer):
+    """The live view's rendering, plus the user's own turns (a live run
+    leaves them out because the user has just typed them): ``history``."""
+
+    def _on_text(self, p: dict[str, Any]) -> None:
+        if p.get("role") == "user":
+            self.console.print(Text(f"> {p.get('text', '')}", style="bold"))
+        else:
+            super()._on_text(p)
+
+
 # A resync_required in a stream that was being read live: the server let this
 # reader go for falling behind (a slow stdout) and dropped what it had not read.
 GAP = "this reader fell behind and the server dropped events it had not read yet"
@@ -242,8 +254,10 @@ async def follow(
     ends_at: Callable[[StreamEvent], bool] | None = lambda event: event.is_task_end,
     on_approval: Callable[[StreamEvent], None] | None = None,
     on_gap: Callable[[StreamEvent], None] | None = None,
+    ids: bool = False,
 ) -> None:
-    """Renders ``events`` (JSONL with ``as_json``) up to the first event
+    """Renders ``events`` (JSONL with ``as_json``; with ``ids`` too, each line
+    wrapped as ``{"id": EVENT_ID, "message": MESSAGE}``) up to the first event
     ``ends_at`` accepts (by default the ``task_state idle`` closing the task).
 
     A pending approval is put to the user when ``ask`` is set, else handed to
@@ -256,7 +270,7 @@ async def follow(
         async for event in events:
             if as_json:
                 if event.message is not None:
-                    sys.stdout.buffer.write(event.to_json() + b"\n")
+                    sys.stdout.buffer.write(with_id(event) if ids else event.to_json() + b"\n")
                     sys.stdout.buffer.flush()
                     if event.kind == "abort":
                         renderer.failed = True

@@ -11,8 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-
-from rich.console import Console
+from collections.abc import AsyncIterator
 
 from omni_grpc.cli.connection import add_connection_options
 from omni_grpc.cli.exits import (
@@ -24,8 +23,8 @@ from omni_grpc.cli.exits import (
     exit_codes,
     say,
 )
+from omni_grpc.cli.ids import IDS_HELP
 from omni_grpc.cli.pipes import stdout_gone
-from omni_grpc.cli.render import Output, Renderer, fell_behind, follow, incomplete
 from omni_grpc.client import AgentClient, AgentError, StreamEvent
 from omni_grpc.vocabulary import ApprovalMode, Decision, ThinkingLevel
 
@@ -48,7 +47,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("prompt", help="the user message; - reads it from stdin")
+    parser.add_argument(
+        "prompt",
+        nargs="?",
+        help="the user message; - (or none, with stdin not a terminal) reads it from stdin",
+    )
     add_connection_options(parser)
     parser.add_argument("--session", help="continue this session (default: a new one)")
     parser.add_argument(
@@ -61,6 +64,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument("--thinking", choices=[str(t) for t in ThinkingLevel], help="level")
     parser.add_argument("--json", action="store_true", help="print OmniMessages as JSONL")
+    parser.add_argument("--ids", action="store_true", help=IDS_HELP)
     parser.add_argument(
         "--detach",
         action="store_true",
@@ -70,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(handler=run_command)
 
 
-async def run_stream(args: argparse.Namespace, client: AgentClient, err: Console) -> int:
+async def run_stream(args: argparse.Namespace, client: AgentClient) -> int:
     short = {Decision.ALLOW: ApprovalMode.ALLOW_ALL, Decision.DENY: ApprovalMode.DENY_ALL}
     approval_mode = short.get(args.approve, args.approve)
     stream = client.run(
@@ -84,19 +88,35 @@ async def run_stream(args: argparse.Namespace, client: AgentClient, err: Console
         session_id = await stream.session()
         stream.cancel()  # detach_on_cancel: the task goes on without us
         # --json: one object, the keys of `sessions --json`, for a script to read.
-        text = json.dumps({"session_id": session_id}) if args.json else session_id
+        text = json.dumps({"session_id": session_id}) if args.json or args.ids else session_id
         print(text, flush=True)
         return EXIT_OK
+    # The terminal renderer and the codec are loaded only now, with the call
+    # on its way: --detach (and a refused call) never pay for them.
+    from rich.console import Console
+
+    from omni_grpc.cli.render import Output, Renderer, fell_behind, follow, incomplete
+
+    err = Console(stderr=True)
     renderer = Renderer(Output(highlight=False), attempts=lambda: stream.max_attempts)
 
     def on_gap(event: StreamEvent) -> None:
-        say(err, fell_behind(PROG, event))
+        say(fell_behind(PROG, event))
+
+    last = ""
+
+    async def events() -> AsyncIterator[StreamEvent]:
+        nonlocal last
+        async for event in stream:
+            last = event.event_id or last
+            yield event
 
     try:
         # Read to the end of the call, not to the task end: a run the server
         # had to stop closes with task_state idle too, and only the status
         # after it says so.
-        await follow(client, aiter(stream), renderer, err, as_json=args.json,
+        await follow(client, events(), renderer, err, as_json=args.json or args.ids,
+                     ids=args.ids,
                      ask=args.approve == ApprovalMode.ASK, ends_at=None,
                      on_gap=on_gap)  # fmt: skip
     except BrokenPipeError:
@@ -109,39 +129,45 @@ async def run_stream(args: argparse.Namespace, client: AgentClient, err: Console
         if renderer.gaps:
             # The server ends a call that missed events with ABORTED: what is
             # wrong is this output, which the line below says.
-            say(err, f"session {stream.session_id}", "dim")
-            say(err, incomplete(PROG, stream.session_id))
+            say(f"session {stream.session_id}", "dim")
+            say(incomplete(PROG, stream.session_id))
             return EXIT_RUN_FAILED
-        say(err, f"{PROG}: the run failed: {describe_error(exc)}")
-        say(err, f"session {stream.session_id}", "dim")
+        say(f"{PROG}: the run failed: {describe_error(exc)}")
+        say(f"session {stream.session_id}", "dim")
         return EXIT_RUN_FAILED
     if stream.session_id:
-        say(err, f"session {stream.session_id}", "dim")
+        say(f"session {stream.session_id}", "dim")
+    if last:
+        # What `attach --after` resumes from (--ids gives every event's).
+        say(f"last event {last}", "dim")
     if renderer.gaps:
         # Said again at the end, where a script's log shows it last.
-        say(err, incomplete(PROG, stream.session_id))
+        say(incomplete(PROG, stream.session_id))
         return EXIT_RUN_FAILED
     return EXIT_RUN_FAILED if renderer.failed else EXIT_OK
 
 
 def run_command(args: argparse.Namespace) -> int:
-    err = Console(stderr=True)
+    if args.prompt is None:
+        if sys.stdin.isatty():
+            say(f"{PROG}: give the PROMPT, or pipe it in: echo hi | omni-grpc run")
+            return EXIT_USAGE
+        args.prompt = "-"  # `... | omni-grpc run`: the pipe is the prompt
     if args.prompt == "-":
         if args.approve == ApprovalMode.ASK and not args.detach:
-            say(err, f"{PROG}: --approve ask reads its answers from stdin, not the prompt")
+            say(f"{PROG}: --approve ask reads its answers from stdin, not the prompt")
             return EXIT_USAGE
         args.prompt = sys.stdin.read().removesuffix("\n")
         if not args.prompt.strip():
-            say(err, f"{PROG}: the prompt read from stdin is empty")
+            say(f"{PROG}: the prompt read from stdin is empty")
             return EXIT_USAGE
     # Detached, nobody asks here: `omni-grpc approve` answers later.
     if args.approve == ApprovalMode.ASK and not args.detach and not sys.stdin.isatty():
-        say(err, f"{PROG}: --approve ask needs a terminal to ask on")
+        say(f"{PROG}: --approve ask needs a terminal to ask on")
         return EXIT_USAGE
     return client_command(
         PROG,
         args,
-        lambda client, err: run_stream(args, client, err),
+        lambda client: run_stream(args, client),
         interrupted="interrupted: the run was aborted",
-        err=err,
     )

@@ -7,8 +7,6 @@ import argparse
 import json
 import sys
 
-from rich.console import Console
-
 from omni_grpc.cli.connection import add_connection_options
 from omni_grpc.cli.exits import (
     EXIT_OK,
@@ -72,7 +70,7 @@ def state_name(state: int) -> str:
     return _STATES.get(state, "unknown")
 
 
-async def list_sessions(args: argparse.Namespace, client: AgentClient, err: Console) -> int:
+async def list_sessions(args: argparse.Namespace, client: AgentClient) -> int:
     sessions = sorted(
         await client.list_sessions(), key=lambda s: (s.created_at, s.session_id), reverse=True
     )
@@ -112,18 +110,18 @@ def sessions_command(args: argparse.Namespace) -> int:
     return client_command(
         PROG,
         args,
-        lambda client, err: list_sessions(args, client, err),
+        lambda client: list_sessions(args, client),
         interrupted="interrupted",
     )
 
 
-async def remove_sessions(args: argparse.Namespace, client: AgentClient, err: Console) -> int:
+async def remove_sessions(args: argparse.Namespace, client: AgentClient) -> int:
     code = EXIT_OK
     for session_id in args.sessions:
         try:
             was_running = await client.delete_session(session_id, delete_trace=args.delete_trace)
         except AgentError as exc:
-            say(err, f"{PROG} rm: {session_id}: {describe_error(exc)}")
+            say(f"{PROG} rm: {session_id}: {describe_error(exc)}")
             code = EXIT_RPC
             continue
         if args.json:
@@ -136,7 +134,7 @@ async def remove_sessions(args: argparse.Namespace, client: AgentClient, err: Co
             sys.stdout.flush()
         kept = "trace removed" if args.delete_trace else "trace kept under deleted/"
         ran = "; its running task was aborted" if was_running else ""
-        say(err, f"deleted session {session_id} ({kept}){ran}", "dim")
+        say(f"deleted session {session_id} ({kept}){ran}", "dim")
     return code
 
 
@@ -144,6 +142,6 @@ def remove_command(args: argparse.Namespace) -> int:
     return client_command(
         f"{PROG} rm",
         args,
-        lambda client, err: remove_sessions(args, client, err),
+        lambda client: remove_sessions(args, client),
         interrupted="interrupted: the sessions named before it may be deleted",
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -14,7 +15,6 @@ from google.protobuf import struct_pb2
 from omni_grpc.client.errors import AgentError
 from omni_grpc.client.events import StreamEvent
 from omni_grpc.message_size import GRPC_MAX_MESSAGE_BYTES
-from omni_grpc.propagation import outgoing_metadata
 from omni_grpc.vocabulary import MAX_ATTEMPTS_HEADER, ApprovalMode, Decision, ThinkingLevel
 from omni_grpc.vocabulary import SESSION_HEADER as SESSION_HEADER
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
@@ -55,6 +55,17 @@ DECISIONS: dict[str, omni_pb2.Decision] = {
     Decision.DENY: omni_pb2.DECISION_DENY,
     Decision.FORBIDDEN: omni_pb2.DECISION_FORBIDDEN,
 }
+
+
+def outgoing_metadata(metadata: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """The call's metadata plus the trace context, if there can be one: only a
+    process that loaded OpenTelemetry has a span to propagate, and one that
+    did not (the CLI) skips importing it, a third of its start-up."""
+    if "opentelemetry.context" not in sys.modules:
+        return metadata
+    from omni_grpc import propagation
+
+    return propagation.outgoing_metadata(metadata)
 
 
 def _read(value: Path | str | bytes | None) -> bytes | None:

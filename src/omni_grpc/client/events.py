@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from omni_grpc.convert import serialize_message, serialize_server_event
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import omni_pb2
 
@@ -51,6 +50,10 @@ class StreamEvent:
 
     def to_json(self) -> bytes:
         """The event's reference JSON (the bytes SSE carries)."""
+        # The codec is imported here, when first needed: `omni-grpc abort` and
+        # `approve` never print an event and should not pay for loading it.
+        from omni_grpc.convert import serialize_message, serialize_server_event
+
         if self.message is not None:
             return serialize_message(self.message)
         if self.server_event is not None:

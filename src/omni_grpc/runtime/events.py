@@ -14,17 +14,19 @@ and what a transport built from it, for every subscriber it is handed to).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from omni_grpc.convert import parse_message, parse_server_event
+
+# The id format is the ground floor's (clients read ids too); re-exported here.
+from omni_grpc.event_ids import format_event_id as format_event_id
+from omni_grpc.event_ids import parse_event_id as parse_event_id
 from omni_grpc.runtime.health import RunFailure
 from omni_grpc.vocabulary import AbortKind
 from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
 
-_EVENT_ID = re.compile(r"^(.*)-(\d+)$")
 _T = TypeVar("_T")
 
 
@@ -204,15 +206,3 @@ def utf16_length(data: bytes) -> int:
         return len(data)
     text = data.decode("utf-8", errors="surrogatepass")
     return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
-
-
-def format_event_id(epoch: str, seq: int) -> str:
-    return f"{epoch}-{seq}"
-
-
-def parse_event_id(event_id: str) -> tuple[str, int] | None:
-    """Splits ``<epoch>-<seq>`` at the last dash; None when malformed."""
-    match = _EVENT_ID.match(event_id)
-    if match is None:
-        return None
-    return match.group(1), int(match.group(2))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,6 +41,9 @@ class OpenAIConfig:
     # The first retry waits this long, then doubles, capped at retry_cap_ms.
     retry_base_ms: int = 2000
     retry_cap_ms: int = 30000
+    # The longest wait an endpoint's Retry-After (or retry-after-ms) gets: a
+    # longer one is cut to this. 60 s, the bound the OpenAI SDK trusts.
+    retry_after_max_ms: int = 60000
     # Model requests per run (each tool round is one); a runaway loop stops here.
     max_turns: int = 50
     # Send recorded reasoning back under its upstream field (fidelity.reasoning_field).
@@ -58,8 +62,8 @@ class OpenAIConfig:
         known = {
             "base_url", "model", "api_key", "provider", "system_prompt", "context_window",
             "agent_state", "connect_timeout", "timeout", "max_attempts", "retry_base_ms",
-            "retry_cap_ms", "max_turns", "replay_reasoning", "tools", "builtin_tools",
-            "temperature", "max_tokens",
+            "retry_cap_ms", "retry_after_max_ms", "max_turns", "replay_reasoning", "tools",
+            "builtin_tools", "temperature", "max_tokens",
         }  # fmt: skip
         unknown = sorted(set(opts) - known)
         if unknown:
@@ -83,6 +87,7 @@ class OpenAIConfig:
             max_attempts=int(_number(opts, "max_attempts", 5, low=1, high=5)),
             retry_base_ms=int(_number(opts, "retry_base_ms", 2000, low=0)),
             retry_cap_ms=int(_number(opts, "retry_cap_ms", 30000, low=0)),
+            retry_after_max_ms=int(_number(opts, "retry_after_max_ms", 60000, low=0)),
             max_turns=int(_number(opts, "max_turns", 50, low=1)),
             replay_reasoning=_flag(opts, "replay_reasoning", True),
             tools=merge_tools(builtin, user_tools),
@@ -97,6 +102,21 @@ class OpenAIConfig:
     def backoff_ms(self, attempt: int) -> int:
         """The wait after failed attempt ``attempt`` (1-based): base, 2x, 4x ..., capped."""
         return int(min(self.retry_base_ms * 2 ** (attempt - 1), self.retry_cap_ms))
+
+    def retry_wait(self, attempt: int, asked: float | None) -> tuple[int, str]:
+        """The milliseconds to wait after failed attempt ``attempt``, and what
+        to add to the failure's message: the endpoint's ``asked`` seconds
+        (Retry-After) when it said, up to ``retry_after_max_ms``, else the
+        backoff ladder."""
+        if asked is None:
+            return self.backoff_ms(attempt), ""
+        wanted = math.ceil(asked * 1000)
+        if wanted > self.retry_after_max_ms:
+            return self.retry_after_max_ms, (
+                f" (the endpoint asked to wait {asked:g} s; waiting at most "
+                f"retry_after_max_ms, {self.retry_after_max_ms / 1000:g} s)"
+            )
+        return wanted, f" (the endpoint asked to wait {asked:g} s)"
 
 
 def _number(

@@ -5,14 +5,15 @@ streamed model request, its tool calls approved one at a time as each
 completes, approved calls run concurrently, and the next request once every
 output is in. Failures follow the reference retry ladder (``timeout``,
 ``malformed`` and ``failed`` retried up to five attempts with exponential
-backoff; ``auth`` stops at once).
+backoff, or after the wait the endpoint's Retry-After asks for, capped;
+``auth`` stops at once).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +42,27 @@ from omni_grpc.vocabulary import USER_ABORT_REASON, Decision, StopReason
 
 JsonObject = dict[str, Any]
 
+# Waits the seconds given, or less when the run is aborted: True then.
+Pause = Callable[[float, AbortSignal], Awaitable[bool]]
+
 RETRIED_INTERRUPT = "[interrupted: the model request was retried]"
 
 
 class OpenAIEngine:
     name = "openai"
 
-    def __init__(self, config: OpenAIConfig, *, client: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self,
+        config: OpenAIConfig,
+        *,
+        client: httpx.AsyncClient | None = None,
+        pause: Pause | None = None,
+    ) -> None:
         self.config = config
         self._client = client
+        # The wait between attempts; a test passes its own to see a
+        # Retry-After of minutes obeyed without spending them.
+        self.pause: Pause = pause or sleep_or_abort
 
     @property
     def max_attempts(self) -> int:
@@ -146,11 +159,14 @@ class _Run:
                 yield b.request_end(failure.status, error_message=failure.message, attempt=attempt)
                 outcome.abort_reason = f"llm request error: {failure.message}"
                 return
-            delay = self.config.backoff_ms(attempt)
+            delay, why = self.config.retry_wait(attempt, failure.retry_after)
             yield b.request_end(
-                failure.status, error_message=failure.message, attempt=attempt, retry_in_ms=delay
+                failure.status,
+                error_message=failure.message + why,
+                attempt=attempt,
+                retry_in_ms=delay,
             )
-            if await _sleep_or_abort(delay / 1000, self.options.abort):
+            if await self.engine.pause(delay / 1000, self.options.abort):
                 outcome.abort_reason = self._abort_reason()
                 return
 
@@ -401,7 +417,7 @@ async def _next_event(
     return getter.result()
 
 
-async def _sleep_or_abort(seconds: float, abort: AbortSignal) -> bool:
+async def sleep_or_abort(seconds: float, abort: AbortSignal) -> bool:
     """Waits ``seconds``; True when the run was aborted meanwhile."""
     try:
         await asyncio.wait_for(abort.wait(), timeout=seconds)

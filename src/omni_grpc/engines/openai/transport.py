@@ -7,6 +7,11 @@ response. Failures are classified per the reference retry ladder.
 
 from __future__ import annotations
 
+import contextlib
+import datetime
+import email.utils
+import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -37,19 +42,50 @@ class StreamFailure:
     status: str
     message: str
     retryable: bool
+    # Seconds the endpoint asked to wait before the next attempt (Retry-After,
+    # retry-after-ms), when it said; the engine caps and then obeys it.
+    retry_after: float | None = None
 
 
 StreamEvent = StreamChunk | StreamEnd | StreamFailure
 
 
-def classify_status(code: int, detail: str) -> StreamFailure:
+def classify_status(code: int, detail: str, retry_after: float | None = None) -> StreamFailure:
     message = f"{code} {detail}".strip()
     if code in (401, 403):
         return StreamFailure(StopReason.AUTH, message, retryable=False)
     if code in (408, 409, 429) or code >= 500:
-        return StreamFailure(StopReason.FAILED, message, retryable=True)
+        return StreamFailure(StopReason.FAILED, message, retryable=True, retry_after=retry_after)
     # Any other 4xx is a request the endpoint will refuse again.
     return StreamFailure(StopReason.FAILED, message, retryable=False)
+
+
+def retry_after(headers: httpx.Headers, now: Callable[[], float] = time.time) -> float | None:
+    """The seconds a response asks the client to wait, or None.
+
+    As the OpenAI and Anthropic SDKs read it: ``retry-after-ms`` (their
+    endpoints' finer form) first, then ``Retry-After`` as delay-seconds or an
+    HTTP-date (RFC 9110, 10.2.3), the latter against the wall clock ``now``.
+    A value that is neither, or negative, says nothing.
+    """
+    raw_ms = headers.get("retry-after-ms")
+    if raw_ms is not None:
+        with contextlib.suppress(ValueError):
+            if math.isfinite(ms := float(raw_ms)) and ms >= 0:
+                return ms / 1000
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    raw = raw.strip()
+    if raw.isascii() and raw.isdigit():
+        return float(raw)
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # an HTTP-date is GMT; a zone-less one is read so
+        when = when.replace(tzinfo=datetime.UTC)
+    return max(0.0, when.timestamp() - now())
 
 
 def error_detail(body: bytes) -> str:
@@ -81,7 +117,7 @@ async def stream_completion(
         async with client.stream("POST", url, content=orjson.dumps(body), headers=headers) as resp:
             if resp.status_code != 200:
                 detail = error_detail(await resp.aread())
-                emit(classify_status(resp.status_code, detail))
+                emit(classify_status(resp.status_code, detail, retry_after(resp.headers)))
                 return
             async for event in EventSource(resp).aiter_sse():
                 if event.data == "[DONE]":

@@ -40,7 +40,7 @@ from omni_grpc.runtime.interface import (
     parse_event_id,
 )
 from omni_grpc.trace.window import positioned
-from omni_grpc.transport.sse import history, page, reference_routes
+from omni_grpc.transport.sse import history, openapi, page, reference_routes
 from omni_grpc.transport.sse.auth import PUBLIC_PATHS, BearerAuth
 from omni_grpc.transport.sse.dates import DateHeader
 from omni_grpc.transport.sse.dialect import DialectEvent, DialectProjection
@@ -499,6 +499,7 @@ def create_app(
         policy = hub.approval_policy
         routes += page.routes([m.value for m in policy.client_modes], policy.default.value)
     routes += extra_routes
+    routes += openapi.routes(routes)  # the description of all of the above, and itself
     # Outermost: every JSON answer carries Date, refusals included.
     middleware: list[Middleware] = [Middleware(DateHeader)]
     if telemetry is not None:
@@ -527,7 +528,7 @@ def create_app(
             )
         )
     if token:
-        public = PUBLIC_PATHS | frozenset(public_paths)
+        public = PUBLIC_PATHS | openapi.PUBLIC_PATHS | frozenset(public_paths)
         middleware.append(Middleware(BearerAuth, token=token, public_paths=public))
     return Starlette(
         routes=routes,

@@ -89,7 +89,7 @@ class SseTransport:
         await self.server.stop()
 
     def describe(self) -> str:
-        routes = ", ".join(["page", "/api/sessions", "/v1/runs", *self.extra_paths])
+        routes = ", ".join(["page", "/api/sessions", "/v1/runs", *self.extra_paths, "/docs"])
         return f"HTTP/SSE on {self.url}/ ({routes})"
 
 

@@ -1,16 +1,17 @@
 """The backend: where the state a second replica would need is kept.
 
 The hub coordinates; everything it must share lives behind the interfaces
-bundled here (event logs, session index, run lease, control channel, pending
-approvals). ``memory_backend()`` keeps them in this process: the embedded
-default, for one ``serve``. ``omni_grpc.runtime.redis.redis_backend(url)``
-keeps them in Redis, so any number of replicas serve any session.
+bundled here (event logs, session index, task index, run lease, control
+channel, pending approvals). ``memory_backend()`` keeps them in this
+process: the embedded default, for one ``serve``.
+``omni_grpc.runtime.redis.redis_backend(url)`` keeps them in Redis, so any
+number of replicas serve any session.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.control_channel import ControlChannel, MemoryControlChannel
@@ -19,6 +20,7 @@ from omni_grpc.runtime.memory_log import MemoryEventLog, MemoryEventLogs
 from omni_grpc.runtime.pending_approvals import MemoryPendingApprovals, PendingApprovals
 from omni_grpc.runtime.run_lease import MemoryRunLease, RunLease
 from omni_grpc.runtime.session_index import MemorySessionIndex, SessionIndex
+from omni_grpc.runtime.task_index import MemoryTaskIndex, TaskIndex
 
 
 async def _always_up() -> None:
@@ -45,6 +47,8 @@ class Backend:
     # Raises BackendUnavailable when the shared state cannot be reached.
     ping: Callable[[], Awaitable[None]] = _always_up
     aclose: Callable[[], Awaitable[None]] = _nothing
+    # Every run of every session, for the session's lifetime (A2A's tasks).
+    tasks: TaskIndex = field(default_factory=MemoryTaskIndex)
 
 
 def memory_backend(

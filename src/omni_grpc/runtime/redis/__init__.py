@@ -16,6 +16,7 @@ from omni_grpc.runtime.redis.event_log import RedisEventLog, RedisEventLogs
 from omni_grpc.runtime.redis.pending_approvals import RedisPendingApprovals
 from omni_grpc.runtime.redis.run_lease import RedisRunLease
 from omni_grpc.runtime.redis.session_index import RedisSessionIndex
+from omni_grpc.runtime.redis.task_index import RedisTaskIndex
 
 __all__ = ["RedisEventLog", "redis_backend"]
 
@@ -50,4 +51,5 @@ def redis_backend(
         shared=True,
         ping=conn.ping,
         aclose=conn.aclose,
+        tasks=RedisTaskIndex(conn),
     )

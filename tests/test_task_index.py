@@ -56,6 +56,7 @@ def record(
         first_record=seq if seq % 2 else None,
         last_record=seq + 3 if seq % 2 else None,
         message_id=message_id,
+        reason=None if state == STATES[0] else f"why {seq}",
     )
 
 

@@ -37,6 +37,8 @@ class TaskRecord:
     last_record: int | None = None
     # The id the client gave the message that started the run, if any.
     message_id: str | None = None
+    # Why the run did not complete (its failure, or its abort's reason).
+    reason: str | None = None
 
     @property
     def key(self) -> str:

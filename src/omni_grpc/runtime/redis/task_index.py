@@ -10,7 +10,7 @@ from omni_grpc.runtime.redis import scripts
 from omni_grpc.runtime.redis.connection import RedisConnection, unavailable_on_failure
 from omni_grpc.runtime.task_index import TaskRecord, instant
 
-_OPTIONAL = ("first_record", "last_record", "message_id")
+_OPTIONAL = ("first_record", "last_record", "message_id", "reason")
 
 
 def _decode(raw: dict[bytes, bytes]) -> TaskRecord:
@@ -25,6 +25,7 @@ def _decode(raw: dict[bytes, bytes]) -> TaskRecord:
         first_record=int(text["first_record"]) if "first_record" in text else None,
         last_record=int(text["last_record"]) if "last_record" in text else None,
         message_id=text.get("message_id"),
+        reason=text.get("reason"),
     )
 
 

@@ -48,7 +48,8 @@ async def test_runs_are_kept_with_their_place_in_the_trace(
     two = await record_of(hub, session_id, second)
 
     assert (one.state, one.message_id, one.reason) == (TaskStatus.COMPLETED, "client-1", None)
-    assert one.last_event_id == events[-1].event_id
+    # The last message before the end (written before the end is out).
+    assert one.last_event_id == events[-2].event_id
     assert two.message_id is None
     records = [m async for m in await hub.history(session_id)]
     # Record 1 is the session_meta; each run's records are its own, end to end.

@@ -154,19 +154,18 @@ class Recovery:
         """``fold``: the run as its owner saw it (None: another replica's run,
         whose record is the session's newest); ``last_record``: the trace's
         count once the run's close is in it."""
-        if closing:
-            await event_log.publish_many(closing, fence=lease.token)
+        published = await event_log.publish_many(closing, fence=lease.token) if closing else []
         await self.backend.approvals.clear(session_id)
-        idle = bodies.task_state_body(SessionState.IDLE, failure=failure)
-        end = await event_log.publish(idle, fence=lease.token, end_run=True)
         await self.ledger.ended(
             session_id,
             fold or TaskFold(),
             closing,
             failure.message if failure is not None else None,
-            end,
+            published[-1].event_id if published else None,
             last_record,
         )
+        idle = bodies.task_state_body(SessionState.IDLE, failure=failure)
+        await event_log.publish(idle, fence=lease.token, end_run=True)
 
     def finish_soon(self, run: Run, closing: list[EventBody], *, catch_up: bool = False) -> None:
         """Told no one yet: keep trying until the backend is back (or another

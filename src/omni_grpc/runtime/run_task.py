@@ -150,6 +150,9 @@ class RunTasks:
             closing = await self._close_in_trace(run, BACKEND_LOST_REASON, failed)
             # What failed to reach the log is in the trace; the close says so.
             run.log.forgive(run.lease.token)
+        last = run.last_publish
+        if last is not None and last.done() and last.exception() is None:
+            run.tasks.published = last.result().event_id
         try:
             await self.recorder.count(run)
             if failed is not None:
@@ -265,9 +268,8 @@ class RunTasks:
         run.guard.observe(as_dict if as_dict is not None else message_to_dict(msg))
         if written:
             self.recorder.count_soon(run)
-        if arm in ("abort", "request_end"):
-            run.tasks.message(msg, kind)
-        elif arm == "approval_decision" and not msg.origin:
+        run.tasks.message(msg, kind)
+        if arm == "approval_decision" and not msg.origin:
             await self.ledger.decided(run.tasks, msg.approval_decision.tool_call_id)
         # Queued, not awaited: the engine goes on while the backend writes what
         # queued meanwhile in one round trip. When the backend is behind, or a
@@ -318,8 +320,8 @@ class RunTasks:
             # Pending first: a client that sees the request can approve it at once.
             await self.backend.approvals.add(session_id, tool_call_id, body)
             run.observed.asked(tool_call)  # counted before any client can see the ask
-            event = await run.log.publish(body, fence=run.lease.token)
-            await self.ledger.asked(run.tasks, tool_call_id, event)
+            await self.ledger.asked(run.tasks, tool_call_id)  # likewise
+            await run.log.publish(body, fence=run.lease.token)
 
         async def forget_ask(tool_call_id: str) -> None:
             with contextlib.suppress(BackendUnavailable):

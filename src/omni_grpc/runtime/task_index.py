@@ -29,7 +29,8 @@ class TaskRecord:
     started_at: str
     # When ``state`` last changed (ISO 8601 UTC): the order runs are listed in.
     updated_at: str
-    # The newest event the record accounts for.
+    # The newest event out when the state was written (the first event until
+    # the run's close, then the close's last message).
     last_event_id: str
     # The run's records in the session's trace, 1-based and inclusive (None
     # until the run has written one).

@@ -65,8 +65,18 @@ class TaskFold:
     failed_request: str | None = None
     record: TaskRecord | None = None
     asking: set[str] = field(default_factory=set)
+    # The newest message's timestamp: a record's times are its messages', as
+    # the A2A view's status timestamps are (a server event has none).
+    stamp: str = ""
+    # The run's newest event its owner knows to be out.
+    published: str | None = None
+
+    def now(self) -> str:
+        return self.stamp or utc_now()
 
     def message(self, msg: omni_pb2.OmniMessage, kind: AbortKind | None) -> None:
+        if msg.timestamp:
+            self.stamp = msg.timestamp
         if msg.origin:
             return
         arm = msg.WhichOneof("payload")
@@ -76,7 +86,7 @@ class TaskFold:
             self.failed_request = request_failure(msg.request_end)
 
     def body(self, body: EventBody) -> None:
-        if body.payload_arm in ("abort", "request_end"):
+        if body.payload_arm is not None:
             msg = body.decoded_message
             if msg is not None:
                 self.message(msg, body.abort_kind)
@@ -90,7 +100,7 @@ class TaskLedger:
         self, fold: TaskFold, session_id: str, first: HubEvent, message_id: str | None,
         first_record: int | None,
     ) -> None:  # fmt: skip
-        now = utc_now()
+        now = fold.now()
         fold.record = TaskRecord(
             session_id=session_id,
             event_id=first.event_id,
@@ -103,9 +113,9 @@ class TaskLedger:
         )
         await self.tasks.put(fold.record)
 
-    async def asked(self, fold: TaskFold, tool_call_id: str, event: HubEvent) -> None:
+    async def asked(self, fold: TaskFold, tool_call_id: str) -> None:
         fold.asking.add(tool_call_id)
-        await self._now(fold, TaskStatus.INPUT_REQUIRED, event.event_id)
+        await self._now(fold, TaskStatus.INPUT_REQUIRED, None)
 
     async def decided(self, fold: TaskFold, tool_call_id: str) -> None:
         fold.asking.discard(tool_call_id)
@@ -119,7 +129,7 @@ class TaskLedger:
         fold.record = replace(
             record,
             state=state,
-            updated_at=utc_now(),
+            updated_at=fold.now(),
             last_event_id=event_id or record.last_event_id,
         )
         await self.tasks.put(fold.record)
@@ -130,13 +140,14 @@ class TaskLedger:
         fold: TaskFold,
         closing: list[EventBody],
         failure: str | None,
-        end: HubEvent,
+        last_event_id: str | None,
         last_record: int | None,
     ) -> None:
-        """The run's end, published as ``end``. Its record is the fold's (the
-        owner's), else the session's newest (a run another replica closes). A
-        backend that fails here leaves the record as it was: the end is
-        published already, and the window still tells it."""
+        """The run's end, written before its ``task_state idle`` is published
+        (a client that saw the end finds the record ended). Its record is the
+        fold's (the owner's), else the session's newest (a run another replica
+        closes). A backend that fails here leaves the record as it was: the
+        end is published all the same, and the window tells it."""
         for body in closing:
             fold.body(body)
         state, reason = task_end(failure, fold.abort, fold.failed_request)
@@ -150,8 +161,8 @@ class TaskLedger:
             fold.record = replace(
                 record,
                 state=state,
-                updated_at=utc_now(),
-                last_event_id=end.event_id,
+                updated_at=fold.now(),
+                last_event_id=last_event_id or fold.published or record.last_event_id,
                 last_record=last_record,
                 reason=reason,
             )

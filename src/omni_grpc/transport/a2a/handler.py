@@ -434,7 +434,10 @@ class _Views:
         without a record (a run the index missed)."""
         views: list[TaskView] = []
         if ref is not None and not records:
-            found = (await self._window(ref.session_id)).get(ref)
+            try:
+                found = (await self._window(ref.session_id)).get(ref)
+            except SessionNotFound:
+                return []  # a deleted context's tasks are gone with it
             return [found] if found is not None else []
         for record in records:
             task = TaskRef(record.session_id, record.event_id)

@@ -19,6 +19,7 @@ from a2a_support import BINDINGS, artifact_texts, sdk_client, start_server, task
 from redis_server import RedisServer
 
 from omni_grpc.server import OmniServer
+from omni_grpc.vocabulary import ApprovalMode
 
 Start = Callable[..., Awaitable[OmniServer]]
 # A demo run publishes some fifty events: its start is gone after the next run.
@@ -117,3 +118,47 @@ async def test_a_task_is_found_after_its_start_left_the_window(
         assert [t.id for t in left.tasks] == [four_id]
         with pytest.raises(Exception, match="no task"):
             await client.get_task(a2a.GetTaskRequest(id=one_id))
+
+
+@pytest.fixture(params=["memory", "redis"])
+async def asking_server(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[OmniServer]:
+    # A window of a few events: a run waiting for a decision has published more.
+    overrides: dict[str, Any] = {"buffer_events": 4, "approval_mode": ApprovalMode.ASK}
+    if request.param == "redis":
+        redis: RedisServer = request.getfixturevalue("redis")
+        overrides["redis_url"] = redis.url
+    made = await start_server(tmp_path / "data", **overrides)
+    yield made
+    await made.stop()
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_a_waiting_task_is_found_after_its_start_left_the_window(
+    asking_server: OmniServer, binding: str
+) -> None:
+    async with sdk_client(asking_server, binding) as client:
+        asked = await collect(
+            client.send_message(user_message("list my files", message_id="ask-1"))
+        )
+        assert asked[-1].status_update.status.state == a2a.TASK_STATE_INPUT_REQUIRED
+        task_id, context = task_id_of(asked[0]), asked[0].task.context_id
+        window = await asking_server.hub.replay_window(context)
+        assert task_id.split(":")[1] not in {e.event_id for e in window}
+        got = await client.get_task(a2a.GetTaskRequest(id=task_id))
+        waiting = await client.list_tasks(
+            a2a.ListTasksRequest(status=a2a.TASK_STATE_INPUT_REQUIRED)
+        )
+    assert got.status.state == a2a.TASK_STATE_INPUT_REQUIRED
+    assert got.history[0].message_id == "ask-1"
+    assert got.history[0].parts[0].text == "list my files"
+    # The tool call it waits on is in its history, as the stream told it.
+    calls = [
+        p.data.struct_value["toolCall"]
+        for m in got.history
+        for p in m.parts
+        if p.HasField("data") and "toolCall" in p.data.struct_value
+    ]
+    assert len(calls) == 1
+    assert [t.id for t in waiting.tasks] == [task_id]

@@ -421,38 +421,54 @@ async def _stream(
 class _Views:
     """Tasks for their records: each folded from its session's replay window
     while its first event is there, else from its record and the trace. Each
-    session's window, and trace, is read once, and only for the tasks asked."""
+    session's window, and trace, is read once, and of the trace only the
+    records of the tasks asked are kept (a trace may hold large messages)."""
 
     def __init__(self, hub: Runtime, lossless: bool) -> None:
         self.hub = hub
         self.lossless = lossless
         self._windows: dict[str, dict[TaskRef, TaskView]] = {}
-        self._traces: dict[str, list[omni_pb2.OmniMessage]] = {}
 
     async def of(self, records: list[TaskRecord], ref: TaskRef | None = None) -> list[TaskView]:
         """``ref``: a task asked for by id, looked for in the window even
         without a record (a run the index missed)."""
-        views: list[TaskView] = []
         if ref is not None and not records:
             try:
                 found = (await self._window(ref.session_id)).get(ref)
             except SessionNotFound:
                 return []  # a deleted context's tasks are gone with it
             return [found] if found is not None else []
+        views: dict[str, TaskView] = {}
+        older: dict[str, list[TaskRecord]] = {}
         for record in records:
             task = TaskRef(record.session_id, record.event_id)
             try:
                 view = (await self._window(record.session_id)).get(task)
-                if view is None:
-                    view = TaskView(task, lossless=self.lossless)
-                    view.recorded(record, await self._trace(record))
             except SessionNotFound:
                 continue  # deleted since it was listed
+            if view is None:
+                older.setdefault(record.session_id, []).append(record)
+            else:
+                views[record.key] = view
+        for session_id, kept in older.items():
+            try:
+                slices = await self._slices(session_id, kept)
+            except SessionNotFound:
+                continue
+            for record, messages in zip(kept, slices, strict=True):
+                view = TaskView(TaskRef(session_id, record.event_id), lossless=self.lossless)
+                view.recorded(record, messages)
+                views[record.key] = view
+        out: list[TaskView] = []
+        for record in records:
+            view = views.get(record.key)
+            if view is None:
+                continue
             view.client_message_id = record.message_id
             if view.history and view.history[0].role == a2a.ROLE_USER and record.message_id:
                 view.history[0].message_id = record.message_id
-            views.append(view)
-        return views
+            out.append(view)
+        return out
 
     async def _window(self, session_id: str) -> dict[TaskRef, TaskView]:
         if session_id not in self._windows:
@@ -460,14 +476,20 @@ class _Views:
             self._windows[session_id] = {v.ref: v for v in _runs(session_id, window, self.lossless)}
         return self._windows[session_id]
 
-    async def _trace(self, record: TaskRecord) -> list[omni_pb2.OmniMessage]:
-        if record.session_id not in self._traces:
-            self._traces[record.session_id] = [
-                m async for m in await self.hub.history(record.session_id)
-            ]
-        records = self._traces[record.session_id]
-        first = (record.first_record or 1) - 1
-        return records[first : record.last_record]
+    async def _slices(
+        self, session_id: str, records: list[TaskRecord]
+    ) -> list[list[omni_pb2.OmniMessage]]:
+        """Each record's messages in the trace (``first_record`` to
+        ``last_record``, or to the end for a run still going), in one read."""
+        slices: list[list[omni_pb2.OmniMessage]] = [[] for _ in records]
+        spans = [(r.first_record or 1, r.last_record) for r in records]
+        number = 0
+        async for message in await self.hub.history(session_id):
+            number += 1
+            for at, (first, last) in enumerate(spans):
+                if first <= number and (last is None or number <= last):
+                    slices[at].append(message)
+        return slices
 
 
 def _runs(session_id: str, window: list[HubEvent], lossless: bool) -> list[TaskView]:

@@ -38,10 +38,11 @@ from omni_grpc.runtime.recorder import Recorder
 from omni_grpc.runtime.recovery import Recovery
 from omni_grpc.runtime.run import Run
 from omni_grpc.runtime.session_index import SessionRecord
+from omni_grpc.runtime.task_index import TaskRecord
 from omni_grpc.runtime.trace_store import TraceStore
 from omni_grpc.trace import read_jsonl
 from omni_grpc.trace.validate import validate_records
-from omni_grpc.vocabulary import SessionState
+from omni_grpc.vocabulary import SessionState, TaskStatus
 
 WAIT = 120.0  # bounds a hang only
 STAMP = "2026-12-05T09:00:00.000Z"  # one millisecond: equal records are equal bytes
@@ -106,10 +107,15 @@ async def test_the_closer_never_answers_a_call_the_trace_answered(
     ]
     assert await recorder.append(owner, message_from_dict(meta))
     await event_log.publish(bodies.task_state_body(SessionState.RUNNING), fence=lease.token)
+    published = []
     for item in both:  # the trace first, then the log, as the owner does
         body = bodies.message_body(message_from_dict(item))
         assert await recorder.append(owner, message_from_dict(item), body.data)
-        await event_log.publish(body, fence=lease.token)
+        published.append(await event_log.publish(body, fence=lease.token))
+    # The task index has the run as its owner wrote it when it started.
+    first = published[0].event_id
+    started = TaskRecord(session_id, first, TaskStatus.WORKING, STAMP, STAMP, first, 2)
+    await backend.tasks.put(started)
     for item in AHEAD[ahead]:  # the owner died before publishing these
         assert await recorder.append(owner, message_from_dict(item))
 
@@ -129,6 +135,11 @@ async def test_the_closer_never_answers_a_call_the_trace_answered(
         if r.message.WhichOneof("payload") == "tool_call_output"
     ]
     assert outputs == [CALL]  # the owner's, and no second one from the closer
+    # The closer wrote the run's end to the task index: failed, as its abort says.
+    closed = await backend.tasks.get(session_id, first)
+    assert closed is not None
+    assert (closed.state, closed.reason) == (TaskStatus.FAILED, records[-1].message.abort.reason)
+    assert (closed.first_record, closed.last_record) == (2, len(records))
     assert records[-1].message.WhichOneof("payload") == "abort"
     errors = [i for i in validate_records(records, trace=True) if i.severity == "error"]
     assert errors == []

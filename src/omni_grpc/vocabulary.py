@@ -85,6 +85,22 @@ class RunOutcome(enum.StrEnum):
     FAILED = "failed"
 
 
+class TaskStatus(enum.StrEnum):
+    """How a run (an A2A task) stands, as the task index keeps it."""
+
+    WORKING = "working"
+    # A tool call waits for a decision.
+    INPUT_REQUIRED = "input_required"
+    COMPLETED = "completed"
+    # Ended by an abort someone asked for, or by its client going away.
+    CANCELED = "canceled"
+    FAILED = "failed"
+
+    @property
+    def ended(self) -> bool:
+        return self not in (TaskStatus.WORKING, TaskStatus.INPUT_REQUIRED)
+
+
 class SessionState(enum.StrEnum):
     """A session's ``task_state`` (and ``SessionInfo.state``)."""
 

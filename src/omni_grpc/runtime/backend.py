@@ -1,10 +1,11 @@
 """The backend: where the state a second replica would need is kept.
 
 The hub coordinates; everything it must share lives behind the interfaces
-bundled here (event logs, session index, run lease, control channel, pending
-approvals, idempotency keys). ``memory_backend()`` keeps them in this process: the embedded
-default, for one ``serve``. ``omni_grpc.runtime.redis.redis_backend(url)``
-keeps them in Redis, so any number of replicas serve any session.
+bundled here (event logs, session index, task index, run lease, control
+channel, pending approvals, idempotency keys). ``memory_backend()`` keeps them
+in this process: the embedded default, for one ``serve``.
+``omni_grpc.runtime.redis.redis_backend(url)`` keeps them in Redis, so any
+number of replicas serve any session.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from omni_grpc.runtime.memory_log import MemoryEventLog, MemoryEventLogs
 from omni_grpc.runtime.pending_approvals import MemoryPendingApprovals, PendingApprovals
 from omni_grpc.runtime.run_lease import MemoryRunLease, RunLease
 from omni_grpc.runtime.session_index import MemorySessionIndex, SessionIndex
+from omni_grpc.runtime.task_index import MemoryTaskIndex, TaskIndex
 
 
 async def _always_up() -> None:
@@ -48,6 +50,8 @@ class Backend:
     aclose: Callable[[], Awaitable[None]] = _nothing
     # The answers of task requests sent with an Idempotency-Key.
     idempotency: IdempotencyKeys = field(default_factory=MemoryIdempotencyKeys)
+    # Every run of every session, for the session's lifetime (A2A's tasks).
+    tasks: TaskIndex = field(default_factory=MemoryTaskIndex)
 
 
 def memory_backend(

@@ -59,6 +59,7 @@ from omni_grpc.runtime.run_task import RunTasks, abort_local
 from omni_grpc.runtime.session_index import SessionRecord
 from omni_grpc.runtime.session_infos import session_infos
 from omni_grpc.runtime.stream_slots import StreamSlots
+from omni_grpc.runtime.task_index import TaskRecord
 from omni_grpc.runtime.trace_store import TraceStore
 from omni_grpc.trace.paths import SESSION_ID_RULE, is_session_id
 from omni_grpc.trace.window import Position, Window
@@ -260,6 +261,26 @@ class Hub:
     async def replay_window(self, session_id: str) -> list[HubEvent]:
         await self._record(session_id)
         return await self.backend.logs.get(session_id).window()
+
+    async def task_record(self, session_id: str, event_id: str) -> TaskRecord | None:
+        return await self.backend.tasks.get(session_id, event_id)
+
+    async def task_records(
+        self,
+        *,
+        session_id: str | None = None,
+        state: str | None = None,
+        updated_after: float | None = None,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> tuple[list[TaskRecord], int]:
+        return await self.backend.tasks.page(
+            session_id=session_id,
+            state=state,
+            updated_after=updated_after,
+            offset=offset,
+            limit=limit,
+        )
 
     async def history(self, session_id: str) -> AsyncIterator[omni_pb2.OmniMessage]:
         """The session's recorded messages, from its trace (torn lines skipped).

@@ -21,6 +21,8 @@ from omni_grpc.runtime.events import HubEvent, format_event_id, parse_event_id
 from omni_grpc.runtime.health import HealthState
 from omni_grpc.runtime.idempotency import IdempotencyKeys
 from omni_grpc.runtime.live_tail import LiveTail
+from omni_grpc.runtime.task_index import TaskRecord
+from omni_grpc.runtime.task_ledger import request_failure, task_end
 from omni_grpc.trace.window import Position, Window
 from omni_grpc.vocabulary import AbortKind, ApprovalMode, SessionState
 from omni_grpc_proto.omni.v1 import omni_pb2
@@ -34,10 +36,13 @@ __all__ = [
     "Runtime",
     "SessionInfo",
     "Subscription",
+    "TaskRecord",
     "format_event_id",
     "is_resync",
     "is_task_end",
     "parse_event_id",
+    "request_failure",
+    "task_end",
 ]
 
 
@@ -50,6 +55,9 @@ class RunRequest:
     thinking_level: str | None = None
     approval_mode: ApprovalMode | None = None
     metadata: JsonObject = field(default_factory=dict)
+    # The id the client gave the run's input message (A2A's ``messageId``):
+    # the task index keeps it.
+    message_id: str | None = None
 
 
 @dataclass
@@ -149,6 +157,23 @@ class Runtime(Protocol):
 
     async def delete_session(self, session_id: str, *, delete_trace: bool = False) -> bool:
         """Ends the session (its running task aborted first); True when one ran."""
+        ...
+
+    async def task_record(self, session_id: str, event_id: str) -> TaskRecord | None:
+        """A run of the session, named by its first event's id, for the
+        session's lifetime (None: no such run)."""
+        ...
+
+    async def task_records(
+        self,
+        *,
+        session_id: str | None = None,
+        state: str | None = None,
+        updated_after: float | None = None,
+        offset: int = 0,
+        limit: int = 50,
+    ) -> tuple[list[TaskRecord], int]:
+        """Runs newest first (``TaskIndex.page``); costs the runs returned."""
         ...
 
     async def history(self, session_id: str) -> AsyncIterator[omni_pb2.OmniMessage]: ...

@@ -38,6 +38,7 @@ from omni_grpc.runtime.recorder import Recorder, TraceRejected
 from omni_grpc.runtime.run import Run
 from omni_grpc.runtime.run_guard import RunGuard
 from omni_grpc.runtime.run_lease import RENEW_DEADLINE, Claim, Lease, LeaseKeeper
+from omni_grpc.runtime.task_ledger import TaskFold, TaskLedger
 from omni_grpc.runtime.trace_store import utc_now
 from omni_grpc.trace.resume import INTERRUPTED_REASON, recover_shard
 from omni_grpc.vocabulary import AbortKind, SessionState
@@ -94,6 +95,7 @@ class Recovery:
         # The leases this process holds, claims and runs: it renews them, and
         # its sweep never takes one of them over.
         self.keeper = LeaseKeeper(backend.leases)
+        self.ledger = TaskLedger(backend.tasks)
 
     async def restore(self) -> None:
         """Indexes the sessions recorded under the data dir (after a restart, or
@@ -156,10 +158,23 @@ class Recovery:
         lease: Lease,
         closing: list[EventBody],
         failure: RunFailure | None = None,
+        *,
+        fold: TaskFold | None = None,
+        last_record: int | None = None,
     ) -> None:
-        if closing:
-            await event_log.publish_many(closing, fence=lease.token)
+        """``fold``: the run as its owner saw it (None: another replica's run,
+        whose record is the session's newest); ``last_record``: the trace's
+        count once the run's close is in it."""
+        published = await event_log.publish_many(closing, fence=lease.token) if closing else []
         await self.backend.approvals.clear(session_id)
+        await self.ledger.ended(
+            session_id,
+            fold or TaskFold(),
+            closing,
+            failure.message if failure is not None else None,
+            published[-1].event_id if published else None,
+            last_record,
+        )
         idle = bodies.task_state_body(SessionState.IDLE, failure=failure)
         await event_log.publish(idle, fence=lease.token, end_run=True)
 
@@ -228,7 +243,10 @@ class Recovery:
                 try:
                     await self.recorder.count(run)  # counts lost while the backend was down
                     end = await self.catch_up(run, closing) if catch_up else closing
-                    await self.publish_end(run.session_id, run.log, run.lease, end)
+                    await self.publish_end(
+                        run.session_id, run.log, run.lease, end,
+                        fold=run.tasks, last_record=run.record.message_count,
+                    )  # fmt: skip
                     return
                 except Fenced:
                     return
@@ -474,7 +492,10 @@ class Recovery:
                     with contextlib.suppress(TraceRejected):
                         await self.recorder.append(run, msg)
                 await self.recorder.count(run)
-            await self.publish_end(session_id, event_log, lease, tail_bodies(tail + closing, lost))
+            await self.publish_end(
+                session_id, event_log, lease, tail_bodies(tail + closing, lost),
+                last_record=run.record.message_count if run is not None else None,
+            )  # fmt: skip
         finally:
             if run is not None:
                 self.keeper.drop(run)

@@ -57,10 +57,10 @@ class Retention:
 
     async def delete(self, session_id: str, *, delete_trace: bool = False) -> bool:
         """Ends a session: its running task is aborted first, then it leaves the
-        index, its replay buffer and pending approvals are freed, and this
-        process's streams on it end (transports tell them ``SessionDeleted``).
-        The trace and the workspace are removed (``delete_trace``) or kept
-        under ``<data-dir>/deleted/``. True when a task was running."""
+        index, its runs leave the task index, its replay buffer and pending
+        approvals are freed, and this process's streams on it end (transports
+        tell them ``SessionDeleted``). The trace and the workspace are removed
+        (``delete_trace``) or kept under ``<data-dir>/deleted/``. True when a task was running."""
         await self._record(session_id)
         was_running = await self._abort(session_id, DELETED_REASON)
         if was_running:
@@ -69,6 +69,7 @@ class Retention:
         if not await self._backend.index.remove(session_id):
             raise SessionNotFound(session_id)  # a concurrent delete came first
         await self._backend.approvals.clear(session_id)
+        await self._backend.tasks.remove_session(session_id)
         await self._backend.logs.drop(session_id)
         self._recorder.owed.pop(session_id, None)
         await asyncio.to_thread(self._traces.remove, record, delete=delete_trace)

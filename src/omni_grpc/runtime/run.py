@@ -14,6 +14,7 @@ from omni_grpc.runtime.observer import RunObservation
 from omni_grpc.runtime.run_guard import RunGuard
 from omni_grpc.runtime.run_lease import Lease
 from omni_grpc.runtime.session_index import SessionRecord
+from omni_grpc.runtime.task_ledger import TaskFold
 
 
 @dataclass
@@ -39,6 +40,8 @@ class Run:
     counting: asyncio.Task[None] | None = None
     count_dirty: bool = False
     count_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # How the run stands, for the task index (``task_ledger``).
+    tasks: TaskFold = field(default_factory=TaskFold)
 
     @property
     def session_id(self) -> str:

@@ -28,7 +28,7 @@ from omni_grpc.runtime import bodies
 from omni_grpc.runtime.approvals import ApprovalMode
 from omni_grpc.runtime.backend import Backend
 from omni_grpc.runtime.errors import BackendUnavailable, Fenced
-from omni_grpc.runtime.events import EventBody
+from omni_grpc.runtime.events import EventBody, HubEvent
 from omni_grpc.runtime.health import RunFailure
 from omni_grpc.runtime.interface import RunRequest
 from omni_grpc.runtime.observer import HubObserver
@@ -37,6 +37,7 @@ from omni_grpc.runtime.recovery import BACKEND_LOST_REASON, UNRECORDED_REASON, R
 from omni_grpc.runtime.run import Run
 from omni_grpc.runtime.run_lease import RENEW_DEADLINE
 from omni_grpc.runtime.session_index import session_mode
+from omni_grpc.runtime.task_ledger import TaskLedger
 from omni_grpc.vocabulary import AbortKind, Decision, SessionState
 from omni_grpc_proto.omni.v1 import omni_pb2
 
@@ -63,6 +64,7 @@ class RunTasks:
         self.observer = observer
         self.default_approval = default_approval
         self.abort_grace = abort_grace
+        self.ledger = TaskLedger(backend.tasks)
         # The runs this process executes, by session id.
         self.runs: dict[str, Run] = {}
 
@@ -93,9 +95,14 @@ class RunTasks:
                 # not a round trip before the run's first event.
                 if await self.recorder.append(run, meta):
                     self.recorder.count_soon(run)
-            engine_input = await self._emit_inputs(run, inputs)
+            first_record = run.record.message_count + 1
+            engine_input, first = await self._emit_inputs(run, inputs)
             await run.log.publish(
                 bodies.task_state_body(SessionState.RUNNING), fence=run.lease.token
+            )
+            # Published in order, so the first input's event is out by now.
+            await self.ledger.started(
+                run.tasks, run.session_id, await first, request.message_id, first_record
             )
             await self._run_engine(run, engine_input, request)
             await self._settle(run)  # a write that failed after the engine ended
@@ -145,6 +152,9 @@ class RunTasks:
             closing, unrecorded = await self._close_in_trace(run, BACKEND_LOST_REASON, failed)
             # What failed to reach the log is in the trace; the close says so.
             run.log.forgive(run.lease.token)
+        last = run.last_publish
+        if last is not None and last.done() and last.exception() is None:
+            run.tasks.published = last.result().event_id
         if unrecorded:
             # Its lease could not be confirmed (the backend is away): the
             # close goes into the trace once it is, then to the log.
@@ -155,7 +165,10 @@ class RunTasks:
             if failed is not None:
                 # The log ends as the trace does: what only the trace got, then its close.
                 closing = await self.recovery.catch_up(run, closing)
-            await self.recovery.publish_end(run.session_id, run.log, run.lease, closing, failure)
+            await self.recovery.publish_end(
+                run.session_id, run.log, run.lease, closing, failure,
+                fold=run.tasks, last_record=run.record.message_count,
+            )  # fmt: skip
         except Fenced:
             pass
         except BackendUnavailable:
@@ -224,18 +237,24 @@ class RunTasks:
             out.append(bodies.message_body(msg, kind))
         return out, unrecorded
 
-    async def _emit_inputs(self, run: Run, inputs: list[omni_pb2.OmniMessage]) -> list[JsonObject]:
+    async def _emit_inputs(
+        self, run: Run, inputs: list[omni_pb2.OmniMessage]
+    ) -> tuple[list[JsonObject], asyncio.Future[HubEvent]]:
         """Records and publishes the run's input; returns it as the engine reads
-        it. Each message is let go once emitted (``inputs`` ends empty): the
+        it, and the publication of its first message (the task's first event).
+        Each message is let go once emitted (``inputs`` ends empty): the
         engine has its dict, and a prompt may be megabytes, not to be held twice
         for the whole run."""
         engine_input: list[JsonObject] = []
+        first: asyncio.Future[HubEvent] | None = None
         while inputs:
             msg = inputs.pop(0)
             as_dict = message_to_dict(msg)
             await self._emit(run, msg, as_dict)
+            first = first or run.last_publish
             engine_input.append(as_dict)
-        return engine_input
+        assert first is not None  # a run has input (``check_input``)
+        return engine_input, first
 
     async def _settle(self, run: Run) -> None:
         """Waits for what was queued for the log; raises its failure."""
@@ -275,6 +294,9 @@ class RunTasks:
         run.guard.observe(as_dict if as_dict is not None else message_to_dict(msg))
         if written:
             self.recorder.count_soon(run)
+        run.tasks.message(msg, kind)
+        if arm == "approval_decision" and not msg.origin:
+            await self.ledger.decided(run.tasks, msg.approval_decision.tool_call_id)
         # Queued, not awaited: the engine goes on while the backend writes what
         # queued meanwhile in one round trip. When the backend is behind, or a
         # reader that keeps up is about to fall out of the window, it waits.
@@ -329,6 +351,7 @@ class RunTasks:
             # Pending first: a client that sees the request can approve it at once.
             await self.backend.approvals.add(session_id, tool_call_id, body)
             run.observed.asked(tool_call)  # counted before any client can see the ask
+            await self.ledger.asked(run.tasks, tool_call_id)  # likewise
             await run.log.publish(body, fence=run.lease.token)
 
         async def forget_ask(tool_call_id: str) -> None:

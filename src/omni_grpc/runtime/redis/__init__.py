@@ -17,6 +17,7 @@ from omni_grpc.runtime.redis.idempotency import RedisIdempotencyKeys
 from omni_grpc.runtime.redis.pending_approvals import RedisPendingApprovals
 from omni_grpc.runtime.redis.run_lease import RedisRunLease
 from omni_grpc.runtime.redis.session_index import RedisSessionIndex
+from omni_grpc.runtime.redis.task_index import RedisTaskIndex
 
 __all__ = ["RedisEventLog", "redis_backend"]
 
@@ -52,4 +53,5 @@ def redis_backend(
         ping=conn.ping,
         aclose=conn.aclose,
         idempotency=RedisIdempotencyKeys(conn),
+        tasks=RedisTaskIndex(conn),
     )

@@ -392,3 +392,46 @@ local decision = redis.call('HGET', KEYS[2], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 return decision
 """
+
+# The task index (``redis/task_index.py``). A run's hash is ``task:<sid>:<eid>``;
+# the sorted sets (score: when its state last changed) are ``tasks``,
+# ``tasks:state:<state>``, ``tasks:ctx:<sid>`` and ``tasks:ctx:<sid>:state:<state>``.
+# The state sets to leave are known only once the hash is read, so the keys are
+# made here from the prefix (ARGV[1]); the index's keys are global ones, as the
+# session index's are.
+# KEYS: the run's hash. ARGV: prefix, session id, member, score, state, then the
+# hash's other field/value pairs.
+TASK_PUT = """
+local p, sid, member, score, state = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local ctx = p .. 'tasks:ctx:' .. sid
+local old = redis.call('HGET', KEYS[1], 'state')
+if old and old ~= state then
+  redis.call('ZREM', p .. 'tasks:state:' .. old, member)
+  redis.call('ZREM', ctx .. ':state:' .. old, member)
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'state', state, unpack(ARGV, 6))
+redis.call('ZADD', p .. 'tasks', score, member)
+redis.call('ZADD', p .. 'tasks:state:' .. state, score, member)
+redis.call('ZADD', ctx, score, member)
+redis.call('ZADD', ctx .. ':state:' .. state, score, member)
+return 1
+"""
+
+# ARGV: prefix, session id. Removes the session's runs from every set, and their hashes.
+TASK_REMOVE_SESSION = """
+local p, sid = ARGV[1], ARGV[2]
+local ctx = p .. 'tasks:ctx:' .. sid
+for _, member in ipairs(redis.call('ZRANGE', ctx, 0, -1)) do
+  local hash = p .. 'task:' .. member
+  local state = redis.call('HGET', hash, 'state')
+  redis.call('ZREM', p .. 'tasks', member)
+  if state then
+    redis.call('ZREM', p .. 'tasks:state:' .. state, member)
+    redis.call('DEL', ctx .. ':state:' .. state)
+  end
+  redis.call('DEL', hash)
+end
+redis.call('DEL', ctx)
+return 1
+"""

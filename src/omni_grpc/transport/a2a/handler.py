@@ -11,7 +11,7 @@ does.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import NoReturn
 
 from a2a.server.context import ServerCallContext
@@ -27,17 +27,26 @@ from google.protobuf import json_format
 
 from omni_grpc.protocol.run_input import InputProblem, check_run_input
 from omni_grpc.runtime.errors import HubError, InvalidRequest, SessionNotFound
-from omni_grpc.runtime.interface import HubEvent, RunRequest, Runtime, Subscription, is_task_end
+from omni_grpc.runtime.interface import (
+    HubEvent,
+    RunRequest,
+    Runtime,
+    Subscription,
+    TaskRecord,
+    is_task_end,
+)
 from omni_grpc.transport.a2a import extension, inputs
 from omni_grpc.transport.a2a.errors import a2a_error, invalid
 from omni_grpc.transport.a2a.tasks import (
     INTERRUPTED,
+    STATUS_OF,
     TERMINAL,
     TaskRef,
     TaskView,
     parse_task_id,
 )
-from omni_grpc.vocabulary import AbortKind
+from omni_grpc.vocabulary import AbortKind, TaskStatus
+from omni_grpc_proto.omni.v1 import omni_pb2
 
 CANCEL_REASON = "canceled by an A2A client"
 DEFAULT_PAGE_SIZE = 50
@@ -89,6 +98,7 @@ class HubRequestHandler(RequestHandler):
             session_id=message.context_id or None,
             thinking_level=inputs.thinking_level(metadata),
             approval_mode=inputs.approval_mode(metadata),
+            message_id=message.message_id,
         )
         try:
             check_run_input(request.input)
@@ -108,6 +118,7 @@ class HubRequestHandler(RequestHandler):
             sub.close()
             raise a2a_error(HubError("the server stopped before the task started"))
         view = TaskView(TaskRef(session_id, first.event_id), lossless=lossless)
+        view.client_message_id = message.message_id
         view.apply(first)
         return view, sub
 
@@ -171,15 +182,16 @@ class HubRequestHandler(RequestHandler):
         return view.task(length)
 
     async def _view(self, ref: TaskRef, lossless: bool) -> TaskView:
-        """The task as the session's replay window tells it (no stream held)."""
+        """The task as the session's replay window tells it, else as its record
+        and the trace do (no stream held)."""
         try:
-            window = await self.hub.replay_window(ref.session_id)
+            record = await self.hub.task_record(ref.session_id, ref.event_id)
+            views = await _Views(self.hub, lossless).of([record] if record else [], ref)
         except HubError as exc:
             raise a2a_error(exc) from None
-        for view in _runs(ref.session_id, window, lossless):
-            if view.ref == ref:
-                return view
-        raise _not_found(ref.task_id)
+        if not views:
+            raise _not_found(ref.task_id)
+        return views[0]
 
     async def on_list_tasks(
         self, params: a2a.ListTasksRequest, context: ServerCallContext
@@ -196,46 +208,46 @@ class HubRequestHandler(RequestHandler):
             if not params.page_token.isdigit():
                 raise invalid("pageToken", "not a token ListTasks gave out")
             start = int(params.page_token)
+        status = STATUS_OF.get(params.status) if params.status else None
+        if params.status and status is None:
+            # SUBMITTED and the like: a state no task is kept in.
+            return a2a.ListTasksResponse(page_size=size, total_size=0)
+        after = None
+        if params.HasField("status_timestamp_after"):
+            after = params.status_timestamp_after.ToDatetime(tzinfo=UTC).timestamp()
         try:
-            if params.context_id:
-                # A context that matches nothing lists no tasks (a filter, not an address).
-                sessions = [params.context_id]
-            else:
-                sessions = [info.session_id for info in await self.hub.list_sessions()]
-            views: list[TaskView] = []
-            for session_id in sessions:
-                try:
-                    window = await self.hub.replay_window(session_id)
-                except SessionNotFound:
-                    continue  # no such context, or deleted since it was listed
-                views.extend(_runs(session_id, window, lossless))
+            # Newest first, as the SDK's own store lists them; a context that
+            # matches nothing lists no tasks (a filter, not an address).
+            records, total = await self.hub.task_records(
+                session_id=params.context_id or None,
+                state=status,
+                updated_after=after,
+                offset=start,
+                limit=size,
+            )
+            views = await _Views(self.hub, lossless).of(records)
         except HubError as exc:
             raise a2a_error(exc) from None
-        if params.status:
-            views = [v for v in views if v.state == params.status]
-        if params.HasField("status_timestamp_after"):
-            after = params.status_timestamp_after.ToDatetime(tzinfo=UTC)
-            views = [v for v in views if _instant(v.timestamp) > after]
-        # Newest first, as the SDK's own store lists them.
-        views.sort(key=lambda v: _instant(v.timestamp), reverse=True)
-        page = views[start : start + size]
-        tasks = [v.task(length) for v in page]
+        tasks = [v.task(length) for v in views]
         if not params.include_artifacts:
             for task in tasks:
                 del task.artifacts[:]
         following = start + size
         return a2a.ListTasksResponse(
             tasks=tasks,
-            next_page_token=str(following) if following < len(views) else "",
+            next_page_token=str(following) if following < total else "",
             page_size=size,
-            total_size=len(views),
+            total_size=total,
         )
 
     async def on_cancel_task(
         self, params: a2a.CancelTaskRequest, context: ServerCallContext
     ) -> a2a.Task:
         ref = _ref(params.id)
-        view, sub = await self._open(ref, extension.URI in context.requested_extensions)
+        lossless = extension.URI in context.requested_extensions
+        if await self._ended(ref):
+            raise TaskNotCancelableError(f"task {ref.task_id!r} has already ended")
+        view, sub = await self._open(ref, lossless)
         try:
             if view.ended:
                 raise TaskNotCancelableError(f"task {ref.task_id!r} has already ended")
@@ -252,12 +264,23 @@ class HubRequestHandler(RequestHandler):
         self, params: a2a.SubscribeToTaskRequest, context: ServerCallContext
     ) -> AsyncGenerator[StreamEvent]:
         ref = _ref(params.id)
+        if await self._ended(ref):
+            raise UnsupportedOperationError(f"task {ref.task_id!r} has ended; GetTask returns it")
         view, sub = await self._open(ref, extension.URI in context.requested_extensions)
         if view.ended:
             sub.close()
             raise UnsupportedOperationError(f"task {ref.task_id!r} has ended; GetTask returns it")
         async for event in _stream(view, sub, until=TERMINAL):
             yield event
+
+    async def _ended(self, ref: TaskRef) -> bool:
+        """Whether the task index has the task as ended (its start may have
+        left the window; an unknown task is ``_open``'s to refuse)."""
+        try:
+            record = await self.hub.task_record(ref.session_id, ref.event_id)
+        except HubError as exc:
+            raise a2a_error(exc) from None
+        return record is not None and TaskStatus(record.state).ended
 
     async def _open(self, ref: TaskRef, lossless: bool) -> tuple[TaskView, Subscription]:
         """A subscription from the task's first event, its replay folded in: the
@@ -268,6 +291,8 @@ class HubRequestHandler(RequestHandler):
             raise a2a_error(exc) from None
         view = TaskView(ref, lossless=lossless)
         try:
+            record = await self.hub.task_record(ref.session_id, ref.event_id)
+            view.client_message_id = record.message_id if record else None
             first = await _next(sub)
             if first is None or first.seq != ref.seq or not first.buffered:
                 raise _not_found(ref.task_id)
@@ -316,18 +341,6 @@ def _no_push() -> NoReturn:
     raise PushNotificationNotSupportedError()
 
 
-_EPOCH = datetime.fromtimestamp(0, UTC)
-
-
-def _instant(text: str) -> datetime:
-    """A message timestamp as a time (the oldest possible for none or a bad one)."""
-    try:
-        instant = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return _EPOCH
-    return instant if instant.tzinfo is not None else instant.replace(tzinfo=UTC)
-
-
 def _ref(task_id: str) -> TaskRef:
     if not task_id:
         raise invalid("id", "is required")
@@ -339,8 +352,7 @@ def _ref(task_id: str) -> TaskRef:
 
 def _not_found(task_id: str) -> TaskNotFoundError:
     return TaskNotFoundError(
-        f"no task {task_id!r} here (a task is found while its start is in its context's"
-        " replay window; older runs are the session's history)"
+        f"no task {task_id!r} here (a task is found for its context's lifetime)"
     )
 
 
@@ -404,6 +416,80 @@ async def _stream(
                 yield update
     finally:
         sub.close()
+
+
+class _Views:
+    """Tasks for their records: each folded from its session's replay window
+    while its first event is there, else from its record and the trace. Each
+    session's window, and trace, is read once, and of the trace only the
+    records of the tasks asked are kept (a trace may hold large messages)."""
+
+    def __init__(self, hub: Runtime, lossless: bool) -> None:
+        self.hub = hub
+        self.lossless = lossless
+        self._windows: dict[str, dict[TaskRef, TaskView]] = {}
+
+    async def of(self, records: list[TaskRecord], ref: TaskRef | None = None) -> list[TaskView]:
+        """``ref``: a task asked for by id, looked for in the window even
+        without a record (a run the index missed)."""
+        if ref is not None and not records:
+            try:
+                found = (await self._window(ref.session_id)).get(ref)
+            except SessionNotFound:
+                return []  # a deleted context's tasks are gone with it
+            return [found] if found is not None else []
+        views: dict[str, TaskView] = {}
+        older: dict[str, list[TaskRecord]] = {}
+        for record in records:
+            task = TaskRef(record.session_id, record.event_id)
+            try:
+                view = (await self._window(record.session_id)).get(task)
+            except SessionNotFound:
+                continue  # deleted since it was listed
+            if view is None:
+                older.setdefault(record.session_id, []).append(record)
+            else:
+                views[record.key] = view
+        for session_id, kept in older.items():
+            try:
+                slices = await self._slices(session_id, kept)
+            except SessionNotFound:
+                continue
+            for record, messages in zip(kept, slices, strict=True):
+                view = TaskView(TaskRef(session_id, record.event_id), lossless=self.lossless)
+                view.recorded(record, messages)
+                views[record.key] = view
+        out: list[TaskView] = []
+        for record in records:
+            view = views.get(record.key)
+            if view is None:
+                continue
+            view.client_message_id = record.message_id
+            if view.history and view.history[0].role == a2a.ROLE_USER and record.message_id:
+                view.history[0].message_id = record.message_id
+            out.append(view)
+        return out
+
+    async def _window(self, session_id: str) -> dict[TaskRef, TaskView]:
+        if session_id not in self._windows:
+            window = await self.hub.replay_window(session_id)
+            self._windows[session_id] = {v.ref: v for v in _runs(session_id, window, self.lossless)}
+        return self._windows[session_id]
+
+    async def _slices(
+        self, session_id: str, records: list[TaskRecord]
+    ) -> list[list[omni_pb2.OmniMessage]]:
+        """Each record's messages in the trace (``first_record`` to
+        ``last_record``, or to the end for a run still going), in one read."""
+        slices: list[list[omni_pb2.OmniMessage]] = [[] for _ in records]
+        spans = [(r.first_record or 1, r.last_record) for r in records]
+        number = 0
+        async for message in await self.hub.history(session_id):
+            number += 1
+            for at, (first, last) in enumerate(spans):
+                if first <= number and (last is None or number <= last):
+                    slices[at].append(message)
+        return slices
 
 
 def _runs(session_id: str, window: list[HubEvent], lossless: bool) -> list[TaskView]:

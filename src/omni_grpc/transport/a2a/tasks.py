@@ -3,8 +3,10 @@
 A task is one run of a session: its ``contextId`` is the session id and its id
 ``<session id>:<event id>`` names the run's first event, so any replica can
 find it in the session's shared log (``Runtime.attach`` replays after the
-event before it). A task can be addressed while that first event is still in
-the session's replay window; older runs are the session's history.
+event before it). While that first event is in the session's replay window
+the task is folded from its events; after, from the task index's record of
+the run (its state, and its place in the trace) and the trace's records
+(``TaskView.recorded``), for the session's lifetime.
 
 ``TaskView`` folds the run's events, in order, into the A2A task and says for
 each event which A2A stream events it makes (the mapping docs/a2a.md tables).
@@ -20,9 +22,17 @@ from dataclasses import dataclass, field
 from a2a.types import a2a_pb2 as a2a
 from google.protobuf import struct_pb2
 
-from omni_grpc.runtime.interface import HubEvent, format_event_id, is_task_end, parse_event_id
+from omni_grpc.runtime.interface import (
+    HubEvent,
+    TaskRecord,
+    format_event_id,
+    is_task_end,
+    parse_event_id,
+    request_failure,
+    task_end,
+)
 from omni_grpc.transport.a2a import extension
-from omni_grpc.vocabulary import AbortKind
+from omni_grpc.vocabulary import AbortKind, TaskStatus
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 SEPARATOR = ":"
@@ -32,14 +42,6 @@ INTERRUPTED = frozenset({a2a.TASK_STATE_INPUT_REQUIRED})
 # Who ended a run, as A2A tells it: a client's abort cancels; anything else fails.
 # What a run's event makes on an A2A stream.
 Event = a2a.TaskStatusUpdateEvent | a2a.TaskArtifactUpdateEvent
-_CANCELED_BY = frozenset({AbortKind.USER, AbortKind.CLIENT_GONE})
-_STOP_WORDS = {
-    omni_pb2.STOP_REASON_FAILED: "failed",
-    omni_pb2.STOP_REASON_ABORTED: "aborted",
-    omni_pb2.STOP_REASON_TIMEOUT: "timed out",
-    omni_pb2.STOP_REASON_MALFORMED: "malformed",
-    omni_pb2.STOP_REASON_AUTH: "not authorized",
-}
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,9 @@ class TaskView:
     _abort: tuple[AbortKind | None, str] | None = None
     _failure: str | None = None
     _timestamp: str = ""
+    # The id the client gave the message that started the task: its first
+    # history entry keeps it.
+    client_message_id: str | None = None
 
     @property
     def task_id(self) -> str:
@@ -170,8 +175,7 @@ class TaskView:
         out: list[Event] = []
         msg = event.message
         if msg is not None:
-            if msg.timestamp:
-                self._timestamp = msg.timestamp
+            self._stamp(msg)
             if self.lossless:
                 out.append(
                     self._chunk(
@@ -200,20 +204,51 @@ class TaskView:
             out.extend(self._ask(event.event_id, server_event.approval_request.tool_call))
         return out
 
+    def _stamp(self, msg: omni_pb2.OmniMessage) -> None:
+        if msg.timestamp:
+            self._timestamp = msg.timestamp
+
+    def recorded(self, record: TaskRecord, messages: list[omni_pb2.OmniMessage]) -> None:
+        """The task from its record in the task index and its records in the
+        trace (``messages``, from ``first_record``): for a task whose first
+        event has left the replay window. The trace has no partials and no
+        event ids (each message is named by its record number), and the
+        state is the record's."""
+        self.client_message_id = record.message_id
+        for number, msg in enumerate(messages, start=record.first_record or 1):
+            if msg.origin:
+                continue
+            if not self._started and not _is_input(msg):
+                self._started = True
+            self._stamp(msg)
+            self._message_as(f"record-{number}", None, msg)
+        self.pending.clear()
+        status = TaskStatus(record.state)
+        self.state = _STATES[status]
+        self.ended = status.ended
+        self._timestamp = record.updated_at
+        self.status_message = None
+        if record.reason is not None:
+            said = self._said(record.last_event_id, a2a.ROLE_AGENT, [a2a.Part(text=record.reason)])
+            self.status_message = said
+            self.history.append(said)
+
     def _message(self, event: HubEvent, msg: omni_pb2.OmniMessage) -> list[Event]:
-        event_id = event.event_id
+        return self._message_as(event.event_id, event.abort_kind, msg)
+
+    def _message_as(
+        self, event_id: str, abort_kind: AbortKind | None, msg: omni_pb2.OmniMessage
+    ) -> list[Event]:
         arm = msg.WhichOneof("payload")
         if not self._started:
             if not self.keep_contents:
                 return []
-            if arm == "text" and msg.text.role == omni_pb2.ROLE_USER:
-                self.history.append(
-                    self._said(event_id, a2a.ROLE_USER, [a2a.Part(text=msg.text.text)])
-                )
-            elif arm == "image_url":
-                self.history.append(
-                    self._said(event_id, a2a.ROLE_USER, [a2a.Part(url=msg.image_url.image_url)])
-                )
+            part = _input_part(msg)
+            if part is not None:
+                said = self._said(event_id, a2a.ROLE_USER, [part])
+                if not self.history and self.client_message_id:
+                    said.message_id = self.client_message_id
+                self.history.append(said)
             return []
         if arm == "partial_text" and msg.partial_text.role == omni_pb2.ROLE_ASSISTANT:
             return self._partial("text", msg.partial_text.event_type, msg.partial_text.text)
@@ -250,14 +285,10 @@ class TaskView:
         if arm == "approval_decision":
             return self._decided_on(event_id, msg.approval_decision)
         if arm == "abort":
-            self._abort = (event.abort_kind, msg.abort.reason or "aborted")
+            self._abort = (abort_kind, msg.abort.reason or "aborted")
         elif arm == "request_end":
-            end = msg.request_end
-            if end.status == omni_pb2.STOP_REASON_COMPLETED:
-                self._failure = None  # a retried request that then succeeded
-            else:
-                word = _STOP_WORDS.get(end.status, "failed")
-                self._failure = end.error_message or end.message or f"the request {word}"
+            # None again for a retried request that then succeeded.
+            self._failure = request_failure(msg.request_end)
         return []
 
     def _partial(self, name: str, event_type: int, text: str) -> list[Event]:
@@ -374,17 +405,9 @@ class TaskView:
                 out.append(self._fragment_chunk(fragment, last=True))
         self._open.clear()
         self.pending.clear()
-        reason: str | None = None
-        if event.failure is not None:
-            self.state, reason = a2a.TASK_STATE_FAILED, event.failure.message
-        elif self._abort is not None:
-            kind = self._abort[0] or AbortKind.USER
-            self.state = a2a.TASK_STATE_CANCELED if kind in _CANCELED_BY else a2a.TASK_STATE_FAILED
-            reason = self._abort[1]
-        elif self._failure is not None:
-            self.state, reason = a2a.TASK_STATE_FAILED, self._failure
-        else:
-            self.state = a2a.TASK_STATE_COMPLETED
+        failure = event.failure.message if event.failure is not None else None
+        status, reason = task_end(failure, self._abort, self._failure)
+        self.state = _STATES[status]
         # A finished task's answer is in its artifacts; a status message is why it did not finish.
         self.status_message = None
         said = None
@@ -412,3 +435,28 @@ class TaskView:
             role=role,  # type: ignore[arg-type]
             parts=parts,
         )
+
+
+_STATES = {
+    TaskStatus.WORKING: a2a.TASK_STATE_WORKING,
+    TaskStatus.INPUT_REQUIRED: a2a.TASK_STATE_INPUT_REQUIRED,
+    TaskStatus.COMPLETED: a2a.TASK_STATE_COMPLETED,
+    TaskStatus.CANCELED: a2a.TASK_STATE_CANCELED,
+    TaskStatus.FAILED: a2a.TASK_STATE_FAILED,
+}
+# A2A's TaskState for each state the task index keeps, and back (ListTasks' filter).
+STATUS_OF = {state: status for status, state in _STATES.items()}
+
+
+def _input_part(msg: omni_pb2.OmniMessage) -> a2a.Part | None:
+    """A run input's A2A part (the user's text, an image URL); None for anything else."""
+    arm = msg.WhichOneof("payload")
+    if arm == "text" and msg.text.role == omni_pb2.ROLE_USER:
+        return a2a.Part(text=msg.text.text)
+    if arm == "image_url":
+        return a2a.Part(url=msg.image_url.image_url)
+    return None
+
+
+def _is_input(msg: omni_pb2.OmniMessage) -> bool:
+    return _input_part(msg) is not None

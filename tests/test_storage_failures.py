@@ -175,7 +175,7 @@ async def test_read_only_data_dir_fails_the_run_unavailable(
         assert (await _health(channel)).status == health_pb2.HealthCheckResponse.SERVING
 
 
-async def test_dialect_run_on_a_full_disk_ends_failed_then_503(small_disk: SmallDisk) -> None:
+async def test_dialect_run_on_a_full_disk_ends_failed_then_429(small_disk: SmallDisk) -> None:
     data = small_disk.path / "data"
     hub = Hub(DemoEngine(repeat=60), data)
     server = HttpServer(create_app(hub), port=0)
@@ -192,7 +192,8 @@ async def test_dialect_run_on_a_full_disk_ends_failed_then_503(small_disk: Small
             assert items[-1].data["status"] == "failed"
 
             refused = await http.post("/v1/runs", json={"prompt": "three"})
-            assert refused.status_code == 503
+            # RESOURCE_EXHAUSTED's status, as on Connect (#43 item 3).
+            assert refused.status_code == 429
             assert refused.json()["error"]["code"] == "storage_unavailable"
             health = await http.get("/healthz")
             assert health.status_code == 503

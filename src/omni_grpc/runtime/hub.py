@@ -15,6 +15,7 @@ this process executes: their tasks, abort signals and approval futures.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import os
 import secrets
@@ -23,7 +24,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from omni_grpc.engines.base import Engine, RetriesRequests
+from omni_grpc.engines.base import AbortSignal, Engine, RetriesRequests
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.approvals import ApprovalBroker, ApprovalMode, default_client_modes
 from omni_grpc.runtime.backend import Backend, memory_backend
@@ -65,6 +66,8 @@ from omni_grpc.vocabulary import AbortKind, Decision, SessionLifecycle, SessionS
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 __all__ = ["BACKEND_LOST_REASON", "Hub", "RunRequest", "SessionInfo"]
+
+log = logging.getLogger(__name__)
 
 
 # Builds a session's event log (tests); the default comes from the backend.
@@ -468,6 +471,7 @@ class Hub:
                 tasks.append(run.task)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        await self._close_owed()
         self.recorder.stop()
         await self.recovery.keeper.close()
         pending = [*self._background, *self.recovery.pending_closes, *self.new_sessions.pending]
@@ -480,6 +484,34 @@ class Hub:
         closer = getattr(self.engine, "aclose", None)
         if closer is not None:
             await closer()
+
+    async def _close_owed(self) -> None:
+        """Records, if the storage takes them now, the closes this process
+        owes the traces of runs a full or read-only disk stopped (whichever
+        transport started them): a clean stop leaves no trace ending in an
+        open request. Under the session's run lease, as a run would; one
+        that cannot be closed now stays marked for the next run or start."""
+        for session_id in list(self.recorder.owed):
+            try:
+                record = await self.backend.index.get(session_id)
+                if record is None or record.unclosed is None:
+                    continue
+                lease = await self.backend.leases.acquire(session_id, self.replica_id)
+                if lease is None:
+                    continue  # a run is open: it closes the trace first
+                try:
+                    run = Run(
+                        record,
+                        lease,
+                        self.backend.logs.get(session_id),
+                        AbortSignal(),
+                        ApprovalBroker(session_id),
+                    )
+                    await self.recovery.close_unrecorded(run, record.unclosed)
+                finally:
+                    await self.backend.leases.release(lease)
+            except Exception:  # still failing: the mark stays for the next run or start
+                log.warning("session %s: its run is still not closed in the trace", session_id)
 
 
 def _check_session_id(session_id: str) -> None:

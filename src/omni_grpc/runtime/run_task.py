@@ -161,13 +161,17 @@ class RunTasks:
         otherwise owed to it, recorded as sent before the session's next run."""
         out: list[EventBody] = []
         owed: list[omni_pb2.OmniMessage] = []
+        # A trace that holds nothing, not even its session_meta (the disk
+        # refused the first write), has no run to close: a close alone would
+        # make it a trace that does not open with its session_meta.
+        recording = run.record.message_count > 0
         for item in run.guard.closing_messages(aborted=False, reason=reason, error=reason):
             msg = message_from_dict(item)
             kind = AbortKind.SERVER_FAILURE if msg.WhichOneof("payload") == "abort" else None
             body = bodies.message_body(msg, kind)
             if len(body.data) > self.recorder.max_record_bytes:
                 continue  # the complete the record limit refused: its stop stands for it
-            if not owed and not run.lost:
+            if recording and not owed and not run.lost:
                 try:
                     if self.recorder.append(run, msg, body.data):
                         self.recorder.count_soon(run)
@@ -175,7 +179,7 @@ class RunTasks:
                     owed.append(msg)
                 except Fenced:
                     return []  # another replica owns the run now
-            else:
+            elif recording:
                 owed.append(msg)
             out.append(body)
         if owed:

@@ -229,7 +229,9 @@ class RunTasks:
         as_dict: Mapping[str, Any] | None = None,
         encoded: EventBody | None = None,
     ) -> None:
-        """``encoded``: ``msg``'s body, when it was encoded with its decoding."""
+        """Records and publishes one message, encoded once (``encoded``:
+        ``msg``'s body, when it was encoded with its decoding from the
+        engine's dict ``as_dict``)."""
         if run.lost:
             raise Fenced(run.session_id, run.lease.token)
         await self._confirm_lease(run)
@@ -250,7 +252,9 @@ class RunTasks:
             written = self.recorder.append(run, msg, body.data)
         # Observed once recorded, before anything else can fail: the closing
         # messages of a run cut short must not repeat what the trace holds.
-        run.guard.observe(as_dict if as_dict is not None else message_to_dict(msg))
+        # The engine's own form: a dict it yielded, else the proto (the guard
+        # reads both), never a second conversion of the message.
+        run.guard.observe(as_dict if as_dict is not None else msg)
         if written:
             self.recorder.count_soon(run)
         # Queued, not awaited: the engine goes on while the backend writes what
@@ -344,7 +348,8 @@ class RunTasks:
                     for closing in guard.before_engine_abort(item):
                         await self._emit(run, message_from_dict(closing))
                     if isinstance(item, omni_pb2.OmniMessage):
-                        await self._emit(run, item, message_to_dict(item))
+                        # Encoded once, and the guard reads the proto itself.
+                        await self._emit(run, item)
                     else:
                         msg, body = bodies.engine_message(item)
                         await self._emit(run, msg, item, body)

@@ -4,8 +4,8 @@ other) and decoded at most once per process, with the native codec and without."
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest

@@ -19,13 +19,20 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+import grpc
 import httpx
+import orjson
 import pytest
 import redis.asyncio as aioredis
+from a2a_support import http_url, start_server
 from conftest import ServeProcess
 from redis_server import RedisServer
 
+from omni_grpc.runtime.backend import Backend
 from omni_grpc.trace import read_jsonl
+from omni_grpc.vocabulary import SessionLifecycle
+from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
+from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc
 
 ROUNDS = 15
 WAIT = 60.0  # a safety net against hangs, never the thing a test checks
@@ -143,3 +150,51 @@ async def test_a_session_deleted_while_tasks_are_posted_stays_deleted(
         assert await listed(http) == {keep}
         for sid, _ in deleted:
             assert (await http.get(f"/api/sessions/{sid}")).status_code == 404
+
+
+async def test_every_entry_point_refuses_a_run_once_a_delete_has_begun(
+    tmp_path: Path, make_backend: Callable[..., Backend]
+) -> None:
+    """With the session deleting (the delete's first step taken, its abort
+    and file moves not yet), no entry point starts a run on it: gRPC Run,
+    the reference task route, the dialect, Connect and A2A are all refused as
+    for an unknown session, and nothing is written to its trace."""
+    server = await start_server(tmp_path / "data", backend=make_backend())
+    try:
+        sid = (await server.hub.create_session()).session_id
+        [shard] = (tmp_path / "data" / "traces").rglob(f"{sid}_*.jsonl")
+        index = server.hub.backend.index
+        assert await index.advance(sid, SessionLifecycle.LIVE, SessionLifecycle.DELETING)
+        assert server.grpc is not None
+        async with grpc.aio.insecure_channel(server.grpc.address) as channel:
+            stub = agent_service_pb2_grpc.AgentServiceStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                async for _ in stub.Run(pb.RunRequest(session_id=sid, prompt="hi")):
+                    pass
+            assert refused.value.code() == grpc.StatusCode.NOT_FOUND
+        async with httpx.AsyncClient(base_url=http_url(server), timeout=WAIT) as http:
+            task = await http.post(f"/api/sessions/{sid}/tasks", json={"prompt": "hi"})
+            assert task.status_code == 404
+            dialect = await http.post("/v1/runs", json={"prompt": "hi", "session_id": sid})
+            assert dialect.status_code == 404
+            body = orjson.dumps({"prompt": "hi", "sessionId": sid})
+            connect = await http.post(
+                "/omni.v1.AgentService/Run",
+                content=len(body).to_bytes(5, "big") + body,
+                headers={"content-type": "application/connect+json"},
+            )
+            assert b'"not_found"' in connect.content
+            message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}],
+                       "contextId": sid}  # fmt: skip
+            request = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                       "params": {"message": message}}  # fmt: skip
+            a2a = await http.post(
+                "/a2a/jsonrpc",
+                content=orjson.dumps(request),
+                headers={"content-type": "application/json", "A2A-Version": "1.0"},
+            )
+            assert "contextId" in a2a.json()["error"]["message"]
+        assert shard.read_bytes() == b""
+        assert not await server.hub.backend.leases.running([sid])
+    finally:
+        await server.stop()

@@ -154,7 +154,7 @@ async def test_errors_carry_grpcs_codes(tmp_path: Path, protocol: str) -> None:
             busy = await buf_curl(
                 protocol, served.url("Run"), {"sessionId": session_id, "prompt": "again"}
             )
-            assert busy.code == "failed_precondition"
+            assert busy.code == "aborted"
             # The Run and one Attach are the session's two allowed streams.
             attached = client.attach(session_id)
             await anext(attached)

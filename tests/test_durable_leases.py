@@ -78,7 +78,7 @@ async def test_a_run_cut_off_after_its_claim_leaves_no_lease_behind(
         await read_until_idle(stub(a).Run(pb.RunRequest(session_id=session_id, prompt="cut")))
     assert cut.value.code() == grpc.StatusCode.UNAVAILABLE
     assert link.cuts == 1
-    # The next run is taken at once (not FAILED_PRECONDITION "busy" until a sweep).
+    # The next run is taken at once (not ABORTED "busy" until a sweep).
     again = await read_until_idle(stub(a).Run(pb.RunRequest(session_id=session_id, prompt="again")))
     assert again[-1].event.task_state.state == pb.SESSION_STATE_IDLE  # type: ignore[attr-defined]
     # Nothing of the run that never started: no abort, no second idle.

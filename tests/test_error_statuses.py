@@ -123,7 +123,7 @@ def test_the_statuses_clients_already_see_are_kept() -> None:
         SessionNotFound: (code_pb2.NOT_FOUND, 404, "session_not_found"),
         # A stream whose session was deleted under it ends as an unknown session would.
         SessionDeleted: (code_pb2.NOT_FOUND, 404, "session_not_found"),
-        SessionBusy: (code_pb2.FAILED_PRECONDITION, 409, "task_in_progress"),
+        SessionBusy: (code_pb2.ABORTED, 409, "task_in_progress"),
         ApprovalNotPending: (code_pb2.NOT_FOUND, 404, "approval_not_found"),
         HubClosed: (code_pb2.UNAVAILABLE, 503, "unavailable"),
         ModeNotAllowed: (code_pb2.PERMISSION_DENIED, 403, "approval_mode_not_allowed"),
@@ -144,7 +144,9 @@ def test_the_statuses_clients_already_see_are_kept() -> None:
     full, read_only = SAMPLES[StorageUnavailable]
     assert status_for(full).code == code_pb2.RESOURCE_EXHAUSTED
     assert status_for(read_only).code == code_pb2.UNAVAILABLE
-    assert hub_error_status(full) == hub_error_status(read_only) == (503, "storage_unavailable")
+    # One storage word; each code's own HTTP status (RESOURCE_EXHAUSTED is 429).
+    assert hub_error_status(full) == (429, "storage_unavailable")
+    assert hub_error_status(read_only) == (503, "storage_unavailable")
     limits = [(status_for(e).code, *hub_error_status(e)) for e in SAMPLES[LimitExceeded]]
     assert limits == [
         (code_pb2.RESOURCE_EXHAUSTED, 429, "too_many_sessions"),

@@ -277,7 +277,7 @@ async def test_a_busy_session_is_refused_with_details(server_factory: ServerFact
             async for _ in stub.Run(pb.RunRequest(session_id=first.session_id, prompt="again")):
                 pass
         call.cancel()
-    assert busy.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert busy.value.code() == grpc.StatusCode.ABORTED
     status = rpc_status.from_call(busy.value)
     assert status is not None
     failure = error_details_pb2.PreconditionFailure()

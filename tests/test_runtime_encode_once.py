@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -144,3 +145,52 @@ async def test_a_replayed_event_is_decoded_once_for_all_its_readers() -> None:
     # ... by the replayed copy only: the window keeps the text alone.
     [_, kept] = log._buffer
     assert not kept[0]._memo
+
+
+class ProtoEngine:
+    """An engine that yields protos (as the ``grpc://`` relay does)."""
+
+    async def run(self, input: list[dict[str, object]], options: object) -> Any:
+        for item in (
+            protocol.request_begin(),
+            protocol.assistant_text("hello"),
+            protocol.request_end("completed"),
+        ):
+            yield message_from_dict(item)
+
+
+async def test_a_proto_engines_message_is_encoded_once_and_never_made_a_dict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``_emit`` encodes a proto once (``bodies.message_body``) and its run
+    guard reads the proto itself: no ``message_to_dict`` per message (#43
+    item 8; docs/architecture.md, the path of an event)."""
+    from omni_grpc.runtime import run_task
+    from omni_grpc.runtime.hub import Hub, RunRequest
+
+    to_dict: list[str] = []
+    encoded: list[str] = []
+    real_to_dict, real_body = run_task.message_to_dict, bodies.message_body
+
+    def counting_to_dict(msg: Any) -> dict[str, Any]:
+        to_dict.append(msg.WhichOneof("payload"))
+        return real_to_dict(msg)
+
+    def counting_body(msg: Any, *args: Any) -> Any:
+        encoded.append(msg.WhichOneof("payload"))
+        return real_body(msg, *args)
+
+    monkeypatch.setattr(run_task, "message_to_dict", counting_to_dict)
+    monkeypatch.setattr(bodies, "message_body", counting_body)
+    hub = Hub(ProtoEngine(), tmp_path / "data")  # type: ignore[arg-type]
+    try:
+        _, sub = await hub.run(RunRequest(input=[message_from_dict(protocol.user_text("hi"))]))
+        while (event := await sub.next()) is not None and not bodies.is_task_end(event):
+            pass
+        sub.close()
+    finally:
+        await hub.shutdown()
+    # The input is handed to the engine as a dict (what engines read), once.
+    assert to_dict == ["text"]
+    # Each record once: the trace's session_meta, the input, the engine's three.
+    assert encoded == ["session_meta", "text", "request_begin", "text", "request_end"]

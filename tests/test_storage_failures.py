@@ -11,6 +11,7 @@ from typing import Any
 
 import grpc
 import httpx
+import orjson
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -49,6 +50,16 @@ def _errors(data_dir: Path) -> list[Any]:
     validator = TraceValidator(trace=True)
     issues = [i for n, m in enumerate(records, 1) for i in validator.check(n, m)]
     return [i for i in issues + validator.finish() if i.severity == "error"]
+
+
+def _issues(data_dir: Path) -> list[str]:
+    """Every issue the validator finds, warnings too ("request never ended")."""
+    [shard] = (data_dir / "traces").glob("*/*.jsonl")
+    records, skipped = read_trace(shard)
+    assert skipped == []
+    validator = TraceValidator(trace=True)
+    issues = [i for n, m in enumerate(records, 1) for i in validator.check(n, m)]
+    return [f"{i.severity}: {i.message}" for i in issues + validator.finish()]
 
 
 def _health(channel: grpc.aio.Channel) -> Any:
@@ -175,7 +186,7 @@ async def test_read_only_data_dir_fails_the_run_unavailable(
         assert (await _health(channel)).status == health_pb2.HealthCheckResponse.SERVING
 
 
-async def test_dialect_run_on_a_full_disk_ends_failed_then_503(small_disk: SmallDisk) -> None:
+async def test_dialect_run_on_a_full_disk_ends_failed_then_429(small_disk: SmallDisk) -> None:
     data = small_disk.path / "data"
     hub = Hub(DemoEngine(repeat=60), data)
     server = HttpServer(create_app(hub), port=0)
@@ -192,7 +203,8 @@ async def test_dialect_run_on_a_full_disk_ends_failed_then_503(small_disk: Small
             assert items[-1].data["status"] == "failed"
 
             refused = await http.post("/v1/runs", json={"prompt": "three"})
-            assert refused.status_code == 503
+            # RESOURCE_EXHAUSTED's status, as on Connect (#43 item 3).
+            assert refused.status_code == 429
             assert refused.json()["error"]["code"] == "storage_unavailable"
             health = await http.get("/healthz")
             assert health.status_code == 503
@@ -287,3 +299,68 @@ async def test_the_python_client_stopping_at_the_task_end_gets_the_failure(
     assert failed.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "trace could not be written" in failed.value.message
     assert "@task_state" in seen  # the run had started (running) before it failed
+
+
+async def _run_through(transport: str, server: Any, session_id: str) -> None:
+    """A run of the demo's long answer on ``session_id`` through
+    ``transport``, read to its end whatever way it ends (the disk stops it)."""
+    from a2a_support import http_url
+
+    prompt = "fill it"
+    if transport == "grpc":
+        async with grpc.aio.insecure_channel(server.grpc.address) as channel:
+            stub = agent_service_pb2_grpc.AgentServiceStub(channel)
+            with pytest.raises(grpc.aio.AioRpcError):
+                async for _ in stub.Run(pb.RunRequest(session_id=session_id, prompt=prompt)):
+                    pass
+        return
+    async with httpx.AsyncClient(base_url=http_url(server), timeout=60) as http:
+        if transport == "dialect":
+            body = {"prompt": prompt, "session_id": session_id}
+            items = [i async for i in read_dialect(http, "/v1/runs", body)]
+            assert items[-1].data["status"] == "failed"
+        elif transport == "connect":
+            body = orjson.dumps({"prompt": prompt, "sessionId": session_id})
+            answer = await http.post(
+                "/omni.v1.AgentService/Run",
+                content=len(body).to_bytes(5, "big") + body,
+                headers={"content-type": "application/connect+json"},
+            )
+            assert answer.status_code == 200
+            assert b'"error"' in answer.content  # the end of the stream says why
+        else:
+            message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": prompt}],
+                       "contextId": session_id}  # fmt: skip
+            request = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                       "params": {"message": message}}  # fmt: skip
+            answer = await http.post(
+                "/a2a/jsonrpc",
+                content=orjson.dumps(request),
+                headers={"content-type": "application/json", "A2A-Version": "1.0"},
+            )
+            assert answer.status_code == 200
+
+
+@pytest.mark.parametrize("disk", ["full", "read-only"])
+@pytest.mark.parametrize("transport", ["grpc", "dialect", "connect", "a2a"])
+async def test_a_run_the_disk_stopped_ends_closed_in_its_trace_on_every_transport(
+    small_disk: SmallDisk, transport: str, disk: str
+) -> None:
+    """A run stopped by a full or read-only disk, the disk writable again,
+    then a clean stop: the trace is whole (its run closed, never ending in an
+    open request), whichever transport started the run (#43 item 6)."""
+    from a2a_support import start_server
+
+    data = small_disk.path / "data"
+    server = await start_server(data, engine_options={"repeat": "200"})
+    try:
+        session_id = (await server.hub.create_session()).session_id
+        if disk == "full":
+            small_disk.leave(pages=2)
+        else:
+            small_disk.remount("ro")
+        await _run_through(transport, server, session_id)
+        small_disk.free() if disk == "full" else small_disk.remount("rw")
+    finally:
+        await server.stop()
+    assert _issues(data) == []

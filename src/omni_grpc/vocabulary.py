@@ -109,6 +109,28 @@ class SessionState(enum.StrEnum):
     COMPACTING = "compacting"
 
 
+class SessionLifecycle(enum.StrEnum):
+    """Where a session is in its life: one state, kept by the session index
+    (``runtime.session_index``) on every backend, and checked in the same
+    atomic step that claims a run (``RunLease.claim``).
+
+    created -> live -> deleting -> deleted, never back (a delete that fails
+    half way makes the session live again, so it can be asked again)."""
+
+    # In the index (``--max-sessions`` counted it), its files still being
+    # made: not listed, and neither run nor deleted. A Run that made it
+    # makes it live with its claim.
+    CREATED = "created"
+    # Listed; a run may start on it.
+    LIVE = "live"
+    # A delete has begun: no run starts any more; the running one is aborted,
+    # and once it has ended the files are moved or removed.
+    DELETING = "deleting"
+    # Gone: the index keeps nothing of it (no record, no key in Redis), and
+    # nothing of it is left where a restart looks for sessions.
+    DELETED = "deleted"
+
+
 class AbortKind(enum.StrEnum):
     """Who or what ended a run with ``abort``.
 

@@ -62,7 +62,9 @@ def memory_backend(
 ) -> Backend:
     """Everything in this process (the default; a restart keeps only traces)."""
     window = window or ReplayWindow()
-    leases = MemoryRunLease()
+    index = MemorySessionIndex()
+    # A claim asks the index in the same step (no await between them).
+    leases = MemoryRunLease(lambda sid, new: index.open_for_run(sid, new=new))
     logs = MemoryEventLogs(
         bodies.resync_required_body(),
         max_count=window.max_events,
@@ -73,7 +75,7 @@ def memory_backend(
     )
     return Backend(
         logs=logs,
-        index=MemorySessionIndex(),
+        index=index,
         leases=leases,
         control=MemoryControlChannel(),
         approvals=MemoryPendingApprovals(),

@@ -19,6 +19,8 @@ CommandKind = Literal["abort", "approve"]
 class Command:
     session_id: str
     kind: CommandKind
+    # The lease token of the run it targets (``LeaseOwner.token``): acted on
+    # only by the run that holds it, never by the session's next run.
     token: int
     # abort: the reason (None: the default); approve: unused.
     reason: str | None = None

@@ -1,8 +1,14 @@
 """Request failures the runtime reports, each with one code, and the one
-table (``STATUSES``) that gives every code its gRPC and its HTTP status.
+table (``STATUSES``) that gives every code its status on every transport.
 
-A transport answers a ``HubError`` from ``STATUSES[error.code]`` alone, so
-the same refusal reads the same on every transport. A HubError whose class
+A row names the code's gRPC status and the word an HTTP body carries; its
+HTTP status is not a second choice but the gRPC code's own HTTP mapping
+(``HTTP_STATUS_OF``, google.rpc.Code's, which is also the Connect
+protocol's), so the same refusal has one status whichever way it travels:
+gRPC and gRPC-Web send the code, Connect its name and (unary) that HTTP
+status, the HTTP routes that status with the word, and A2A the A2A error
+derived from the code (``transport/a2a/errors.py``). A transport answers a
+``HubError`` from ``STATUSES[error.code]`` alone. A HubError whose class
 names no code is a server bug: ``INTERNAL`` on gRPC and 500 on HTTP.
 """
 
@@ -34,35 +40,64 @@ class ErrorCode(enum.StrEnum):
     INTERNAL = "internal"
 
 
+# The HTTP status of each gRPC code (google/rpc/code.proto's "HTTP Mapping",
+# which the Connect protocol's error codes follow).
+HTTP_STATUS_OF: dict[int, int] = {
+    code_pb2.CANCELLED: 499,
+    code_pb2.UNKNOWN: 500,
+    code_pb2.INVALID_ARGUMENT: 400,
+    code_pb2.DEADLINE_EXCEEDED: 504,
+    code_pb2.NOT_FOUND: 404,
+    code_pb2.ALREADY_EXISTS: 409,
+    code_pb2.PERMISSION_DENIED: 403,
+    code_pb2.RESOURCE_EXHAUSTED: 429,
+    code_pb2.FAILED_PRECONDITION: 400,
+    code_pb2.ABORTED: 409,
+    code_pb2.OUT_OF_RANGE: 400,
+    code_pb2.UNIMPLEMENTED: 501,
+    code_pb2.INTERNAL: 500,
+    code_pb2.UNAVAILABLE: 503,
+    code_pb2.DATA_LOSS: 500,
+    code_pb2.UNAUTHENTICATED: 401,
+}
+
+
 @dataclass(frozen=True)
 class ErrorStatus:
     grpc: int  # a google.rpc.Code
-    http: int
     # The ``error.code`` an HTTP body carries.
     http_code: str
 
+    @property
+    def http(self) -> int:
+        """The HTTP status: the gRPC code's own (``HTTP_STATUS_OF``)."""
+        return HTTP_STATUS_OF[self.grpc]
+
 
 STATUSES: dict[ErrorCode, ErrorStatus] = {
-    ErrorCode.INVALID_REQUEST: ErrorStatus(code_pb2.INVALID_ARGUMENT, 400, "invalid_request"),
-    ErrorCode.SESSION_NOT_FOUND: ErrorStatus(code_pb2.NOT_FOUND, 404, "session_not_found"),
-    ErrorCode.APPROVAL_NOT_FOUND: ErrorStatus(code_pb2.NOT_FOUND, 404, "approval_not_found"),
-    ErrorCode.TASK_IN_PROGRESS: ErrorStatus(code_pb2.FAILED_PRECONDITION, 409, "task_in_progress"),
+    ErrorCode.INVALID_REQUEST: ErrorStatus(code_pb2.INVALID_ARGUMENT, "invalid_request"),
+    ErrorCode.SESSION_NOT_FOUND: ErrorStatus(code_pb2.NOT_FOUND, "session_not_found"),
+    ErrorCode.APPROVAL_NOT_FOUND: ErrorStatus(code_pb2.NOT_FOUND, "approval_not_found"),
+    # Another task runs: a conflict the client resolves by trying again once
+    # it has ended (gRPC's ABORTED, HTTP 409 as the reference answers it).
+    ErrorCode.TASK_IN_PROGRESS: ErrorStatus(code_pb2.ABORTED, "task_in_progress"),
     ErrorCode.APPROVAL_MODE_NOT_ALLOWED: ErrorStatus(
-        code_pb2.PERMISSION_DENIED, 403, "approval_mode_not_allowed"
+        code_pb2.PERMISSION_DENIED, "approval_mode_not_allowed"
     ),
-    ErrorCode.TOO_MANY_SESSIONS: ErrorStatus(code_pb2.RESOURCE_EXHAUSTED, 429, "too_many_sessions"),
-    ErrorCode.TOO_MANY_RUNS: ErrorStatus(code_pb2.RESOURCE_EXHAUSTED, 429, "too_many_runs"),
-    ErrorCode.TOO_MANY_STREAMS: ErrorStatus(code_pb2.RESOURCE_EXHAUSTED, 429, "too_many_streams"),
-    ErrorCode.TOO_MANY_REQUESTS: ErrorStatus(code_pb2.RESOURCE_EXHAUSTED, 429, "too_many_requests"),
-    # A full disk is the client's RESOURCE_EXHAUSTED on gRPC; HTTP has one
-    # storage word for both (the reference's clients know only that one).
-    ErrorCode.STORAGE_FULL: ErrorStatus(code_pb2.RESOURCE_EXHAUSTED, 503, "storage_unavailable"),
-    ErrorCode.STORAGE_UNAVAILABLE: ErrorStatus(code_pb2.UNAVAILABLE, 503, "storage_unavailable"),
-    ErrorCode.UNAVAILABLE: ErrorStatus(code_pb2.UNAVAILABLE, 503, "unavailable"),
+    ErrorCode.TOO_MANY_SESSIONS: ErrorStatus(code_pb2.RESOURCE_EXHAUSTED, "too_many_sessions"),
+    ErrorCode.TOO_MANY_RUNS: ErrorStatus(code_pb2.RESOURCE_EXHAUSTED, "too_many_runs"),
+    ErrorCode.TOO_MANY_STREAMS: ErrorStatus(code_pb2.RESOURCE_EXHAUSTED, "too_many_streams"),
+    ErrorCode.TOO_MANY_REQUESTS: ErrorStatus(code_pb2.RESOURCE_EXHAUSTED, "too_many_requests"),
+    # A full disk is RESOURCE_EXHAUSTED ("the entire file system is out of
+    # space"); HTTP has one storage word for both (the reference's clients
+    # know only that one), each with its code's status.
+    ErrorCode.STORAGE_FULL: ErrorStatus(code_pb2.RESOURCE_EXHAUSTED, "storage_unavailable"),
+    ErrorCode.STORAGE_UNAVAILABLE: ErrorStatus(code_pb2.UNAVAILABLE, "storage_unavailable"),
+    ErrorCode.UNAVAILABLE: ErrorStatus(code_pb2.UNAVAILABLE, "unavailable"),
     # A stream that fell behind its replay window: a sequencer check failed
     # (gRPC's ABORTED); what it missed is in the session's history.
-    ErrorCode.EVENTS_MISSED: ErrorStatus(code_pb2.ABORTED, 409, "resync_required"),
-    ErrorCode.INTERNAL: ErrorStatus(code_pb2.INTERNAL, 500, "internal"),
+    ErrorCode.EVENTS_MISSED: ErrorStatus(code_pb2.ABORTED, "resync_required"),
+    ErrorCode.INTERNAL: ErrorStatus(code_pb2.INTERNAL, "internal"),
 }
 
 
@@ -261,7 +296,7 @@ class TooManyStreams(LimitExceeded):
 def details_of(error: HubError) -> list[Message]:
     """The ``google.rpc`` details a status carries for ``error`` (on gRPC, and
     in Connect's and gRPC-Web's errors): INVALID_ARGUMENT a ``BadRequest``
-    naming the field, NOT_FOUND a ``ResourceInfo``, FAILED_PRECONDITION a
+    naming the field, NOT_FOUND a ``ResourceInfo``, a busy session a
     ``PreconditionFailure``, a limit an ``ErrorInfo`` and a ``QuotaFailure``."""
     if isinstance(error, InvalidRequest):
         violation = error_details_pb2.BadRequest.FieldViolation(
@@ -281,6 +316,8 @@ def details_of(error: HubError) -> list[Message]:
             )
         ]
     if isinstance(error, SessionBusy):
+        # The session's state is what refused it (a PreconditionFailure
+        # names it), though the code is ABORTED: try again once it has ended.
         violation = error_details_pb2.PreconditionFailure.Violation(
             type="TASK_IN_PROGRESS", subject=error.session_id, description=str(error)
         )

@@ -15,6 +15,7 @@ this process executes: their tasks, abort signals and approval futures.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import os
 import secrets
@@ -52,7 +53,7 @@ from omni_grpc.runtime.observer import HubObserver
 from omni_grpc.runtime.recorder import Recorder
 from omni_grpc.runtime.recovery import BACKEND_LOST_REASON, Recovery, current_run
 from omni_grpc.runtime.retention import Retention
-from omni_grpc.runtime.run import Run
+from omni_grpc.runtime.run import Run, Starting
 from omni_grpc.runtime.run_input import check_input, stamped
 from omni_grpc.runtime.run_lease import Claim
 from omni_grpc.runtime.run_task import RunTasks, abort_local
@@ -63,10 +64,12 @@ from omni_grpc.runtime.task_index import TaskRecord
 from omni_grpc.runtime.trace_store import TraceStore
 from omni_grpc.trace.paths import SESSION_ID_RULE, is_session_id
 from omni_grpc.trace.window import Position, Window
-from omni_grpc.vocabulary import AbortKind, Decision, SessionState
+from omni_grpc.vocabulary import AbortKind, Decision, SessionLifecycle, SessionState
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 __all__ = ["BACKEND_LOST_REASON", "Hub", "RunRequest", "SessionInfo"]
+
+log = logging.getLogger(__name__)
 
 
 # Builds a session's event log (tests); the default comes from the backend.
@@ -117,7 +120,9 @@ class Hub:
             abort_grace=abort_grace,
         )
         self._runs = self.tasks.runs
-        self.commands = Commands(self.backend, self._runs)
+        # Runs claimed and not yet started, by session id (``_claim``).
+        self._claimed: dict[str, Starting] = {}
+        self.commands = Commands(self.backend, self._runs, self._claimed)
         self.new_sessions = NewSessions(self.backend, self.traces, self.recorder, self.limits)
         self.retention = Retention(
             self.backend,
@@ -126,7 +131,8 @@ class Hub:
             self.limits,
             self._runs,
             record=self._record,
-            abort=self.abort,
+            # Not ``abort``: that refuses a session no longer live.
+            abort=lambda sid, reason: self.commands.abort(sid, reason, AbortKind.USER),
         )
         # Runs past the limit check but not yet in _runs (their claim awaits).
         self._starting = 0
@@ -220,11 +226,13 @@ class Hub:
 
     async def _record(self, session_id: str) -> SessionRecord:
         # Every entry point that names a session comes through here, so one
-        # rule refuses a malformed id everywhere, before any lookup echoes it.
+        # rule refuses a malformed id everywhere, before any lookup echoes it,
+        # and a session is known only while it is live (a run's start asks
+        # the index again, in the same step as its claim: ``RunLease.claim``).
         _check_session_id(session_id)
         await self.start()
         record = await self.backend.index.get(session_id)
-        if record is None:
+        if record is None or record.lifecycle is not SessionLifecycle.LIVE:
             raise SessionNotFound(session_id)
         return record
 
@@ -310,8 +318,12 @@ class Hub:
         return str(payload.get("provider", "")), str(payload.get("model_id", ""))
 
     async def delete_session(self, session_id: str, *, delete_trace: bool = False) -> bool:
-        """Ends a session (``Retention.delete``); True when a task was running."""
-        return await self.retention.delete(session_id, delete_trace=delete_trace)
+        """Ends a session (``Retention.delete``); True when a task was running.
+        Once begun, a delete runs to its end even if its caller goes away."""
+        deleting = asyncio.ensure_future(
+            self.retention.delete(session_id, delete_trace=delete_trace)
+        )
+        return await asyncio.shield(deleting)
 
     async def expire_idle(self) -> list[str]:
         """Deletes the sessions idle past ``--session-ttl`` (``Retention``)."""
@@ -347,7 +359,7 @@ class Hub:
             return await self._claim(record, request)
         record = await self.new_sessions.create()
         try:
-            return await self._claim(record, request)
+            return await self._claim(record, request, new=True)
         except BaseException:
             # A refused Run leaves nothing behind: its new session would
             # count against --max-sessions with no run ever in it, and its
@@ -355,12 +367,15 @@ class Hub:
             await self.new_sessions.forget(record)
             raise
 
-    async def _claim(self, record: SessionRecord, request: RunRequest) -> tuple[str, Subscription]:
+    async def _claim(
+        self, record: SessionRecord, request: RunRequest, *, new: bool = False
+    ) -> tuple[str, Subscription]:
         session_id = record.session_id
         # The claim: atomic in every backend, so of two concurrent Runs exactly
-        # one gets past here, whatever the awaits around it.
+        # one gets past here, whatever the awaits around it; and in the same
+        # step, the session must be live (SessionNotFound once a delete began).
         try:
-            lease = await self.backend.leases.acquire(session_id, self.replica_id)
+            lease = await self.backend.leases.claim(session_id, self.replica_id, new=new)
         except BackendUnavailable:
             # The claim may have been taken all the same: not left behind busy.
             await self.recovery.drop_claim(session_id, lambda: self._local_token(session_id))
@@ -371,23 +386,28 @@ class Hub:
         # subscription below can take longer than the lease lives.
         claim = Claim(lease)
         self.recovery.keeper.keep(claim)
+        # An abort from here on (a delete's) waits in the run's signal.
+        starting = self._claimed[session_id] = Starting(claim)
         logs = self.backend.logs
         event_log = logs.get(session_id)
         logs.hold(session_id)
         try:
             subscription = await self.streams.open(session_id, event_log.subscribe())
         except BaseException:
+            self._claimed.pop(session_id, None)
             self.recovery.keeper.drop(claim)
             logs.release(session_id)
             await self.recovery.drop_lease(claim.lease)
             raise
         lease = claim.lease  # as last renewed
         broker = ApprovalBroker(session_id, self.limits.approval_wait)
-        run = Run(record, lease, event_log, AbortSignal(), broker)
+        record = replace(record, lifecycle=SessionLifecycle.LIVE)  # the claim made it so
+        run = Run(record, lease, event_log, starting.abort, broker)
         # The task owns its input from here, and lets each message go once it
         # is emitted: the request it keeps for its options does not hold them.
         inputs = [stamped(m) for m in request.input]
         self.tasks.start(run, inputs, replace(request, input=[]))
+        del self._claimed[session_id]  # a run now: no await since it was started
         return session_id, subscription
 
     def _check_load(self) -> None:
@@ -479,6 +499,7 @@ class Hub:
                 tasks.append(run.task)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        await self._close_owed()
         self.recorder.stop()
         await self.recovery.keeper.close()
         pending = [*self._background, *self.recovery.pending_closes, *self.new_sessions.pending]
@@ -492,6 +513,34 @@ class Hub:
         closer = getattr(self.engine, "aclose", None)
         if closer is not None:
             await closer()
+
+    async def _close_owed(self) -> None:
+        """Records, if the storage takes them now, the closes this process
+        owes the traces of runs a full or read-only disk stopped (whichever
+        transport started them): a clean stop leaves no trace ending in an
+        open request. Under the session's run lease, as a run would; one
+        that cannot be closed now stays marked for the next run or start."""
+        for session_id in list(self.recorder.owed):
+            try:
+                record = await self.backend.index.get(session_id)
+                if record is None or record.unclosed is None:
+                    continue
+                lease = await self.backend.leases.acquire(session_id, self.replica_id)
+                if lease is None:
+                    continue  # a run is open: it closes the trace first
+                try:
+                    run = Run(
+                        record,
+                        lease,
+                        self.backend.logs.get(session_id),
+                        AbortSignal(),
+                        ApprovalBroker(session_id),
+                    )
+                    await self.recovery.close_unrecorded(run, record.unclosed)
+                finally:
+                    await self.backend.leases.release(lease)
+            except Exception:  # still failing: the mark stays for the next run or start
+                log.warning("session %s: its run is still not closed in the trace", session_id)
 
 
 def _check_session_id(session_id: str) -> None:

@@ -1,10 +1,16 @@
 """How sessions end: deleted on request (DeleteSession) or after an idle TTL.
 
-A deletion aborts the session's task first, so its stream sees the abort and
-``task_state idle`` as for any abort, and only then removes what the session
-holds in the backend and on disk. Expiry is the same deletion, chosen by a
-sweep over the index; every replica sweeps, and a deletion another replica
-already made is not an error.
+A deletion first moves the session from live to deleting in the index
+(``SessionLifecycle``): from that step on no run starts on it, on any
+replica and through any transport, since a run's claim checks the same
+record atomically (``RunLease.claim``). It then aborts the session's task,
+so its stream sees the abort and ``task_state idle`` as for any abort, waits
+for the task to end (nothing of it is written after that), removes what the
+session holds in the backend and moves or removes its files, and only then
+forgets the record: a delete is final, also across a restart, which finds
+nothing of the session where it looks. Expiry is the same deletion, chosen by
+a sweep over the index; every replica sweeps, and a deletion another replica
+already began is not an error.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from omni_grpc.runtime.recorder import Recorder
 from omni_grpc.runtime.run import Run
 from omni_grpc.runtime.session_index import SessionRecord
 from omni_grpc.runtime.trace_store import TraceStore
+from omni_grpc.vocabulary import SessionLifecycle
 
 log = logging.getLogger(__name__)
 
@@ -56,23 +63,35 @@ class Retention:
         self._abort = abort
 
     async def delete(self, session_id: str, *, delete_trace: bool = False) -> bool:
-        """Ends a session: its running task is aborted first, then it leaves the
-        index, its runs leave the task index, its replay buffer and pending
-        approvals are freed, and this process's streams on it end (transports
-        tell them ``SessionDeleted``). The trace and the workspace are removed
-        (``delete_trace``) or kept under ``<data-dir>/deleted/``. True when a task was running."""
+        """Ends a session: no run starts on it from the first step; its
+        running task is aborted and waited for; its replay buffer, pending
+        approvals and its runs in the task index are freed, and this process's
+        streams on it end (transports tell them ``SessionDeleted``). The trace
+        and the workspace are removed (``delete_trace``) or kept under
+        ``<data-dir>/deleted/``; then the index forgets the session. A step
+        that fails makes the session live again (the delete can be asked
+        again). True when a task was running."""
         await self._record(session_id)
-        was_running = await self._abort(session_id, DELETED_REASON)
-        if was_running:
-            await self._until_idle(session_id)
-        record = await self._record(session_id)  # as the run left it
-        if not await self._backend.index.remove(session_id):
+        index = self._backend.index
+        if not await index.advance(session_id, SessionLifecycle.LIVE, SessionLifecycle.DELETING):
             raise SessionNotFound(session_id)  # a concurrent delete came first
-        await self._backend.approvals.clear(session_id)
-        await self._backend.tasks.remove_session(session_id)
-        await self._backend.logs.drop(session_id)
-        self._recorder.owed.pop(session_id, None)
-        await asyncio.to_thread(self._traces.remove, record, delete=delete_trace)
+        try:
+            was_running = await self._abort(session_id, DELETED_REASON)
+            if was_running:
+                await self._until_idle(session_id)
+            record = await index.get(session_id)  # as the run left it
+            if record is None:
+                raise SessionNotFound(session_id)
+            await self._backend.approvals.clear(session_id)
+            await self._backend.tasks.remove_session(session_id)
+            await self._backend.logs.drop(session_id)
+            self._recorder.owed.pop(session_id, None)
+            await asyncio.to_thread(self._traces.remove, record, delete=delete_trace)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await index.advance(session_id, SessionLifecycle.DELETING, SessionLifecycle.LIVE)
+            raise
+        await index.advance(session_id, SessionLifecycle.DELETING, SessionLifecycle.DELETED)
         return was_running
 
     async def _until_idle(self, session_id: str) -> None:

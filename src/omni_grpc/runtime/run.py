@@ -12,7 +12,7 @@ from omni_grpc.runtime.event_log import EventLog
 from omni_grpc.runtime.events import HubEvent
 from omni_grpc.runtime.observer import RunObservation
 from omni_grpc.runtime.run_guard import RunGuard
-from omni_grpc.runtime.run_lease import Lease
+from omni_grpc.runtime.run_lease import Claim, Lease
 from omni_grpc.runtime.session_index import SessionRecord
 from omni_grpc.runtime.task_ledger import TaskFold
 
@@ -46,3 +46,13 @@ class Run:
     @property
     def session_id(self) -> str:
         return self.record.session_id
+
+
+@dataclass
+class Starting:
+    """A run claimed but not started yet (its subscription is being opened):
+    an abort meant for it (a delete's, a command carrying its token) is kept
+    in the signal the run then takes over, rather than missed."""
+
+    claim: Claim
+    abort: AbortSignal = field(default_factory=AbortSignal)

@@ -26,9 +26,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-from omni_grpc.runtime.errors import BackendUnavailable
+from omni_grpc.runtime.errors import BackendUnavailable, SessionNotFound
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,14 @@ class Beat:
     leased: bool
 
 
+class LeaseOwner(NamedTuple):
+    """Who holds a session's open run: the replica, and the token it holds it
+    with (a command for the run carries it, ``control_channel``)."""
+
+    replica: str
+    token: int
+
+
 class RunLease(Protocol):
     @property
     def ttl(self) -> float:
@@ -78,6 +86,14 @@ class RunLease(Protocol):
 
     async def acquire(self, session_id: str, owner: str) -> Lease | None:
         """Claims an idle session; None when a run is open (``SessionBusy``)."""
+        ...
+
+    async def claim(self, session_id: str, owner: str, *, new: bool = False) -> Lease | None:
+        """``acquire`` for a run, in one atomic step with the session index's
+        say: only a live session is claimed (``new``: or the created one the
+        claiming Run made, which becomes live). Raises ``SessionNotFound`` for
+        any other (unknown, being deleted, deleted), so no run starts once a
+        delete has begun."""
         ...
 
     async def renew(self, lease: Lease) -> Lease | None:
@@ -105,8 +121,8 @@ class RunLease(Protocol):
         nothing of the kind was held."""
         ...
 
-    async def owner(self, session_id: str) -> str | None:
-        """The replica holding the open run, None when idle (or orphaned)."""
+    async def owner(self, session_id: str) -> LeaseOwner | None:
+        """Who holds the open run, None when idle (or orphaned)."""
         ...
 
     async def running(self, session_ids: list[str]) -> set[str]:
@@ -138,9 +154,11 @@ class MemoryRunLease:
     """One process: a lease never expires (the process that would renew it is
     the process that would notice). No method awaits, so each is atomic."""
 
-    def __init__(self) -> None:
+    def __init__(self, open_for_run: Callable[[str, bool], bool] | None = None) -> None:
         self._open: dict[str, Lease] = {}
         self._tokens: dict[str, int] = {}
+        # The session index's check of a claim (``MemorySessionIndex.open_for_run``).
+        self._open_for_run = open_for_run or (lambda _sid, _new: True)
 
     @property
     def ttl(self) -> float:
@@ -153,6 +171,11 @@ class MemoryRunLease:
         self._tokens[session_id] = token
         lease = self._open[session_id] = Lease(session_id, owner, token, float("inf"))
         return lease
+
+    async def claim(self, session_id: str, owner: str, *, new: bool = False) -> Lease | None:
+        if not self._open_for_run(session_id, new):
+            raise SessionNotFound(session_id)
+        return await self.acquire(session_id, owner)
 
     async def renew(self, lease: Lease) -> Lease | None:
         return lease if self._open.get(lease.session_id) == lease else None
@@ -181,9 +204,9 @@ class MemoryRunLease:
         del self._open[session_id]
         return True
 
-    async def owner(self, session_id: str) -> str | None:
+    async def owner(self, session_id: str) -> LeaseOwner | None:
         lease = self._open.get(session_id)
-        return lease.owner if lease else None
+        return LeaseOwner(lease.owner, lease.token) if lease else None
 
     async def running(self, session_ids: list[str]) -> set[str]:
         return {sid for sid in session_ids if sid in self._open}

@@ -181,13 +181,17 @@ class RunTasks:
         otherwise owed to it, recorded as sent before the session's next run."""
         out: list[EventBody] = []
         owed: list[omni_pb2.OmniMessage] = []
+        # A trace that holds nothing, not even its session_meta (the disk
+        # refused the first write), has no run to close: a close alone would
+        # make it a trace that does not open with its session_meta.
+        recording = run.record.message_count > 0
         for item in run.guard.closing_messages(aborted=False, reason=reason, error=reason):
             msg = message_from_dict(item)
             kind = AbortKind.SERVER_FAILURE if msg.WhichOneof("payload") == "abort" else None
             body = bodies.message_body(msg, kind)
             if len(body.data) > self.recorder.max_record_bytes:
                 continue  # the complete the record limit refused: its stop stands for it
-            if not owed and not run.lost:
+            if recording and not owed and not run.lost:
                 try:
                     if await self.recorder.append(run, msg, body.data):
                         self.recorder.count_soon(run)
@@ -195,7 +199,7 @@ class RunTasks:
                     owed.append(msg)
                 except Fenced:
                     return []  # another replica owns the run now
-            else:
+            elif recording:
                 owed.append(msg)
             out.append(body)
         if owed:
@@ -268,7 +272,9 @@ class RunTasks:
         as_dict: Mapping[str, Any] | None = None,
         encoded: EventBody | None = None,
     ) -> None:
-        """``encoded``: ``msg``'s body, when it was encoded with its decoding."""
+        """Records and publishes one message, encoded once (``encoded``:
+        ``msg``'s body, when it was encoded with its decoding from the
+        engine's dict ``as_dict``)."""
         if run.lost:
             raise Fenced(run.session_id, run.lease.token)
         last = run.last_publish
@@ -291,7 +297,9 @@ class RunTasks:
             written = await self.recorder.append(run, msg, body.data)
         # Observed once recorded, before anything else can fail: the closing
         # messages of a run cut short must not repeat what the trace holds.
-        run.guard.observe(as_dict if as_dict is not None else message_to_dict(msg))
+        # The engine's own form: a dict it yielded, else the proto (the guard
+        # reads both), never a second conversion of the message.
+        run.guard.observe(as_dict if as_dict is not None else msg)
         if written:
             self.recorder.count_soon(run)
         run.tasks.message(msg, kind)
@@ -394,7 +402,8 @@ class RunTasks:
                     for closing in guard.before_engine_abort(item):
                         await self._emit(run, message_from_dict(closing))
                     if isinstance(item, omni_pb2.OmniMessage):
-                        await self._emit(run, item, message_to_dict(item))
+                        # Encoded once, and the guard reads the proto itself.
+                        await self._emit(run, item)
                     else:
                         msg, body = bodies.engine_message(item)
                         await self._emit(run, msg, item, body)

@@ -1,8 +1,15 @@
 """The session index: which sessions exist, and what ListSessions says of them.
 
 Every replica reads and writes the same index, so a session created on one is
-found on all. The index describes a session; whether it runs is the run
-lease's business (``run_lease``), and its messages are in its trace.
+found on all. The index describes a session and owns its lifecycle
+(``SessionLifecycle``: created, live, deleting, deleted), the one place every
+entry point asks; whether it runs is the run lease's business (``run_lease``),
+whose claim checks the lifecycle in the same atomic step (``RunLease.claim``),
+and its messages are in its trace.
+
+Nothing revives a session: every write but ``add`` changes a record that
+exists and leaves an absent one absent, so a late write for a deleted
+session (a run's record count) never leaves a record written half.
 """
 
 from __future__ import annotations
@@ -11,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from omni_grpc.runtime.errors import LimitExceeded
-from omni_grpc.vocabulary import ApprovalMode
+from omni_grpc.vocabulary import ApprovalMode, SessionLifecycle
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,8 @@ class SessionRecord:
     # The session's own approval mode (the reference keeps it on the session);
     # None follows the server's --approval-mode.
     approval_mode: str | None = None
+    # Where the session is in its life; a session found on disk is live.
+    lifecycle: SessionLifecycle = SessionLifecycle.LIVE
 
 
 def session_mode(record: SessionRecord) -> ApprovalMode | None:
@@ -54,14 +63,25 @@ class SessionIndex(Protocol):
         index already holds that many sessions (checked and added atomically)."""
         ...
 
-    async def get(self, session_id: str) -> SessionRecord | None: ...
+    async def get(self, session_id: str) -> SessionRecord | None:
+        """The session's record, whatever its lifecycle; None once deleted."""
+        ...
 
     async def list(self) -> list[SessionRecord]:
-        """Every session, oldest first."""
+        """Every live session, oldest first."""
+        ...
+
+    async def advance(
+        self, session_id: str, before: SessionLifecycle, after: SessionLifecycle
+    ) -> bool:
+        """Moves the session from ``before`` to ``after`` if it is in
+        ``before`` (atomically); False otherwise. To ``DELETED``, the record
+        goes: nothing of a deleted session is kept."""
         ...
 
     async def remove(self, session_id: str) -> bool:
-        """Forgets the session (it was deleted); False when it was not indexed."""
+        """Forgets a session no run used, whatever its lifecycle (a refused
+        Run's, a creation whose files failed); False when it was not indexed."""
         ...
 
     async def recorded(self, session_id: str, message_count: int, updated_at: str) -> None:
@@ -86,6 +106,20 @@ class MemorySessionIndex:
     def __init__(self) -> None:
         self._records: dict[str, SessionRecord] = {}
 
+    def open_for_run(self, session_id: str, *, new: bool) -> bool:
+        """Whether a run may start on the session: it is live or, ``new`` (the
+        Run that created it claims it), created, which this makes live. For
+        ``MemoryRunLease.claim``, in the same step as the claim."""
+        record = self._records.get(session_id)
+        if record is None:
+            return False
+        if record.lifecycle is SessionLifecycle.LIVE:
+            return True
+        if new and record.lifecycle is SessionLifecycle.CREATED:
+            self._records[session_id] = replace(record, lifecycle=SessionLifecycle.LIVE)
+            return True
+        return False
+
     async def add(self, record: SessionRecord, *, limit: int | None = None) -> bool:
         if record.session_id in self._records:
             return False
@@ -98,7 +132,20 @@ class MemorySessionIndex:
         return self._records.get(session_id)
 
     async def list(self) -> list[SessionRecord]:
-        return sorted(self._records.values(), key=lambda r: (r.created_at, r.session_id))
+        live = [r for r in self._records.values() if r.lifecycle is SessionLifecycle.LIVE]
+        return sorted(live, key=lambda r: (r.created_at, r.session_id))
+
+    async def advance(
+        self, session_id: str, before: SessionLifecycle, after: SessionLifecycle
+    ) -> bool:
+        record = self._records.get(session_id)
+        if record is None or record.lifecycle is not before:
+            return False
+        if after is SessionLifecycle.DELETED:
+            del self._records[session_id]
+        else:
+            self._records[session_id] = replace(record, lifecycle=after)
+        return True
 
     async def remove(self, session_id: str) -> bool:
         return self._records.pop(session_id, None) is not None

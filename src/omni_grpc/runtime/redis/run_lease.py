@@ -5,9 +5,11 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from omni_grpc.runtime.errors import SessionNotFound
 from omni_grpc.runtime.redis import scripts
 from omni_grpc.runtime.redis.connection import RedisConnection, unavailable_on_failure
-from omni_grpc.runtime.run_lease import LOCAL_SHARE, Beat, Lease
+from omni_grpc.runtime.redis.session_index import record_key
+from omni_grpc.runtime.run_lease import LOCAL_SHARE, Beat, Lease, LeaseOwner
 
 # A lease counts as ours for this much less than its TTL: room for the clock
 # of this process and Redis's to disagree a little.
@@ -55,18 +57,24 @@ class RedisRunLease:
         return Lease(session_id, owner, token, sent + self._ttl * _SAFETY)
 
     async def acquire(self, session_id: str, owner: str) -> Lease | None:
+        return await self._claim(session_id, owner, "")
+
+    async def claim(self, session_id: str, owner: str, *, new: bool = False) -> Lease | None:
+        return await self._claim(session_id, owner, "new" if new else "live")
+
+    async def _claim(self, session_id: str, owner: str, check: str) -> Lease | None:
         sent = time.monotonic()
+        keys = [*self._keys(session_id), self._runs, self._holder(session_id)]
         with unavailable_on_failure():
-            token = await self._acquire(
-                keys=[
-                    *self._keys(session_id),
-                    self._runs,
-                    self._holder(session_id),
-                    self._beat(session_id),
-                ],
-                args=[owner, self._ttl_ms, session_id],
+            token = int(
+                await self._acquire(
+                    keys=[*keys, self._beat(session_id), record_key(self._conn, session_id)],
+                    args=[owner, self._ttl_ms, session_id, check],
+                )
             )
-        return self._lease(session_id, owner, int(token), sent) if int(token) else None
+        if token < 0:
+            raise SessionNotFound(session_id)
+        return self._lease(session_id, owner, token, sent) if token else None
 
     async def renew(self, lease: Lease) -> Lease | None:
         sent = time.monotonic()
@@ -129,13 +137,13 @@ class RedisRunLease:
             )
         return bool(int(ok))
 
-    async def owner(self, session_id: str) -> str | None:
+    async def owner(self, session_id: str) -> LeaseOwner | None:
         with unavailable_on_failure():
             value = await self._conn.reads.get(self._conn.session_key(session_id, "lease"))
         if value is None:
             return None
-        owner: str = value.decode().rsplit("|", 1)[0]
-        return owner
+        replica, token = value.decode().rsplit("|", 1)
+        return LeaseOwner(replica, int(token))
 
     async def running(self, session_ids: list[str]) -> set[str]:
         if not session_ids:

@@ -263,11 +263,37 @@ local function beat(key, ttl)
 end
 """
 
-# KEYS: fence, lease, run, runs, holder, beat. ARGV: owner, ttl ms, session id.
+# A session's record is the hash ``session:<sid>``; its ``state`` field is its
+# lifecycle (``vocabulary.SessionLifecycle``). A record written before there
+# were lifecycles has no state and is live; a hash without ``created_at`` is
+# no record at all (a version before these scripts could leave one behind,
+# holding only a late count), and is taken for absent.
+_LIFECYCLE = """
+local function lifecycle(record)
+  local state = redis.call('HGET', record, 'state')
+  if state then return state end
+  if redis.call('HEXISTS', record, 'created_at') == 1 then return 'live' end
+  return false
+end
+"""
+
+# KEYS: fence, lease, run, runs, holder, beat, the session's record.
+# ARGV: owner, ttl ms, session id, the lifecycle check: '' (none: a bare
+# lease), 'live' (a run on a live session), 'new' (the Run that created the
+# session: created or live, and it is live from here).
+# The token; 0 when a run is open; -1 when the session may not run (unknown,
+# being deleted, deleted): checked in the same step as the claim, so no run
+# starts once a delete has begun.
 ACQUIRE = (
     _BEAT
+    + _LIFECYCLE
     + f"""
+if ARGV[4] ~= '' then
+  local state = lifecycle(KEYS[7])
+  if not (state == 'live' or (ARGV[4] == 'new' and state == 'created')) then return -1 end
+end
 if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+if ARGV[4] == 'new' then redis.call('HSET', KEYS[7], 'state', 'live') end
 local token = redis.call('INCR', KEYS[1])
 redis.call('SET', KEYS[3], token)
 redis.call('SET', KEYS[2], ARGV[1] .. '|' .. token, 'PX', ARGV[2])
@@ -350,25 +376,50 @@ end
 return 1
 """
 
-# Sets one field of a session that exists (never revives a deleted one as a
-# partial hash): 1, or 0 for an unknown session.
-INDEX_SET_FIELD = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+# KEYS: the session's record. ARGV: field/value pairs.
+# Sets the fields of a session that exists (never revives a deleted one as a
+# record of a field or two): 1, or 0 for an unknown session.
+INDEX_SET = (
+    _LIFECYCLE
+    + """
+if not lifecycle(KEYS[1]) then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV))
 return 1
 """
+)
+
+# KEYS: the session's record, all-sessions set. ARGV: session id, the lifecycle
+# it must be in, the one it moves to ('deleted': the record and its member go).
+# 1 when it moved, else 0.
+INDEX_ADVANCE = (
+    _LIFECYCLE
+    + """
+if lifecycle(KEYS[1]) ~= ARGV[2] then return 0 end
+if ARGV[3] == 'deleted' then
+  redis.call('DEL', KEYS[1])
+  redis.call('SREM', KEYS[2], ARGV[1])
+else
+  redis.call('HSET', KEYS[1], 'state', ARGV[3])
+end
+return 1
+"""
+)
 
 # KEYS: session hash, all-sessions set. ARGV: session id, the most sessions the
 # index may hold (0: no limit; -1 is returned when it is reached), then
 # field/value pairs.
-INDEX_ADD = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+INDEX_ADD = (
+    _LIFECYCLE
+    + """
+if lifecycle(KEYS[1]) then return 0 end
 local limit = tonumber(ARGV[2])
 if limit > 0 and redis.call('SCARD', KEYS[2]) >= limit then return -1 end
+redis.call('DEL', KEYS[1])  -- what a record written half left, if anything
 redis.call('HSET', KEYS[1], unpack(ARGV, 3))
 redis.call('SADD', KEYS[2], ARGV[1])
 return 1
 """
+)
 
 # KEYS: asks hash, decided hash. ARGV: tool_call_id, decision ('' for the owner
 # forgetting a decided ask, which drops a recorded decision too).

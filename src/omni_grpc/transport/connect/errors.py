@@ -20,32 +20,13 @@ from google.protobuf import any_pb2
 from google.protobuf.message import Message
 from google.rpc import code_pb2, status_pb2
 
-from omni_grpc.runtime.errors import HubError, details_of, status_of
+from omni_grpc.runtime.errors import HTTP_STATUS_OF, HubError, details_of, status_of
 
 # Connect's names of the gRPC codes (CANCELLED is spelt the American way).
 CODE_NAMES: dict[int, str] = {
     number: ("canceled" if name == "CANCELLED" else name.lower())
     for name, number in code_pb2.Code.items()
     if number != code_pb2.OK
-}
-# The HTTP status a Connect unary error is sent with (the protocol's table).
-HTTP_STATUSES: dict[int, int] = {
-    code_pb2.CANCELLED: 499,
-    code_pb2.UNKNOWN: 500,
-    code_pb2.INVALID_ARGUMENT: 400,
-    code_pb2.DEADLINE_EXCEEDED: 504,
-    code_pb2.NOT_FOUND: 404,
-    code_pb2.ALREADY_EXISTS: 409,
-    code_pb2.PERMISSION_DENIED: 403,
-    code_pb2.RESOURCE_EXHAUSTED: 429,
-    code_pb2.FAILED_PRECONDITION: 400,
-    code_pb2.ABORTED: 409,
-    code_pb2.OUT_OF_RANGE: 400,
-    code_pb2.UNIMPLEMENTED: 501,
-    code_pb2.INTERNAL: 500,
-    code_pb2.UNAVAILABLE: 503,
-    code_pb2.DATA_LOSS: 500,
-    code_pb2.UNAUTHENTICATED: 401,
 }
 # What a client is told of an error the server did not expect (the log has it all).
 INTERNAL_MESSAGE = "internal server error"
@@ -69,7 +50,9 @@ class CallError:
 
     @property
     def http_status(self) -> int:
-        return HTTP_STATUSES.get(self.code, 500)
+        """The HTTP status a Connect unary error is sent with: the code's own
+        (the protocol's table is google.rpc.Code's, ``runtime.errors``)."""
+        return HTTP_STATUS_OF.get(self.code, 500)
 
     def connect_json(self) -> dict[str, object]:
         """Connect's error object (the unary body, and end-of-stream's ``error``)."""

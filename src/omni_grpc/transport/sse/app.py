@@ -25,8 +25,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from omni_grpc.runtime.errors import (
-    ApprovalNotPending,
     BackendUnavailable,
+    ErrorCode,
     HubError,
     SessionBusy,
 )
@@ -47,6 +47,7 @@ from omni_grpc.transport.sse.dialect import DialectEvent, DialectProjection
 from omni_grpc.transport.sse.dialect_ids import FrameId, Position, parse_frame_id, run_id_for
 from omni_grpc.transport.sse.errors import (
     ApiError,
+    HttpRefusal,
     on_api_error,
     on_http_exception,
     on_hub_error,
@@ -125,7 +126,7 @@ class SseRoutes:
         its trace and workspace too. Its open streams end."""
         delete_trace = request.query_params.get("deleteTrace", "false")
         if delete_trace not in ("true", "false"):
-            raise ApiError(400, "invalid_request", "deleteTrace: must be true or false")
+            raise ApiError(ErrorCode.INVALID_REQUEST, "deleteTrace: must be true or false")
         await self.hub.delete_session(
             request.path_params["sid"], delete_trace=delete_trace == "true"
         )
@@ -145,7 +146,7 @@ class SseRoutes:
                 _, subscription = await self.hub.run(run_request)
             except SessionBusy as exc:
                 if queue:
-                    raise ApiError(409, "queue_not_supported", QUEUE_REFUSED) from exc
+                    raise ApiError(HttpRefusal.QUEUE_NOT_SUPPORTED, QUEUE_REFUSED) from exc
                 raise
         except BaseException:
             await _forget(key)  # nothing started: a retry runs afresh
@@ -183,11 +184,9 @@ class SseRoutes:
         session_id = request.path_params["sid"]
         await self.hub.require_session(session_id)  # 404 before reading the body
         body = await read_json(request, self.max_body)
-        try:
-            await self.hub.approve(session_id, request.path_params["call_id"], decision(body))
-        except ApprovalNotPending as exc:
-            # The reference's code for an unknown call and an already decided one.
-            raise ApiError(404, "approval_not_found", str(exc)) from exc
+        # An unknown or already decided call: 404 approval_not_found (the
+        # reference's code for both), from the runtime's table.
+        await self.hub.approve(session_id, request.path_params["call_id"], decision(body))
         return Response(status_code=204)
 
     async def abort(self, request: Request) -> Response:
@@ -223,7 +222,7 @@ class SseRoutes:
             session_id = optional_string(body, "session_id") or optional_string(body, "sessionId")
             detach = body.get("detach", False)
             if not isinstance(detach, bool):
-                raise ApiError(400, "invalid_request", "detach: must be a boolean")
+                raise ApiError(ErrorCode.INVALID_REQUEST, "detach: must be a boolean")
             run_request = self._run_request(body, session_id)
             session_id, subscription = await self.hub.run(run_request)
         except BaseException:
@@ -247,13 +246,17 @@ class SseRoutes:
         query, for EventSource): the rest of a dialect run."""
         last = _last_event_id(request)
         if last is None:
-            raise ApiError(400, "invalid_request", "GET /v1/runs resumes a run: send Last-Event-ID")
+            raise ApiError(
+                ErrorCode.INVALID_REQUEST, "GET /v1/runs resumes a run: send Last-Event-ID"
+            )
         return await self._resume_run(request, last)
 
     async def _resume_run(self, request: Request, last: str) -> Response:
         after = parse_frame_id(last)
         if after is None:
-            raise ApiError(400, "invalid_request", "Last-Event-ID: not the id of a /v1/runs frame")
+            raise ApiError(
+                ErrorCode.INVALID_REQUEST, "Last-Event-ID: not the id of a /v1/runs frame"
+            )
         return await self._replay_run(request, after)
 
     async def _replay_run(
@@ -267,8 +270,7 @@ class SseRoutes:
         if first is None or first.event_id != after.run_start:
             subscription.close()
             raise ApiError(
-                409,
-                "resume_unavailable",
+                HttpRefusal.RESUME_UNAVAILABLE,
                 f"the run's events are no longer buffered; its messages are at "
                 f"/api/sessions/{session_id}/messages",
             )
@@ -362,7 +364,7 @@ class SseRoutes:
     def _run_request(self, body: dict[str, Any], session_id: str | None) -> RunRequest:
         metadata = body.get("metadata", {})
         if not isinstance(metadata, dict):
-            raise ApiError(400, "invalid_request", "metadata: must be an object")
+            raise ApiError(ErrorCode.INVALID_REQUEST, "metadata: must be an object")
         return RunRequest(
             input=input_messages(body),
             session_id=session_id,

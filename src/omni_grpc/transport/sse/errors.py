@@ -9,25 +9,54 @@ type and text can name files or internals and are never sent to a client.
 
 from __future__ import annotations
 
+import enum
 import logging
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from omni_grpc.runtime.errors import HubError, status_of
+from omni_grpc.runtime.errors import STATUSES, ErrorCode, HubError, status_of
 from omni_grpc.transport.sse.dates import http_date
 
 log = logging.getLogger(__name__)
 
 
-class ApiError(Exception):
-    """A request the HTTP layer itself refuses (bad body, too large, no auth)."""
+class HttpRefusal(enum.Enum):
+    """The refusals only the HTTP routes make, in the reference's words, each
+    with its one status. Whatever the runtime also refuses (a field that is
+    wrong: ``ErrorCode.INVALID_REQUEST``) takes its row of the runtime's
+    table instead, so it reads as it does on every other transport."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    BODY_TOO_LARGE = (413, "body_too_large")
+    INVALID_JSON = (400, "invalid_json")
+    # A body sent compressed: the routes read bodies as they are.
+    UNSUPPORTED_ENCODING = (415, "unsupported_encoding")
+    NO_UPDATE = (400, "no_update")
+    PROJECT_NOT_FOUND = (404, "project_not_found")
+    AGENT_NOT_FOUND = (404, "agent_not_found")
+    # The dialect: a queued task the server does not queue, a resume whose
+    # events are gone from the buffer.
+    QUEUE_NOT_SUPPORTED = (409, "queue_not_supported")
+    RESUME_UNAVAILABLE = (409, "resume_unavailable")
+    # A repeated Idempotency-Key: with another request, or while its first
+    # request is still being answered.
+    IDEMPOTENCY_KEY_REUSED = (422, "idempotency_key_reused")
+    IDEMPOTENCY_KEY_IN_USE = (409, "idempotency_key_in_use")
+
+
+class ApiError(Exception):
+    """A request the HTTP layer itself refuses (bad body, too large, a query
+    parameter that is wrong): an ``ErrorCode`` answers from the runtime's
+    table, an ``HttpRefusal`` from its own."""
+
+    def __init__(self, code: ErrorCode | HttpRefusal, message: str) -> None:
         super().__init__(message)
-        self.status = status
-        self.code = code
+        if isinstance(code, ErrorCode):
+            row = STATUSES[code]
+            self.status, self.code = row.http, row.http_code
+        else:
+            self.status, self.code = code.value
         self.message = message
 
 

@@ -18,6 +18,7 @@ import orjson
 from starlette.datastructures import QueryParams
 
 from omni_grpc.convert import serialize_message
+from omni_grpc.runtime.errors import ErrorCode
 from omni_grpc.runtime.interface import LiveTail
 from omni_grpc.trace.window import Position, Window, format_cursor, parse_cursor
 from omni_grpc.transport.sse.errors import ApiError
@@ -34,7 +35,7 @@ class PageRequest:
 
 
 def _bad(message: str) -> ApiError:
-    return ApiError(400, "invalid_request", message)
+    return ApiError(ErrorCode.INVALID_REQUEST, message)
 
 
 def _limit(raw: str, name: str) -> int:

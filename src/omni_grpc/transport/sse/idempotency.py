@@ -25,8 +25,9 @@ from typing import Any
 import orjson
 from starlette.requests import Request
 
+from omni_grpc.runtime.errors import ErrorCode
 from omni_grpc.runtime.idempotency import IdempotencyKeys
-from omni_grpc.transport.sse.errors import ApiError
+from omni_grpc.transport.sse.errors import ApiError, HttpRefusal
 from omni_grpc.vocabulary import IDEMPOTENCY_KEY_HEADER, IDEMPOTENT_REPLAYED_HEADER
 
 # Stripe's limit; printable ASCII without spaces around it (a header value).
@@ -59,8 +60,7 @@ async def once(keys: IdempotencyKeys, request: Request, body: object) -> Once:
         return Once()
     if not _KEY.match(raw):
         raise ApiError(
-            400,
-            "invalid_request",
+            ErrorCode.INVALID_REQUEST,
             f"{IDEMPOTENCY_KEY_HEADER}: 1 to 255 printable ASCII characters",
         )
     key = _digest(f"{request.method} {request.url.path}\n{raw}".encode())
@@ -70,15 +70,13 @@ async def once(keys: IdempotencyKeys, request: Request, body: object) -> Once:
         return Once(keys, key, fingerprint)
     if claimed.fingerprint != fingerprint:
         raise ApiError(
-            422,
-            "idempotency_key_reused",
+            HttpRefusal.IDEMPOTENCY_KEY_REUSED,
             f"this {IDEMPOTENCY_KEY_HEADER} came with another request; "
             "a new request needs a new key",
         )
     if claimed.answer is None:
         raise ApiError(
-            409,
-            "idempotency_key_in_use",
+            HttpRefusal.IDEMPOTENCY_KEY_IN_USE,
             f"a request with this {IDEMPOTENCY_KEY_HEADER} is still being answered; "
             "send it again shortly",
         )

@@ -25,8 +25,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from omni_grpc.runtime.errors import ErrorCode
 from omni_grpc.runtime.interface import Runtime
-from omni_grpc.transport.sse.errors import ApiError
+from omni_grpc.transport.sse.errors import ApiError, HttpRefusal
 from omni_grpc.transport.sse.requests import (
     approval_mode,
     check_session_model,
@@ -80,11 +81,11 @@ class ReferenceRoutes:
         for key in _UNKEPT:
             if key in body:
                 raise ApiError(
-                    400, "invalid_request", f"{key}: a bridged session has no {key} to change"
+                    ErrorCode.INVALID_REQUEST, f"{key}: a bridged session has no {key} to change"
                 )
         mode = approval_mode(body)
         if mode is None:
-            raise ApiError(400, "no_update", "No updatable field provided (approvalMode).")
+            raise ApiError(HttpRefusal.NO_UPDATE, "No updatable field provided (approvalMode).")
         info = await self.hub.set_approval_mode(session_id, mode)
         return JSONResponse({"session": session_json(info)})
 
@@ -103,6 +104,8 @@ class ReferenceRoutes:
 
 def _check_agent(request: Request) -> None:
     if request.path_params["project"] != PROJECT_ID:
-        raise ApiError(404, "project_not_found", f"this server has one project: {PROJECT_ID!r}")
+        raise ApiError(
+            HttpRefusal.PROJECT_NOT_FOUND, f"this server has one project: {PROJECT_ID!r}"
+        )
     if request.path_params["agent"] != AGENT_ID:
-        raise ApiError(404, "agent_not_found", f"this server has one agent: {AGENT_ID!r}")
+        raise ApiError(HttpRefusal.AGENT_NOT_FOUND, f"this server has one agent: {AGENT_ID!r}")

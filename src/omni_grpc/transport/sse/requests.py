@@ -11,7 +11,8 @@ from starlette.requests import Request
 from omni_grpc import protocol
 from omni_grpc.convert import message_from_dict
 from omni_grpc.message_size import HTTP_MAX_BODY_BYTES
-from omni_grpc.transport.sse.errors import ApiError
+from omni_grpc.runtime.errors import ErrorCode
+from omni_grpc.transport.sse.errors import ApiError, HttpRefusal
 from omni_grpc.vocabulary import REFERENCE_ASK, ApprovalMode, Decision, ThinkingLevel
 from omni_grpc_proto.omni.v1 import omni_pb2
 
@@ -27,38 +28,37 @@ async def read_json(request: Request, limit: int, *, required: bool = True) -> d
     if encoding not in ("", "identity"):
         # Read as it is, a compressed body would be "not valid JSON"; say why instead.
         raise ApiError(
-            415,
-            "unsupported_encoding",
+            HttpRefusal.UNSUPPORTED_ENCODING,
             f"Content-Encoding {encoding!r}: request bodies are read uncompressed here",
         )
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, "body_too_large", f"request body exceeds {limit} bytes")
+        raise ApiError(HttpRefusal.BODY_TOO_LARGE, f"request body exceeds {limit} bytes")
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > limit:
-            raise ApiError(413, "body_too_large", f"request body exceeds {limit} bytes")
+            raise ApiError(HttpRefusal.BODY_TOO_LARGE, f"request body exceeds {limit} bytes")
     if not body or body.isspace():  # (strip() would copy a large body)
         if required:
-            raise ApiError(400, "invalid_request", "the request needs a JSON body")
+            raise ApiError(ErrorCode.INVALID_REQUEST, "the request needs a JSON body")
         return {}
     try:
         parsed = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise ApiError(400, "invalid_json", f"request body is not valid JSON: {exc}") from exc
+        raise ApiError(HttpRefusal.INVALID_JSON, f"request body is not valid JSON: {exc}") from exc
     if len(body) >= LARGE_BODY_BYTES:
         # The parse was one long turn of the loop; what the route does with
         # the body (converting its messages) gets a turn of its own.
         del body
         await asyncio.sleep(0)
     if not isinstance(parsed, dict):
-        raise ApiError(400, "invalid_request", "request body must be a JSON object")
+        raise ApiError(ErrorCode.INVALID_REQUEST, "request body must be a JSON object")
     return parsed
 
 
 def _bad(field: str, problem: str) -> ApiError:
-    return ApiError(400, "invalid_request", f"{field}: {problem}")
+    return ApiError(ErrorCode.INVALID_REQUEST, f"{field}: {problem}")
 
 
 def input_messages(body: dict[str, Any]) -> list[omni_pb2.OmniMessage]:

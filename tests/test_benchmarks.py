@@ -35,7 +35,12 @@ CASES = [
     (
         "cli_roundtrip.py",
         ["--lines", "300", "--repeat", "1"],
-        [rf"omni-grpc convert, both directions\s+{NUMBER} s CPU\s+{NUMBER}x floor"],
+        [
+            rf"floor \(orjson loads\+dumps process\)\s+{NUMBER} s CPU",
+            rf"this revision\s+{NUMBER} s CPU\s+{NUMBER}x floor"
+            rf"\s+\(to \.binpb {NUMBER}, back {NUMBER}\)",
+            rf"this revision --plain\s+{NUMBER} s CPU\s+{NUMBER}x floor",
+        ],
     ),
     (
         # A real server; each client verb's start against import grpc.

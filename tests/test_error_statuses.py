@@ -35,6 +35,7 @@ from omni_grpc.runtime.errors import (
     TooManyStreams,
 )
 from omni_grpc.runtime.health import RunFailure
+from omni_grpc.runtime.redis.connection import NotAPrimary
 from omni_grpc.transport.grpc.status import status_for
 from omni_grpc.transport.sse.errors import hub_error_status
 
@@ -53,6 +54,7 @@ SAMPLES: dict[type[HubError], list[HubError]] = {
         StorageUnavailable("read-only", exhausted=False),
     ],
     BackendUnavailable: [BackendUnavailable("connection refused")],
+    NotAPrimary: [NotAPrimary("redis://127.0.0.1:7000/0 is a Redis Cluster node")],
     LimitExceeded: [
         LimitExceeded("max_sessions", 3),
         LimitExceeded("max_runs", 2),

@@ -109,18 +109,20 @@ async def test_a_run_refused_by_the_store_leaves_no_session_behind(
     backend = redis_backend(redis_server.url, prefix=f"refused-{tmp_path.name}:")
     hub = Hub(DemoEngine(), tmp_path / "data", backend=backend, limits=Limits(max_sessions=1))
 
-    async def refused(session_id: str, owner: str) -> None:
+    async def refused(session_id: str, owner: str, *, new: bool = False) -> None:
         raise BackendUnavailable("MaxConnectionsError: too many connections")
 
-    claim = backend.leases.acquire
-    backend.leases.acquire = refused  # type: ignore[method-assign]
+    # A run takes its session with ``claim`` (the lease and the session's
+    # lifecycle in one step): that is the call the store refuses.
+    claim = backend.leases.claim
+    backend.leases.claim = refused  # type: ignore[method-assign]
     try:
         for _ in range(3):
             with pytest.raises(BackendUnavailable):
                 await hub.run(hello())
         assert await backend.index.list() == []
     finally:
-        backend.leases.acquire = claim  # type: ignore[method-assign]
+        backend.leases.claim = claim  # type: ignore[method-assign]
     # The one session the limit allows is still there to be made.
     session_id, sub = await hub.run(hello())
     async for event in sub:

@@ -18,7 +18,7 @@ from omni_grpc.engines.base import JsonObject
 from omni_grpc.runtime.bodies import is_resync, is_task_end
 from omni_grpc.runtime.event_log import Subscription
 from omni_grpc.runtime.events import HubEvent, format_event_id, parse_event_id
-from omni_grpc.runtime.health import HealthState
+from omni_grpc.runtime.health import DRAINING, HealthState
 from omni_grpc.runtime.idempotency import IdempotencyKeys
 from omni_grpc.runtime.live_tail import LiveTail
 from omni_grpc.runtime.task_index import TaskRecord
@@ -28,9 +28,11 @@ from omni_grpc.vocabulary import AbortKind, ApprovalMode, SessionState
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 __all__ = [
+    "DRAINING",
     "ApprovalPolicy",
     "HealthState",
     "HubEvent",
+    "IdempotencyKeys",
     "LiveTail",
     "RunRequest",
     "Runtime",

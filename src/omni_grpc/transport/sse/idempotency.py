@@ -26,7 +26,7 @@ import orjson
 from starlette.requests import Request
 
 from omni_grpc.runtime.errors import ErrorCode
-from omni_grpc.runtime.idempotency import IdempotencyKeys
+from omni_grpc.runtime.interface import IdempotencyKeys
 from omni_grpc.transport.sse.errors import ApiError, HttpRefusal
 from omni_grpc.vocabulary import IDEMPOTENCY_KEY_HEADER, IDEMPOTENT_REPLAYED_HEADER
 

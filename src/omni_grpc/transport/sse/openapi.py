@@ -438,6 +438,12 @@ OPERATIONS: dict[tuple[str, str], JsonObject] = {
         requestBody=_body({"type": "object", "required": ["jsonrpc", "method"]}),
     ),
 }
+# The same endpoint with a trailing slash (the A2A TCK's client posts there):
+# the same operation, not a redirect.
+OPERATIONS["/a2a/jsonrpc/", "post"] = {
+    **OPERATIONS["/a2a/jsonrpc", "post"],
+    "summary": "A2A over JSON-RPC 2.0, at the path with a trailing slash",
+}
 
 
 def _a2a_rest() -> Iterator[tuple[tuple[str, str], JsonObject]]:

@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from omni_grpc.runtime.health import DRAINING
-from omni_grpc.runtime.interface import Runtime
+from omni_grpc.runtime.interface import DRAINING, Runtime
 from omni_grpc.transport.sse.app import RequestTelemetry, create_app
 from omni_grpc.transport.sse.connections import HttpLimits
 from omni_grpc.transport.sse.guard import default_hosts

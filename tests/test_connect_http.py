@@ -267,6 +267,11 @@ async def test_a_deadline_aborts_a_run_that_did_not_detach(tmp_path: Path) -> No
         *messages, (flags, end) = frames(r.content)
         assert flags == 0x02 and json.loads(end)["error"]["code"] == "deadline_exceeded"
         session_id = json.loads(messages[0][1])["sessionId"]
+        # The deadline answers the client at once; the run's close (its
+        # request_end, then the abort) is recorded after, on the trace's own
+        # threads: read the history once the run has ended.
+        async with asyncio.timeout(60):
+            await served.server.hub.wait_idle(session_id)
         history = [m async for m in client.history(session_id)]
         assert history[-1].HasField("abort")  # the run the deadline ended was aborted
 

@@ -101,3 +101,27 @@ async def test_the_fold_of_the_log_matches_the_hub_after_every_message(tmp_path:
 
 def test_no_events_no_tail() -> None:
     assert fold_live_tail([]) is None
+
+
+async def test_a_run_that_has_its_lease_but_has_published_nothing_has_no_tail(
+    tmp_path: Path,
+) -> None:
+    """Between a new run's claim (the session reads as running) and its
+    ``task_state running`` (published once its input is recorded), the log's
+    last run is the one before, which has ended: its fragments are not live.
+    The tail is None there, never the ended run's, else a page loading history
+    then would paint the last turn's text as in progress, beside a history
+    that does not yet hold the new turn's input."""
+    engine = Gated()
+    hub = Hub(engine, tmp_path)
+    session_id, sub = await hub.run(prompt())
+    for _ in range(len(script()) + 1):
+        engine.permits.put_nowait(None)
+    await until_end(sub)
+    assert await hub.live_tail(session_id) is None
+    # The next run's claim, before that run publishes anything.
+    lease = await hub.backend.leases.acquire(session_id, "a-replica-starting-a-run")
+    assert lease is not None and await hub.backend.leases.running([session_id])
+    assert await hub.live_tail(session_id) is None
+    await hub.backend.leases.release(lease)
+    await hub.shutdown()

@@ -264,7 +264,14 @@ class Hub:
         await self._record(session_id)
         if not await self.backend.leases.running([session_id]):
             return None
-        return fold_live_tail(current_run(await self.backend.logs.get(session_id).window()))
+        events = current_run(await self.backend.logs.get(session_id).window())
+        if any(bodies.is_task_end(event) for event in events):
+            # The lease is taken before the new run publishes its
+            # ``task_state running`` (its input is recorded first): until then
+            # the window's last run is the one before, which has ended, and its
+            # fragments are not live. Nothing of the new run is to paint yet.
+            return None
+        return fold_live_tail(events)
 
     async def replay_window(self, session_id: str) -> list[HubEvent]:
         await self._record(session_id)

@@ -148,19 +148,23 @@ class Redis:
     directory: Path
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    # PINGs (20 ms apart) to wait for at start: a machine under disk and CPU
+    # pressure (lease_pressure.py) needs more than a quiet one.
+    start_tries: int = 500
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
              "--dir", str(self.directory), "--appendonly", "yes", "--appendfsync", "always",
              "--save", "", "--maxmemory-policy", "noeviction",
              "--logfile", str(self.directory / "redis.log")],
         )  # fmt: skip
-        for _ in range(500):
+        for _ in range(self.start_tries):
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=1) as conn:
                     conn.sendall(b"PING\r\n")

@@ -37,17 +37,17 @@ import asyncio
 import contextlib
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+from durable_chaos import Redis  # benchmarks/durable_chaos.py, beside this file
 
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc
@@ -73,49 +73,6 @@ while time.time()<end:
     if n % 256 == 0: os.ftruncate(fd, 0); os.lseek(fd, 0, 0)
 os.close(fd); os.unlink(path)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-@dataclass
-class Redis:
-    directory: Path
-    port: int = field(default_factory=free_port)
-    process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-             "--dir", str(self.directory), "--appendonly", "yes", "--appendfsync", "always",
-             "--save", "", "--maxmemory-policy", "noeviction", "--protected-mode", "no",
-             "--logfile", str(self.directory / "redis.log")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        for _ in range(1500):  # a PING answered (bounded by a count of tries)
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), timeout=1) as conn,
-            ):
-                conn.sendall(b"PING\r\n")
-                if conn.recv(64).startswith(b"+PONG"):
-                    return
-            time.sleep(0.02)
-        raise RuntimeError("redis-server did not answer")
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
 
 
 @dataclass
@@ -148,7 +105,7 @@ class Cluster:
         self.root = root
         self.owner_loss = owner_loss
         self.src = src
-        self.redis = Redis(root / "redis")
+        self.redis = Redis(root / "redis", start_tries=1500)
         self.replicas: list[Replica] = []
         self.killed: set[int] = set()
         self.stuck_drains = 0

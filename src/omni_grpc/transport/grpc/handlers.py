@@ -48,19 +48,25 @@ async def unary_response(behavior: Behavior, request: Any, context: Any) -> Any:
     return await behavior(request, context)
 
 
-async def stream_responses(
-    behavior: Behavior, request: Any, context: Any
-) -> AsyncGenerator[Any, None]:
+def stream_responses(behavior: Behavior, request: Any, context: Any) -> AsyncGenerator[Any, None]:
     """The responses a streaming behavior yields or returns. A coroutine sends
     its own through ``context.write`` (so a wrapper passes a counting context
     to see them) and yields nothing here. The request is not held once handed
-    to an async behavior (``released_request``: it may be megabytes)."""
+    to an async behavior (``released_request``: it may be megabytes).
+
+    An async generator behavior's own generator is returned as it is, not
+    wrapped in one more: each layer of async generators costs every event of
+    a stream a resumption (three interceptors called this per Run event)."""
     if inspect.isasyncgenfunction(behavior):
-        responses = behavior(request, context)
-        del request
-        async for response in responses:
-            yield response
-        return
+        responses: AsyncGenerator[Any, None] = behavior(request, context)
+        return responses
+    return _other_responses(behavior, request, context)
+
+
+async def _other_responses(
+    behavior: Behavior, request: Any, context: Any
+) -> AsyncGenerator[Any, None]:
+    """``stream_responses`` of a coroutine or a plain function."""
     if not is_sync(behavior):
         done = behavior(request, context)
         del request

@@ -82,6 +82,18 @@ def _max_attempts(metadata: Any) -> int | None:
     return None
 
 
+_SERVICE = pb.DESCRIPTOR.services_by_name["AgentService"].full_name
+_RUN, _ATTACH = f"/{_SERVICE}/Run", f"/{_SERVICE}/Attach"
+
+
+def _event(response: StreamEvent | pb.RunResponse | pb.AttachResponse) -> StreamEvent:
+    """A streamed response as an event (the calls above read them as events
+    already; a call made with the generated stub gives messages)."""
+    if isinstance(response, StreamEvent):
+        return response
+    return StreamEvent.from_response(response)
+
+
 class RunStream:
     """The events of one Run call. ``session_id`` is known once the server answers."""
 
@@ -107,7 +119,7 @@ class RunStream:
         held: StreamEvent | None = None
         try:
             async for response in self._call:
-                event = StreamEvent.from_response(response)
+                event = _event(response)
                 if self.session_id is None:
                     self._read_metadata(await self._call.initial_metadata())
                 self.session_id = event.session_id
@@ -183,6 +195,18 @@ class AgentClient:
             (("authorization", f"Bearer {token}"),) if token else ()
         )
         self._stub = agent_service_pb2_grpc.AgentServiceStub(self._channel)
+        # Run and Attach read each response into a StreamEvent straight from
+        # its bytes, keeping the message's own (``StreamEvent.wire``).
+        self._run = self._channel.unary_stream(
+            _RUN,
+            request_serializer=pb.RunRequest.SerializeToString,
+            response_deserializer=StreamEvent.from_bytes,
+        )
+        self._attach = self._channel.unary_stream(
+            _ATTACH,
+            request_serializer=pb.AttachRequest.SerializeToString,
+            response_deserializer=StreamEvent.from_bytes,
+        )
         # The engine's attempts per model request, from the last Attach's
         # initial metadata (a Run's is on its RunStream).
         self.max_attempts: int | None = None
@@ -235,7 +259,7 @@ class AgentClient:
             struct.update(dict(metadata))
             request.metadata.CopyFrom(struct)
         return RunStream(
-            self._stub.Run(request, metadata=outgoing_metadata(self._metadata), timeout=timeout)
+            self._run(request, metadata=outgoing_metadata(self._metadata), timeout=timeout)
         )
 
     async def attach(
@@ -251,11 +275,11 @@ class AgentClient:
         request = pb.AttachRequest(
             session_id=session_id, after_event_id=after_event_id or "", include_json=include_json
         )
-        call = self._stub.Attach(request, metadata=outgoing_metadata(self._metadata))
+        call = self._attach(request, metadata=outgoing_metadata(self._metadata))
         first = True
         try:
             async for response in call:
-                event = StreamEvent.from_response(response)
+                event = _event(response)
                 if first:
                     first = False
                     self.max_attempts = _max_attempts(await call.initial_metadata())

@@ -17,6 +17,10 @@ class StreamEvent:
     # The server's exact reference JSON of the event, when the call asked for
     # it (include_json); empty otherwise.
     json: str = ""
+    # The message's (or server event's) protobuf bytes exactly as the server
+    # sent them (``from_bytes``): a relay passes them on without serializing
+    # the message again. None when the response was decoded whole.
+    wire: bytes | None = None
 
     @classmethod
     def from_response(cls, response: pb.RunResponse | pb.AttachResponse) -> StreamEvent:
@@ -28,6 +32,31 @@ class StreamEvent:
             server_event=response.event if kind == "event" else None,
             json=response.json,
         )
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> StreamEvent:
+        """A RunResponse's or AttachResponse's bytes (the two have the same
+        fields): the envelope read here, the message or server event parsed
+        from its own bytes, which the event keeps (``wire``). Anything but the
+        plain form (a field twice, a wire type the schema does not give these
+        fields) is decoded whole by protobuf, as ``from_response``."""
+        fields = _envelope(data)
+        if fields is None:
+            return cls.from_response(pb.RunResponse.FromString(data))
+        event_id, message, server_event, session_id, json = fields
+        try:
+            return cls(
+                event_id=event_id.decode(),
+                session_id=session_id.decode(),
+                message=None if message is None else omni_pb2.OmniMessage.FromString(message),
+                server_event=(
+                    None if server_event is None else pb.ServerEvent.FromString(server_event)
+                ),
+                json=json.decode(),
+                wire=message if message is not None else server_event,
+            )
+        except UnicodeDecodeError:  # protobuf's own error for it, as a whole decode gives
+            return cls.from_response(pb.RunResponse.FromString(data))
 
     @property
     def kind(self) -> str:
@@ -59,3 +88,45 @@ class StreamEvent:
         if self.server_event is not None:
             return serialize_server_event(self.server_event)
         return b"{}"
+
+
+_EMPTY = b""
+# RunResponse / AttachResponse: event_id 1, message 2 | event 3, session_id 4,
+# json 5, each length-delimited (wire type 2): their tags.
+_TAGS = {0x0A: 0, 0x12: 1, 0x1A: 2, 0x22: 3, 0x2A: 4}
+
+
+def _envelope(
+    data: bytes,
+) -> tuple[bytes, bytes | None, bytes | None, bytes, bytes] | None:
+    """The five fields' bytes (message / event None when absent); None when
+    the response is not in the plain form (see ``StreamEvent.from_bytes``)."""
+    found: list[bytes | None] = [None, None, None, None, None]
+    pos, end = 0, len(data)
+    while pos < end:
+        index = _TAGS.get(data[pos])
+        if index is None or found[index] is not None or pos + 1 >= end:
+            return None
+        length = data[pos + 1]
+        pos += 2
+        if length >= 0x80:  # a length of more than one byte (a varint)
+            length &= 0x7F
+            shift = 7
+            while True:
+                if pos >= end or shift > 28:
+                    return None
+                byte = data[pos]
+                pos += 1
+                length |= (byte & 0x7F) << shift
+                if byte < 0x80:
+                    break
+                shift += 7
+        after = pos + length
+        if after > end:
+            return None
+        found[index] = data[pos:after]
+        pos = after
+    event_id, message, event, session_id, json = found
+    if message is not None and event is not None:
+        return None  # a oneof set twice: protobuf's rule (the last wins) applies
+    return (event_id or _EMPTY, message, event, session_id or _EMPTY, json or _EMPTY)

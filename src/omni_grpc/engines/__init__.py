@@ -7,6 +7,15 @@ from omni_grpc.engines.base import (
     EngineMessage,
     JsonObject,
     RunOptions,
+    WireMessage,
 )
 
-__all__ = ["AbortSignal", "Decision", "Engine", "EngineMessage", "JsonObject", "RunOptions"]
+__all__ = [
+    "AbortSignal",
+    "Decision",
+    "Engine",
+    "EngineMessage",
+    "JsonObject",
+    "RunOptions",
+    "WireMessage",
+]

@@ -2,8 +2,10 @@
 
 It mirrors the reference SDK's ``session.run(newMessages, {signal, approve,
 thinkingLevel})``: an engine receives this run's new user-side messages and
-yields OmniMessages as JSON-shaped dicts (or ``omni_pb2.OmniMessage``). The
-engine owns its history; errors are yielded as messages, never raised.
+yields OmniMessages as JSON-shaped dicts (or ``omni_pb2.OmniMessage``, or a
+``WireMessage``: the message with the wire bytes it arrived as, from an engine
+that relays another server's). The engine owns its history; errors are
+yielded as messages, never raised.
 
 Rules every engine follows (the hub checks none of them, ``omni-grpc validate``
 checks most):
@@ -39,8 +41,22 @@ from omni_grpc.vocabulary import StopReason
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 JsonObject = dict[str, Any]
-# What an engine may yield: a JSON-shaped dict, or the protobuf message.
-EngineMessage = Mapping[str, Any] | omni_pb2.OmniMessage
+
+
+@dataclass(frozen=True, slots=True)
+class WireMessage:
+    """A message and its protobuf wire bytes as they arrived (a relaying
+    engine's, such as ``grpc://``): the hub records and sends those bytes as
+    they are and reads the JSON text from them, where it would otherwise
+    serialize ``message`` again. ``wire`` must be ``message``'s own encoding."""
+
+    message: omni_pb2.OmniMessage
+    wire: bytes
+
+
+# What an engine may yield: a JSON-shaped dict, the protobuf message, or the
+# message with its wire bytes.
+EngineMessage = Mapping[str, Any] | omni_pb2.OmniMessage | WireMessage
 ApproveFn = Callable[[JsonObject], Awaitable[Decision]]
 
 

@@ -1,7 +1,9 @@
 """The ``grpc://HOST:PORT`` engine: another AgentService as this server's engine.
 
 Messages are forwarded as the protobuf the upstream sent, hints included,
-so they reach traces and transports byte for byte. The upstream runs in
+so they reach traces and transports byte for byte: as its very wire bytes
+(``WireMessage``), which the hub records and sends without serializing the
+message again, unless a tool call id had to be renamed here. The upstream runs in
 approval mode ASK: each ``approval_request`` it raises goes to this server's
 approve callback (and so to this server's clients or policy), and the decision
 goes back with ``Approve``. An abort here becomes an ``Abort`` RPC there; the
@@ -28,7 +30,13 @@ import grpc
 from omni_grpc.client import AgentClient, AgentError, RunStream
 from omni_grpc.convert import message_from_dict, message_to_dict
 from omni_grpc.engines.asking import ask
-from omni_grpc.engines.base import ApprovalUnanswered, Decision, EngineMessage, RunOptions
+from omni_grpc.engines.base import (
+    ApprovalUnanswered,
+    Decision,
+    EngineMessage,
+    RunOptions,
+    WireMessage,
+)
 from omni_grpc.engines.call_ids import CallIdRegistry
 from omni_grpc.engines.pairing import Pairings
 from omni_grpc.protocol.open_run import OpenRun
@@ -156,9 +164,13 @@ class _ProxiedRun:
                         echo.pop(0)
                         continue
                     echo.clear()
-                    message = self.call_ids.incoming(message)
-                    self._observe(message)
-                    yield message
+                    relayed = self.call_ids.incoming(message)
+                    self._observe(relayed)
+                    if relayed is message and event.wire is not None:
+                        yield WireMessage(message, event.wire)  # as it arrived
+                    else:
+                        yield relayed  # renamed: its bytes are not the upstream's
+                    del relayed
                 elif event.server_event is not None:
                     await self._on_event(event.server_event)
                 if event.is_task_end:

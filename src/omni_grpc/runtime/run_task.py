@@ -23,6 +23,7 @@ from omni_grpc.engines.base import (
     JsonObject,
     ReadOnlyTools,
     RunOptions,
+    WireMessage,
 )
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.approvals import ApprovalMode
@@ -398,6 +399,16 @@ class RunTasks:
             stream = self.engine.run(engine_input, options)
             try:
                 async for item in stream:
+                    if isinstance(item, WireMessage):
+                        # Relayed: its text is read from the bytes it came
+                        # as, and those are recorded and sent as they are.
+                        relayed = item.message
+                        for closing in guard.before_engine_abort(relayed):
+                            await self._emit(run, message_from_dict(closing))
+                        body = bodies.message_body(relayed, wire=item.wire)
+                        await self._emit(run, relayed, encoded=body)
+                        del item, relayed, body
+                        continue
                     # The engine's own abort, with what it left open closed first.
                     for closing in guard.before_engine_abort(item):
                         await self._emit(run, message_from_dict(closing))

@@ -257,7 +257,10 @@ class RunCall:
         behind the window (it goes on live; what it missed is in history)."""
         last: str | None = None
         missed: EventsMissed | None = None
-        async for event in self._sub:
+        # Read with ``next``, not iterated: one async generator fewer between
+        # the subscriber's queue and the wire, for every event and subscriber.
+        take = self._sub.next
+        while (event := await take()) is not None:
             if is_resync(event) and missed is None:
                 missed = EventsMissed(self.session_id, last, event.event_id)
             last = event.event_id
@@ -294,7 +297,8 @@ class AttachCall:
         """The session's events; a stream that ended without its client
         leaving raises ``SessionDeleted`` when the session was deleted (the
         server stopping ends it plainly)."""
-        async for event in self._sub:
+        take = self._sub.next  # not iterated: as in RunCall.events
+        while (event := await take()) is not None:
             yield event
             del event  # let go once sent, not held while waiting (fanout._iterate)
         try:

@@ -248,30 +248,41 @@ class RunCall:
         self._sub = sub
         self._detach = detach
         self.finished = False
+        self._last: str | None = None
+        self._missed: EventsMissed | None = None
+        # What the call ends with after its task end (raised by the next read).
+        self._after_end: HubError | None = None
+
+    async def next(self) -> HubEvent | None:
+        """The run's next event through its ``task_state idle``, then None.
+        The read after a task end the server caused raises ``RunFailed``,
+        and after the task end of a stream that was cut off behind the window
+        ``EventsMissed`` (it goes on live; what it missed is in history); any
+        read raises ``BackendUnavailable`` when the shared log goes away
+        mid-stream. A transport that sends each event as it reads it loops
+        on this, without an async generator per event (``events`` is one)."""
+        if self.finished:
+            error, self._after_end = self._after_end, None
+            if error is not None:
+                raise error
+            return None
+        event = await self._sub.next()
+        if event is None:
+            return None
+        if self._missed is None and is_resync(event):
+            self._missed = EventsMissed(self.session_id, self._last, event.event_id)
+        self._last = event.event_id
+        if is_task_end(event):
+            self.finished = True
+            if event.failure is not None:
+                self._after_end = RunFailed(event.failure)
+            elif self._missed is not None:
+                self._after_end = self._missed
+        return event
 
     async def events(self) -> AsyncIterator[HubEvent]:
-        """The run's events through its ``task_state idle``; raises
-        ``RunFailed`` after a task end the server caused, and
-        ``BackendUnavailable`` when the shared log goes away mid-stream, and
-        ``EventsMissed`` after the task end of a stream that was cut off
-        behind the window (it goes on live; what it missed is in history)."""
-        last: str | None = None
-        missed: EventsMissed | None = None
-        # Read with ``next``, not iterated: one async generator fewer between
-        # the subscriber's queue and the wire, for every event and subscriber.
-        take = self._sub.next
-        while (event := await take()) is not None:
-            if is_resync(event) and missed is None:
-                missed = EventsMissed(self.session_id, last, event.event_id)
-            last = event.event_id
-            if is_task_end(event):
-                self.finished = True
-                yield event
-                if event.failure is not None:
-                    raise RunFailed(event.failure)
-                if missed is not None:
-                    raise missed
-                return
+        """``next`` as an iterator: the events, then what the call ends with."""
+        while (event := await self.next()) is not None:
             yield event
             del event  # let go once sent, not held while waiting (fanout._iterate)
 
@@ -292,21 +303,31 @@ class AttachCall:
         self.hub = hub
         self.session_id = session_id
         self._sub = sub
+        self._ended = False
 
-    async def events(self) -> AsyncIterator[HubEvent]:
-        """The session's events; a stream that ended without its client
-        leaving raises ``SessionDeleted`` when the session was deleted (the
-        server stopping ends it plainly)."""
-        take = self._sub.next  # not iterated: as in RunCall.events
-        while (event := await take()) is not None:
-            yield event
-            del event  # let go once sent, not held while waiting (fanout._iterate)
+    async def next(self) -> HubEvent | None:
+        """The session's next event; None once the stream has ended. A stream
+        that ended without its client leaving raises ``SessionDeleted`` when
+        the session was deleted (the server stopping ends it plainly)."""
+        if self._ended:
+            return None
+        event = await self._sub.next()
+        if event is not None:
+            return event
+        self._ended = True
         try:
             await self.hub.require_session(self.session_id)
         except SessionNotFound:
             raise SessionDeleted(self.session_id) from None
         except HubError:
             pass  # the shared store went away with the server
+        return None
+
+    async def events(self) -> AsyncIterator[HubEvent]:
+        """``next`` as an iterator."""
+        while (event := await self.next()) is not None:
+            yield event
+            del event  # let go once sent, not held while waiting (fanout._iterate)
 
     async def close(self) -> None:
         self._sub.close()

@@ -336,7 +336,14 @@ class Fanout:
     def overflowing(self) -> list[Subscriber]:
         """The subscribers whose backlog, apart from its newest event, is
         larger than the window (see ``Subscriber.over_window``)."""
-        return [sub for sub in self.subscribers if sub.over_window()]
+        # Read on every write for every subscriber: the two sizes are compared
+        # here, and only a backlog past one of them is looked at closer.
+        count, units = self.limits
+        return [
+            sub
+            for sub in self.subscribers
+            if (len(sub._queue) - 1 > count or sub._bytes > units) and sub.over_window()
+        ]
 
     # ---- room: a writer that waits before it writes --------------------------------
 
@@ -406,7 +413,19 @@ class Fanout:
         if not self.subscribers:
             return False
         extra = self.in_flight()
-        pressing = [s for s in self.subscribers if not s.lagging and s.level(extra) >= HIGH_WATER]
+        # Called after every write for every subscriber: a backlog well below
+        # the high-water mark in both counts is passed over without computing
+        # its level (the margin keeps rounding from ever skipping one at it).
+        count, units = self.limits
+        near_count = HIGH_WATER * count * 0.99 - extra[0]
+        near_units = HIGH_WATER * units * 0.99 - extra[1]
+        pressing = [
+            s
+            for s in self.subscribers
+            if not s.lagging
+            and (len(s._queue) >= near_count or s._bytes >= near_units)
+            and s.level(extra) >= HIGH_WATER
+        ]
         if not pressing:
             return False
         self.pressed_by = max(pressing, key=lambda s: s.level(extra))

@@ -28,9 +28,10 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
             return ((SESSION_HEADER, session_id),)
         return ((SESSION_HEADER, session_id), (MAX_ATTEMPTS_HEADER, str(attempts)))
 
-    async def Run(
-        self, request: pb.RunRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[bytes]:  # RunResponse bytes (see responses.py)
+    async def Run(self, request: pb.RunRequest, context: grpc.aio.ServicerContext) -> None:
+        # Sends with context.write (RunResponse bytes, see responses.py): a
+        # coroutine, not an async generator, so no interceptor wraps each
+        # event in a generator of its own (transport/grpc/handlers.py).
         with_json = request.include_json
         try:
             call = await self.calls.run(request)
@@ -41,10 +42,11 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
         del request
         try:
             await context.send_initial_metadata(self._metadata(call.session_id))
+            session_id, write, take = call.session_id, context.write, call.next
             try:
-                async for event in call.events():
+                while (event := await take()) is not None:
                     # Encoded once per event for all its subscribers.
-                    yield response_bytes(event, call.session_id, with_json=with_json)
+                    await write(response_bytes(event, session_id, with_json=with_json))
                     # Not held while waiting for the next event: a large one and
                     # its response are let go once sent.
                     del event
@@ -54,18 +56,19 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
             # Cancellation reaches the work unless the caller asked to detach.
             await call.close()
 
-    async def Attach(
-        self, request: pb.AttachRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[bytes]:  # AttachResponse bytes
+    async def Attach(self, request: pb.AttachRequest, context: grpc.aio.ServicerContext) -> None:
+        # AttachResponse bytes, sent as in Run.
         try:
             call = await self.calls.attach(request)
         except HubError as exc:
             await abort_with(context, exc)
         try:
             await context.send_initial_metadata(self._metadata(call.session_id))
+            session_id, write, take = call.session_id, context.write, call.next
+            with_json = request.include_json
             try:
-                async for event in call.events():
-                    yield response_bytes(event, call.session_id, with_json=request.include_json)
+                while (event := await take()) is not None:
+                    await write(response_bytes(event, session_id, with_json=with_json))
                     del event  # as in Run
             except HubError as exc:  # deleted, or the shared log gone mid-stream
                 await abort_with(context, exc)

@@ -49,6 +49,7 @@ from omni_grpc.message_size import GRPC_MAX_MESSAGE_BYTES
 from omni_grpc.runtime.agent_service import AgentCalls, AttachCall, RunCall, response_bytes
 from omni_grpc.runtime.errors import HubError
 from omni_grpc.runtime.interface import HubEvent, Runtime
+from omni_grpc.transport import large_json
 from omni_grpc.transport.connect import protojson
 from omni_grpc.transport.connect.envelope import (
     COMPRESSED,
@@ -575,11 +576,9 @@ async def _decode(body: bytes, request_type: type[_Req], codec: Codec) -> _Req:
             # json_format.Parse without its cost on long strings; unknown
             # fields are ignored, as protobuf's binary form and connect-go's
             # JSON codec ignore them.
-            text = body.decode("utf-8")
-            if large:
-                await anyio.lowlevel.checkpoint()
-            tree = protojson.load(text)
-            del text  # the tree holds its own strings
+            # A large body is decoded and parsed in another process (one
+            # parse holds the GIL, transport/large_json.py).
+            tree = await large_json.loads(body, protojson.load_bytes)
             if large:
                 await anyio.lowlevel.checkpoint()
             protojson.fill(tree, request)

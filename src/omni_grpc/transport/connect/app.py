@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 import orjson
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
@@ -504,7 +505,12 @@ async def _chunks(receive: Receive, room: int, limit: int) -> AsyncIterator[byte
 
 
 async def _read_body(receive: Receive, room: int, limit: int) -> bytes:
-    return b"".join([chunk async for chunk in _chunks(receive, room, limit)])
+    chunks = [chunk async for chunk in _chunks(receive, room, limit)]
+    if sum(map(len, chunks)) < LARGE_MESSAGE_BYTES:
+        return b"".join(chunks)
+    # bytes.join copies a result of 1 MiB or more without the GIL: in a
+    # thread, the copy of a large body holds no other client up.
+    return await anyio.to_thread.run_sync(b"".join, chunks)
 
 
 async def _read_envelope(receive: Receive, wire: Wire, limit: int) -> Envelope:

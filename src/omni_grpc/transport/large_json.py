@@ -23,6 +23,7 @@ import asyncio
 import logging
 import os
 import pickle
+import signal
 import struct
 import subprocess
 import sys
@@ -76,6 +77,9 @@ def _write_all(stream: IO[bytes], data: bytes | bytearray | memoryview) -> None:
 
 def _serve() -> None:
     """The worker: parse what comes on stdin until it closes."""
+    # A terminal's Ctrl-C goes to the whole process group: the server
+    # stops, and the worker with it once its stdin closes.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while True:
         try:

@@ -40,7 +40,10 @@ def kind(data: bytes) -> str:
 
 
 async def test_a_run_renewed_late_is_kept_not_fenced_by_its_own_sweep(
-    redis_server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    redis_server: RedisServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     prefix = f"late-{tmp_path.name}:"
     backend = redis_backend(redis_server.url, prefix=prefix, owner_loss_timeout=1.0)
@@ -99,6 +102,10 @@ async def test_a_run_renewed_late_is_kept_not_fenced_by_its_own_sweep(
                 break
         assert "abort" not in kinds, kinds
         assert "tool_call_output" in kinds, kinds
+        # The replica's log says its renewals lapsed (the one sign of why
+        # another replica might take its runs over); logged by the keeper's
+        # thread once that round's answer is in, before the run went on.
+        assert "run lease renewals lapsed for" in caplog.text
     finally:
         go_on.set()
         await hub.shutdown()

@@ -207,6 +207,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "--max-message-bytes", type=int32, default=GRPC_MAX_MESSAGE_BYTES, help="bytes"
     )
+    parser.add_argument(
+        "--grpc-compressed-requests",
+        action="store_true",
+        help="accept gzip/deflate request messages on the gRPC port (grpcio inflates them"
+        " on the event loop, so one bomb stalls every client; refused by default)",
+    )
     parser.add_argument("--keepalive-time-ms", type=int32, default=30_000)
     parser.add_argument("--keepalive-timeout-ms", type=int32, default=10_000)
     parser.add_argument(
@@ -385,6 +391,7 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
         max_connections=args.max_connections,
         handshake_timeout_ms=max(1, int(args.header_timeout * 1000)),
         idle_timeout_ms=max(1, int(args.grpc_idle_timeout * 1000)),
+        compressed_requests=args.grpc_compressed_requests,
     )
     return ServerConfig(
         engine=args.engine,

@@ -343,8 +343,14 @@ class Recovery:
         grace = max(self.backend.leases.ttl - interval, interval)
         seen: dict[str, tuple[int, float]] = {}  # session -> (beat, seen since)
         while True:
+            slept = time.monotonic()
             await asyncio.sleep(interval)
             sent = time.monotonic()
+            if sent - slept - interval > grace:
+                # This replica's own loop ran late by more than the grace (a
+                # starved machine): it judges no other replica late on what
+                # it saw before, but watches again (damping take-overs).
+                seen.clear()
             try:
                 runs = await self.backend.leases.open_runs()
             except BackendUnavailable:
@@ -404,6 +410,11 @@ class Recovery:
             await self.close_orphan(session_id, beat)
         except BackendUnavailable:
             pass  # the next sweep finds it again, if it is still orphaned
+        except Fenced:
+            # This close's lease lapsed and another replica's sweep took the
+            # run over: that replica's close ends the run, not a retry here.
+            log.warning("session %s: the run was taken over from this close", session_id)
+            self._backoff.pop(session_id, None)
         except Exception:
             log.exception("closing the orphaned run of %s failed", session_id)
             delay = min(CLOSE_BACKOFF_MAX, (self.backend.sweep_interval or 1.0) * 2**tries)

@@ -370,6 +370,19 @@ class LeaseKeeper:
                 log.exception("renewing the run leases failed")
                 continue
             lost = self._settle(kept, renewed)
+            # Since the last answered round was sent: past the TTL, the
+            # leases ran out in the backend before this answer renewed them.
+            gap = time.monotonic() - self.answered_at
+            if gap > self._leases.ttl:
+                # The leases may have run out in the backend meanwhile (this
+                # thread was not scheduled, or the backend did not answer):
+                # the one sign in this replica's log of why a sweep elsewhere
+                # may take its runs over.
+                log.warning(
+                    "run lease renewals lapsed for %.1f s (the lease lasts %.1f s): "
+                    "%d leases renewed late",
+                    gap, self._leases.ttl, len(kept),
+                )  # fmt: skip
             self.answered_at = max(self.answered_at, sent)
             self.rounds += 1
             self._to_loop(functools.partial(self._after_round, lost))

@@ -35,6 +35,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
+from omni_grpc.transport import large_json
+
 # Methods whose answer is a stream: as a notification there is no one to stream to.
 _STREAMING = frozenset(
     {"SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"}
@@ -85,8 +87,8 @@ class JsonRpcEndpoint:
     async def handle(self, request: Request) -> Response:
         body = await request.body()
         try:
-            parsed: Any = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
+            parsed: Any = await large_json.loads(body)  # large: in another process
+        except ValueError as exc:
             return JSONResponse(build_error_response(None, JSONParseError(message=str(exc))))
         # Starlette caches the decoded body here; the dispatcher's request.json()
         # then returns this value instead of decoding the body again.

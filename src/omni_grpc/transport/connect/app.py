@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 import orjson
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
@@ -49,6 +50,7 @@ from omni_grpc.message_size import GRPC_MAX_MESSAGE_BYTES
 from omni_grpc.runtime.agent_service import AgentCalls, AttachCall, RunCall, response_bytes
 from omni_grpc.runtime.errors import HubError
 from omni_grpc.runtime.interface import HubEvent, Runtime
+from omni_grpc.transport import large_json
 from omni_grpc.transport.connect import protojson
 from omni_grpc.transport.connect.envelope import (
     COMPRESSED,
@@ -503,7 +505,12 @@ async def _chunks(receive: Receive, room: int, limit: int) -> AsyncIterator[byte
 
 
 async def _read_body(receive: Receive, room: int, limit: int) -> bytes:
-    return b"".join([chunk async for chunk in _chunks(receive, room, limit)])
+    chunks = [chunk async for chunk in _chunks(receive, room, limit)]
+    if sum(map(len, chunks)) < LARGE_MESSAGE_BYTES:
+        return b"".join(chunks)
+    # bytes.join copies a result of 1 MiB or more without the GIL: in a
+    # thread, the copy of a large body holds no other client up.
+    return await anyio.to_thread.run_sync(b"".join, chunks)
 
 
 async def _read_envelope(receive: Receive, wire: Wire, limit: int) -> Envelope:
@@ -575,11 +582,9 @@ async def _decode(body: bytes, request_type: type[_Req], codec: Codec) -> _Req:
             # json_format.Parse without its cost on long strings; unknown
             # fields are ignored, as protobuf's binary form and connect-go's
             # JSON codec ignore them.
-            text = body.decode("utf-8")
-            if large:
-                await anyio.lowlevel.checkpoint()
-            tree = protojson.load(text)
-            del text  # the tree holds its own strings
+            # A large body is decoded and parsed in another process (one
+            # parse holds the GIL, transport/large_json.py).
+            tree = await large_json.loads(body, protojson.load_bytes)
             if large:
                 await anyio.lowlevel.checkpoint()
             protojson.fill(tree, request)

@@ -50,6 +50,12 @@ def load(text: str) -> Any:
         raise json_format.ParseError(f"Failed to load JSON: {exc}.") from exc
 
 
+def load_bytes(body: bytes | bytearray) -> Any:
+    """``load`` of a UTF-8 body (a top-level function: large bodies are
+    parsed in another process, transport/large_json.py)."""
+    return load(bytes(body).decode("utf-8"))
+
+
 def fill(tree: Any, message: Message, long_string: int = LONG_STRING) -> None:
     """``json_format.ParseDict(tree, message, ignore_unknown_fields=True)``,
     with long strings set aside and set afterwards."""

@@ -50,6 +50,12 @@ class GrpcConfig:
     handshake_timeout_ms: int = 20_000
     # A connection with no call for this long gets GOAWAY (clients reconnect).
     idle_timeout_ms: int = 300_000
+    # Compressed (gzip, deflate) request messages. grpcio inflates a message
+    # whole, on the thread that runs the event loop, before it checks the
+    # message limit: a 200 KB gzip bomb held every client of the process for
+    # seconds (#40). Off, such a request is refused UNIMPLEMENTED before it is
+    # inflated; responses are never compressed either way.
+    compressed_requests: bool = False
 
     def channel_options(self) -> list[tuple[str, int]]:
         return [
@@ -68,6 +74,11 @@ class GrpcConfig:
             # second server on a taken port would bind silently and split the
             # sessions between two processes. A taken port must be an error.
             ("grpc.so_reuseport", 0),
+            # Bit 0 is identity (always on), bit 1 deflate, bit 2 gzip.
+            (
+                "grpc.compression_enabled_algorithms_bitset",
+                0b111 if self.compressed_requests else 0b001,
+            ),
         ]
 
 

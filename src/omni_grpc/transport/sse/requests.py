@@ -5,19 +5,19 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import orjson
 from starlette.requests import Request
 
 from omni_grpc import protocol
 from omni_grpc.convert import message_from_dict
 from omni_grpc.message_size import HTTP_MAX_BODY_BYTES
 from omni_grpc.runtime.errors import ErrorCode
+from omni_grpc.transport import large_json
 from omni_grpc.transport.sse.errors import ApiError, HttpRefusal
 from omni_grpc.vocabulary import REFERENCE_ASK, ApprovalMode, Decision, ThinkingLevel
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 DEFAULT_MAX_BODY_BYTES = HTTP_MAX_BODY_BYTES
-LARGE_BODY_BYTES = 1 << 20
+LARGE_BODY_BYTES = large_json.LARGE_BODY_BYTES
 THINKING_LEVELS = tuple(ThinkingLevel)
 
 
@@ -44,12 +44,13 @@ async def read_json(request: Request, limit: int, *, required: bool = True) -> d
             raise ApiError(ErrorCode.INVALID_REQUEST, "the request needs a JSON body")
         return {}
     try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
+        # A large body is parsed in another process: one parse holds the GIL.
+        parsed = await large_json.loads(body)
+    except ValueError as exc:  # (orjson.JSONDecodeError is one)
         raise ApiError(HttpRefusal.INVALID_JSON, f"request body is not valid JSON: {exc}") from exc
     if len(body) >= LARGE_BODY_BYTES:
-        # The parse was one long turn of the loop; what the route does with
-        # the body (converting its messages) gets a turn of its own.
+        # What the route does with the body (converting its messages) gets
+        # a turn of its own.
         del body
         await asyncio.sleep(0)
     if not isinstance(parsed, dict):

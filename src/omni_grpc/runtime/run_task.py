@@ -236,8 +236,10 @@ class RunTasks:
             if not unrecorded:
                 try:
                     if await self.recorder.append(run, msg, body.data):
-                        await self.recorder.count(run)
+                        # Numbered once recorded, whether or not the count
+                        # below reaches the backend (the end counts again).
                         body = self.recorder.numbered(run, body)
+                        await self.recorder.count(run)
                 except Fenced:
                     if run.lost:
                         unrecorded = []  # taken over: the taker closes the trace

@@ -2,8 +2,9 @@
 health of the trace storage.
 
 Every record a run writes passes ``append``: the lease is checked first (a
-fenced replica writes nothing), and on a shared backend again by the trace's
-own lock (``TraceWriter``'s fence), a record past the readers' line limit stops
+fenced replica writes nothing), and on a shared backend its record number by
+the trace's own lock (``TraceWriter``: refused unless the trace holds the
+records before it), a record past the readers' line limit stops
 the run instead of being silently lost, and a disk that refuses it marks the
 storage unhealthy until a probe succeeds again.
 """
@@ -24,7 +25,13 @@ from omni_grpc import protocol
 from omni_grpc.engines.base import DescribesSession, Engine, JsonObject
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.backend import Backend
-from omni_grpc.runtime.errors import BackendUnavailable, Fenced, StorageUnavailable
+from omni_grpc.runtime.errors import (
+    BackendUnavailable,
+    Fenced,
+    RecordOutOfOrder,
+    StorageUnavailable,
+)
+from omni_grpc.runtime.events import EventBody
 from omni_grpc.runtime.health import STORAGE, HealthState, RunFailure, storage_failure
 from omni_grpc.runtime.run import Run
 from omni_grpc.runtime.session_index import SessionRecord
@@ -63,9 +70,10 @@ class Recorder:
         self.health = health
         # The longest record the trace readers accept; longer ones stop the run.
         self.max_record_bytes = DEFAULT_MAX_LINE_BYTES
-        # Per session whose run the trace refused to close: the closing messages
-        # its clients were sent, recorded byte for byte before the next run.
-        self.owed: dict[str, list[omni_pb2.OmniMessage]] = {}
+        # The sessions whose run's close the trace refused (its clients were
+        # sent it, numbered as the trace will number it): recorded from the log
+        # before the next run (``Recovery.close_unrecorded``), or at shutdown.
+        self.unclosed: set[str] = set()
         self._probe: asyncio.Task[None] | None = None
         self._stopped = False
         # The threads trace appends run on (``append``), apart from the
@@ -105,18 +113,20 @@ class Recorder:
                     f"record limit ({self.max_record_bytes} bytes); the run was stopped",
                 )
             )
-        # On a shared backend the file system checks the token too, in the
-        # append's own lock: a take-over between the check above and the
-        # write cannot let this record in after its close.
-        fence = run.lease.token if self.backend.shared else None
+        # On a shared backend the file system checks the record's number, in
+        # the append's own lock: a take-over between the check above and the
+        # write (whose close numbered past this run's records) cannot let this
+        # record in after its close.
+        number = run.record.message_count + 1 if self.backend.shared else None
         writing = asyncio.get_running_loop().run_in_executor(
-            self._writes, functools.partial(self.traces.append, run.record, msg, line, fence=fence)
+            self._writes,
+            functools.partial(self.traces.append, run.record, msg, line, number=number),
         )
         try:
             written = await _uncancelled(writing)
         except StaleWriter as exc:
             run.lost = True
-            raise Fenced(run.session_id, run.lease.token) from exc
+            raise RecordOutOfOrder(run.session_id, exc.number, exc.held) from exc
         except OSError as exc:
             raise TraceRejected(self.storage_failed(exc)) from exc
         if written:
@@ -125,6 +135,12 @@ class Recorder:
                 run.record, message_count=run.record.message_count + 1, updated_at=utc_now()
             )
         return written
+
+    def numbered(self, run: Run, body: EventBody) -> EventBody:
+        """``body`` with the record number the trace just gave it (the run's
+        count, its appends awaited one at a time): the log refuses it unless
+        it follows the log's last, so trace and log are one journal."""
+        return replace(body, record=run.record.message_count)
 
     async def record(self, run: Run, msg: omni_pb2.OmniMessage, data: bytes | None = None) -> None:
         """Appends one record to the trace, then counts it in the index."""

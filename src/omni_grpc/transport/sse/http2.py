@@ -45,6 +45,7 @@ import h2.errors
 import h2.events
 import h2.exceptions
 import h2.settings
+import hyperframe.frame
 from starlette.types import ASGIApp, Message, Scope
 
 from omni_grpc.transport.sse.http_limits import BODY_TIMEOUT_BODY, HttpLimits, answer_body
@@ -91,6 +92,9 @@ class _Stream:
         self.window = asyncio.Event()  # the send window opened
         self.deadline: asyncio.TimerHandle | None = None
         self.task: asyncio.Task[None] | None = None
+        # The response said Connection: close: GOAWAY once it is sent (not
+        # before its HEADERS: some clients, h2's own, drop frames after GOAWAY).
+        self.close_after = False
 
     def cancel_deadline(self) -> None:
         if self.deadline is not None:
@@ -144,7 +148,6 @@ class H2Protocol(asyncio.Protocol):
         self._closing = False  # GOAWAY sent: finish the open streams, then close
         self._writable = asyncio.Event()
         self._writable.set()
-        self.idle = False
 
     # -- the hand-off -------------------------------------------------------
 
@@ -202,7 +205,6 @@ class H2Protocol(asyncio.Protocol):
         return None
 
     def data_received(self, data: bytes) -> None:
-        self.idle = False
         try:
             events = self.conn.receive_data(data)
         except h2.exceptions.ProtocolError as exc:
@@ -307,6 +309,10 @@ class H2Protocol(asyncio.Protocol):
             "state": self.app_state.copy(),
         }
         stream = self._open_stream(stream_id, scope, remote_ended=ended, run=False)
+        if self._closing:  # opened after our GOAWAY: the client retries it elsewhere
+            self._reset(stream, h2.errors.ErrorCodes.REFUSED_STREAM)
+            self._maybe_finished(stream)
+            return
         if size > MAX_HEADER_LIST:
             self._refuse(stream, 431, TOO_LARGE_BODY)
             return
@@ -427,7 +433,7 @@ class H2Protocol(asyncio.Protocol):
                 name = bytes(name).lower()
                 if name in _CONNECTION_HEADERS:
                     if name == b"connection" and b"close" in bytes(value).lower():
-                        self._go_away()
+                        stream.close_after = True
                     continue
                 headers.append((name, bytes(value)))
             stream.headers = headers
@@ -493,6 +499,8 @@ class H2Protocol(asyncio.Protocol):
     def _complete(self, stream: _Stream) -> None:
         stream.response_complete = True
         stream.wake.set()
+        if stream.close_after:
+            self._go_away()
         self._maybe_finished(stream)
 
     # -- flow control, resets, the end of streams and of the connection ------
@@ -539,28 +547,37 @@ class H2Protocol(asyncio.Protocol):
             if self._closing:
                 self._close_if_done()
             elif not self.transport.is_closing():
-                self.idle = True
                 self._arm(self.limits.idle_timeout, "idle")
 
     def _go_away(self) -> None:
+        """Tells the client to open no more streams here; the open ones finish.
+
+        h2's ``close_connection`` sends GOAWAY but then refuses every frame
+        after it, so the open streams could not finish: the frame is written
+        here beside its state machine, which stays open for them."""
         if self._closing or self.transport.is_closing():
             return
         self._closing = True
-        with contextlib.suppress(h2.exceptions.ProtocolError):
-            self.conn.close_connection()
         self._flush()
+        frame = hyperframe.frame.GoAwayFrame(0)
+        frame.last_stream_id = self.conn.highest_inbound_stream_id
+        frame.error_code = h2.errors.ErrorCodes.NO_ERROR
+        self.transport.write(frame.serialize())
 
     def _close_if_done(self) -> None:
         if not self.streams and not self.transport.is_closing():
+            with contextlib.suppress(h2.exceptions.ProtocolError):
+                self.conn.close_connection(last_stream_id=self.conn.highest_inbound_stream_id)
             self._flush()
             self._cancel_deadline()
             self.transport.close()
 
     def close_if_idle(self) -> bool:
         """Gives the place of an idle connection to a new one (the cap)."""
-        if not self.idle or self.streams or self.transport.is_closing():
+        # Idle: no open stream and no request begun since the last one ended
+        # (SETTINGS, PING or WINDOW_UPDATE frames do not make it busy).
+        if self._deadline_kind != "idle" or self.streams or self.transport.is_closing():
             return False
-        self.idle = False
         self._go_away()
         self._close_if_done()
         return True
@@ -593,7 +610,6 @@ class H2Protocol(asyncio.Protocol):
         self._deadline_kind = ""
         if self.streams or self.transport.is_closing():
             return
-        self.idle = False
         self._go_away()
         self._close_if_done()
 

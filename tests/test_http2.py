@@ -178,6 +178,7 @@ async def test_upgrade_h2c_switches_a_bodyless_request_and_answers_others_on_h1(
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
         client = RawH2(reader, writer)
         settings = client.conn.initiate_upgrade_connection()
+        assert settings is not None
         writer.write(
             b"GET /up HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: Upgrade, HTTP2-Settings\r\n"
             b"upgrade: h2c\r\nhttp2-settings: " + settings + b"\r\n\r\n"
@@ -329,7 +330,7 @@ async def test_connection_cap_counts_h2_connections_and_reclaims_idle_ones() -> 
         for client in (first, second):  # both served, then idle
             sid = client.request("/one")
             await client.flush()
-            await client.until(lambda c=client, s=sid: c.response(s) is not None)  # type: ignore[misc]
+            await client.until(lambda c=client, s=sid: c.response(s) is not None)
         third = await RawH2.open(server.port)
         sid = third.request("/three")
         await third.flush()

@@ -25,6 +25,7 @@ import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from omni_grpc.transport.sse.connections import LimitedH11Protocol
+from omni_grpc.transport.sse.http2 import H2Protocol
 from omni_grpc.transport.sse.http_limits import HttpLimits
 
 
@@ -144,6 +145,13 @@ class HttpServer:
             if sock is not None:
                 sockets.append(sock)
         return sockets
+
+    def connection_versions(self) -> list[str]:
+        """The HTTP version each open client connection speaks ("1.1", "2")."""
+        return [
+            "2" if isinstance(connection, H2Protocol) else "1.1"
+            for connection in self._server.server_state.connections
+        ]
 
     async def stop(self) -> None:
         self._stopping = True

@@ -280,6 +280,7 @@ class H2Protocol(asyncio.Protocol):
         method = path = b""
         authority = None
         plain: list[tuple[bytes, bytes]] = []
+        cookies: list[bytes] = []
         for name, value in headers:
             if name == b":method":
                 method = value
@@ -287,8 +288,14 @@ class H2Protocol(asyncio.Protocol):
                 path = value
             elif name == b":authority":
                 authority = value
+            elif name == b"cookie":
+                cookies.append(value)
             elif not name.startswith(b":"):
                 plain.append((name, value))
+        if cookies:
+            # HTTP/2 may split Cookie into one field per crumb; the apps read
+            # one header, as HTTP/1.1 sends it (RFC 9113, 8.2.3).
+            plain.append((b"cookie", b"; ".join(cookies)))
         if authority is not None and not any(name == b"host" for name, _ in plain):
             # The apps (and their Host checks) read Host, as HTTP/1.1 sends it.
             plain.insert(0, (b"host", authority))

@@ -30,7 +30,7 @@ SERVICE = "omni.v1.AgentService"
 class Served:
     server: OmniServer
     grpc_target: str
-    base_url: str  # http://127.0.0.1:PORT
+    base_url: str  # http://127.0.0.1:PORT (https:// with tls)
 
     def url(self, method: str) -> str:
         return f"{self.base_url}/{SERVICE}/{method}"
@@ -49,7 +49,13 @@ async def serving(
     engine: str = "demo",
     engine_options: dict[str, str] | None = None,
     buffer_events: int = 10_000,
+    tls: Path | None = None,
 ) -> AsyncIterator[Served]:
+    """``tls``: a ``certs`` directory; the HTTP port then serves HTTPS with its
+    server.pem/server.key (HTTP/2 by ALPN)."""
+    cert = key = None
+    if tls is not None:
+        cert, key = tls / "server.pem", tls / "server.key"
     config = ServerConfig(
         engine=engine,
         engine_options=engine_options or {},
@@ -59,7 +65,14 @@ async def serving(
         grpc=GrpcConfig(
             host="127.0.0.1", port=0, auth_token=token, max_message_bytes=max_message_bytes
         ),
-        http=SseConfig(host="127.0.0.1", port=0, auth_token=token, cors_origins=cors_origins),
+        http=SseConfig(
+            host="127.0.0.1",
+            port=0,
+            auth_token=token,
+            cors_origins=cors_origins,
+            tls_cert=cert,
+            tls_key=key,
+        ),
         shutdown_grace=1.0,
         buffer_events=buffer_events,
         limits=limits or Limits(),

@@ -164,6 +164,14 @@ CASES = [
         ["--mib", "0.25", "--readers", "2", "--rounds", "1"],
         [rf"\| this tree(?: \| {NUMBER} \({NUMBER}-{NUMBER}\)){{3}} \| {NUMBER}x \|"],
     ),
+    (
+        "http2.py",  # this server's stack only: the others are not dependencies
+        ["--stacks", "uvicorn-h11+h2", "--requests", "10", "--runs", "2"],
+        [
+            rf"uvicorn-h11\+h2\s+no\s+sse h2\s+{NUMBER}\s+{NUMBER}x",
+            rf"uvicorn-h11\+h2\s+yes\s+unary h2\s+{NUMBER}\s+{NUMBER}x",
+        ],
+    ),
     # Needs redis-server and half a minute of owner-loss waits: its imports only.
     ("scale_out.py", ["--help"], [r"--rounds ROUNDS"]),
 ]

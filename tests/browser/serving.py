@@ -20,10 +20,16 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 @asynccontextmanager
 async def page_server(
-    tmp_path: Path, engine: Engine | None = None, port: int = 0
+    tmp_path: Path, engine: Engine | None = None, port: int = 0, tls: Path | None = None
 ) -> AsyncIterator[tuple[Hub, str]]:
+    """``tls``: a ``certs`` directory: HTTPS with its server.pem and server.key."""
     hub = Hub(engine or DemoEngine(pacing=0.03), tmp_path / "data")
-    server = HttpServer(create_app(hub, token=TOKEN), port=port)
+    server = HttpServer(
+        create_app(hub, token=TOKEN),
+        port=port,
+        tls_cert=tls / "server.pem" if tls else None,
+        tls_key=tls / "server.key" if tls else None,
+    )
     await server.start()
     try:
         yield hub, server.url

@@ -114,7 +114,8 @@ class Browser:
 
 
 @asynccontextmanager
-async def chromium() -> AsyncIterator[Browser]:
+async def chromium(args: tuple[str, ...] = ()) -> AsyncIterator[Browser]:
+    """``args``: Chromium flags beside the usual ones (a certificate to trust)."""
     binary, driver = find_toolchain()
     port = _free_port()
     profile = tempfile.mkdtemp(prefix="omni-chromium-")
@@ -139,7 +140,7 @@ async def chromium() -> AsyncIterator[Browser]:
                 "browserName": "chrome",
                 "goog:chromeOptions": {
                     "binary": binary,
-                    "args": [*CHROMIUM_ARGS, f"--user-data-dir={profile}"],
+                    "args": [*CHROMIUM_ARGS, *args, f"--user-data-dir={profile}"],
                 },
                 # Keeps the console's entries for Browser.console().
                 "goog:loggingPrefs": {"browser": "ALL"},

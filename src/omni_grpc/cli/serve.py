@@ -30,7 +30,7 @@ from omni_grpc.runtime.limits import OVERLOAD_MIN_RUNS, Limits
 from omni_grpc.server import OmniServer, ServerConfig, TransportStartError, build_server
 from omni_grpc.transport.a2a import A2aConfig
 from omni_grpc.transport.grpc import GrpcConfig, GrpcTransport
-from omni_grpc.transport.sse.connections import (
+from omni_grpc.transport.sse.http_limits import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
@@ -196,7 +196,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--sse-heartbeat", type=checks.seconds, default=20.0, help="seconds, 0 disables"
     )
     parser.add_argument(
-        "--tls-cert", type=checks.readable_file, help="PEM certificate chain (enables TLS)"
+        "--tls-cert",
+        type=checks.readable_file,
+        help="PEM certificate chain (enables TLS on the gRPC and the HTTP port)",
     )
     parser.add_argument("--tls-key", type=checks.readable_file, help="PEM private key")
     parser.add_argument(
@@ -412,6 +414,9 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
             heartbeat=args.sse_heartbeat or None,
             log_level=args.log_level,
             public_metrics=args.public_metrics,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            tls_client_ca=args.tls_client_ca,
             limits=HttpLimits(
                 header_timeout=args.header_timeout,
                 body_timeout=args.body_timeout,

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 import h11
@@ -39,59 +38,23 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import ServerState
 
+from omni_grpc.transport.sse.http2 import H2Protocol, looks_like_preface
+from omni_grpc.transport.sse.http_limits import (
+    BODY_TIMEOUT,
+    HEADER_TIMEOUT,
+    TOO_MANY,
+    HttpLimits,
+)
+
 log = logging.getLogger(__name__)
-
-DEFAULT_HEADER_TIMEOUT = 20.0
-DEFAULT_BODY_TIMEOUT = 60.0
-# Whole seconds, as uvicorn takes it: past Chromium's 300 s for a used socket.
-DEFAULT_IDLE_TIMEOUT = 310
-DEFAULT_MAX_CONNECTIONS = 1000
-
-
-@dataclass(frozen=True)
-class HttpLimits:
-    header_timeout: float = DEFAULT_HEADER_TIMEOUT
-    body_timeout: float = DEFAULT_BODY_TIMEOUT
-    idle_timeout: int = DEFAULT_IDLE_TIMEOUT
-    max_connections: int = DEFAULT_MAX_CONNECTIONS
-
-    @property
-    def accept_batch(self) -> int:
-        """The listen backlog, which is also how many connections asyncio
-        accepts in one go before any of them is counted: each holds a
-        descriptor until the cap closes it, so it is kept small."""
-        return max(8, min(128, self.max_connections // 8))
-
-    @property
-    def descriptors(self) -> int:
-        """The most descriptors the listener's connections hold at once."""
-        return self.max_connections + self.accept_batch
-
-
-def _answer(status: int, reason: str, code: str, message: str) -> bytes:
-    body = f'{{"error":{{"code":"{code}","message":"{message}"}}}}'.encode()
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
-        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
-    )
-    return head.encode("ascii") + body
-
-
-TOO_MANY = _answer(
-    503, "Service Unavailable", "too_many_connections", "this listener holds its maximum"
-)
-HEADER_TIMEOUT = _answer(
-    408, "Request Timeout", "request_timeout", "the request headers did not arrive in time"
-)
-BODY_TIMEOUT = _answer(
-    408, "Request Timeout", "request_timeout", "the request body stopped arriving"
-)
 
 
 class LimitedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with the deadlines and the cap of ``HttpLimits``."""
 
     limits = HttpLimits()
+    # uvicorn offers these in the TLS handshake (ALPN): h2 first, as clients prefer.
+    alpn_protocols = ["h2", "http/1.1"]
 
     def __init__(
         self,
@@ -105,6 +68,8 @@ class LimitedH11Protocol(H11Protocol):
         self._received = False
         # Between a response and the next request's first byte.
         self._idle = False
+        # Until the first request: bytes that may be HTTP/2's preface.
+        self._first: bytes | None = b""
 
     @classmethod
     def with_limits(cls, limits: HttpLimits) -> type[LimitedH11Protocol]:
@@ -120,6 +85,10 @@ class LimitedH11Protocol(H11Protocol):
             )
             self._close_with(TOO_MANY)
             return
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None and ssl_object.selected_alpn_protocol() == "h2":
+            self._hand_off(b"")
+            return
         self._await_headers()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -127,6 +96,18 @@ class LimitedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._first is not None:
+            # h2c with prior knowledge: the connection opens with the preface.
+            seen = self._first + data
+            if looks_like_preface(seen) and not self.is_ssl():
+                if len(seen) < 24:
+                    self._first = seen
+                    self._received = True
+                    return
+                self._hand_off(seen)
+                return
+            self._first = None
+            data = seen
         self._received = True
         was_idle, self._idle = self._idle, False
         super().data_received(data)
@@ -139,6 +120,73 @@ class LimitedH11Protocol(H11Protocol):
             self._cancel_deadline()  # headers (and body) are in: the app has it now
         elif was_idle:  # a next request began: its headers are now due
             self._arm(self.limits.header_timeout, self._headers_overdue)
+
+    def is_ssl(self) -> bool:
+        return self.scheme == "https"
+
+    def _h2c_settings(self) -> bytes | None:
+        """The HTTP2-Settings of a request that asks ``Upgrade: h2c`` and can
+        be upgraded: over plain TCP and without a body (RFC 9113 dropped the
+        upgrade; RFC 7540 had the server read a body first, this one answers
+        such a request over HTTP/1.1 instead, which a client must accept)."""
+        if self.is_ssl() or self.headers is None or self._get_upgrade() != b"h2c":
+            return None
+        settings = None
+        for name, value in self.headers:
+            if name == b"http2-settings":
+                settings = value
+            elif name == b"transfer-encoding" or (name == b"content-length" and value != b"0"):
+                return None
+        return settings
+
+    def _should_upgrade(self) -> bool:
+        if self._h2c_settings() is not None:
+            return True
+        return bool(super()._should_upgrade())
+
+    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+        settings = self._h2c_settings()
+        if settings is None:
+            super().handle_websocket_upgrade(event)
+            return
+        self.transport.write(
+            b"HTTP/1.1 101 Switching Protocols\r\nconnection: Upgrade\r\nupgrade: h2c\r\n\r\n"
+        )
+        rest, _ = self.conn.trailing_data
+        scope = {**self.scope, "http_version": "2"}
+        self._hand_off(bytes(rest), upgrade=(settings, scope))
+
+    def _hand_off(self, data: bytes, upgrade: tuple[bytes, Any] | None = None) -> None:
+        """Gives this connection to the HTTP/2 protocol, with what it read."""
+        self._cancel_deadline()
+        self._first = None
+        self.connections.discard(self)
+        protocol = H2Protocol(
+            self.app,
+            limits=self.limits,
+            connections=self.connections,
+            tasks=self.tasks,
+            app_state=self.app_state,
+            root_path=self.root_path,
+            default_headers=self.server_state.default_headers,
+            loop=self.loop,
+        )
+        protocol.take_over(
+            self.transport,
+            server=self.server,
+            client=self.client,
+            scheme=self.scheme or "http",
+            data=data,
+            upgrade=upgrade,
+        )
+
+    def close_if_idle(self) -> bool:
+        """Closes this connection if it waits between requests (the cap)."""
+        if not self._idle:
+            return False
+        self._idle = False
+        self._close_with(b"")
+        return True
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -153,10 +201,9 @@ class LimitedH11Protocol(H11Protocol):
 
     def _reclaim_idle(self) -> bool:
         """Closes one idle keep-alive connection to make room; False if none is."""
-        for other in self.connections:
-            if isinstance(other, LimitedH11Protocol) and other is not self and other._idle:
-                other._idle = False
-                other._close_with(b"")
+        for other in list(self.connections):
+            close_if_idle = getattr(other, "close_if_idle", None)
+            if other is not self and close_if_idle is not None and close_if_idle():
                 return True
         return False
 

@@ -16,12 +16,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import ssl
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from omni_grpc.transport.sse.connections import HttpLimits, LimitedH11Protocol
+from omni_grpc.transport.sse.connections import LimitedH11Protocol
+from omni_grpc.transport.sse.http2 import H2Protocol
+from omni_grpc.transport.sse.http_limits import HttpLimits
 
 
 class _Server(uvicorn.Server):
@@ -71,13 +76,24 @@ class HttpServer:
         shutdown_grace: int = 2,
         limits: HttpLimits | None = None,
         closing: Callable[[], bool] = lambda: False,
+        tls_cert: Path | None = None,
+        tls_key: Path | None = None,
+        tls_client_ca: Path | None = None,
     ) -> None:
         """``closing``: whether the server is about to close its connections
-        (it drains), so responses say ``Connection: close``."""
+        (it drains), so responses say ``Connection: close``. ``tls_cert`` and
+        ``tls_key``: serve HTTPS (HTTP/2 chosen by ALPN, else HTTP/1.1);
+        ``tls_client_ca``: and require client certificates from this CA."""
         limits = limits or HttpLimits()
         self.host = host
         self.port = port
         self._stopping = False
+        self.tls = tls_cert is not None
+        tls: dict[str, Any] = {}
+        if tls_cert is not None:
+            tls = {"ssl_certfile": str(tls_cert), "ssl_keyfile": str(tls_key or tls_cert)}
+            if tls_client_ca is not None:
+                tls |= {"ssl_ca_certs": str(tls_client_ca), "ssl_cert_reqs": ssl.CERT_REQUIRED}
         # No Server/Date headers: the SSE response headers are exactly the reference's.
         self._config = uvicorn.Config(
             _CloseWhen(app, lambda: self._stopping or closing()),
@@ -89,6 +105,7 @@ class HttpServer:
             http=LimitedH11Protocol.with_limits(limits),
             timeout_keep_alive=limits.idle_timeout,
             backlog=limits.accept_batch,
+            **tls,
         )
         self._server = _Server(self._config)
         self._task: asyncio.Task[None] | None = None
@@ -96,7 +113,7 @@ class HttpServer:
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
     async def start(self) -> None:
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
@@ -128,6 +145,13 @@ class HttpServer:
             if sock is not None:
                 sockets.append(sock)
         return sockets
+
+    def connection_versions(self) -> list[str]:
+        """The HTTP version each open client connection speaks ("1.1", "2")."""
+        return [
+            "2" if isinstance(connection, H2Protocol) else "1.1"
+            for connection in self._server.server_state.connections
+        ]
 
     async def stop(self) -> None:
         self._stopping = True

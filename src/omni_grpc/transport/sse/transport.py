@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from omni_grpc.runtime.interface import DRAINING, Runtime
 from omni_grpc.transport.sse.app import RequestTelemetry, create_app
-from omni_grpc.transport.sse.connections import HttpLimits
 from omni_grpc.transport.sse.guard import default_hosts
+from omni_grpc.transport.sse.http_limits import HttpLimits
 from omni_grpc.transport.sse.requests import DEFAULT_MAX_BODY_BYTES
 from omni_grpc.transport.sse.server import HttpServer
 from omni_grpc.transport.sse.wire import DEFAULT_HEARTBEAT_SECONDS
@@ -34,6 +35,10 @@ class SseConfig:
     allowed_hosts: Sequence[str] = field(default_factory=tuple)
     # Header, body and idle timeouts and the connection cap of the listener.
     limits: HttpLimits = field(default_factory=HttpLimits)
+    # HTTPS on this port (the gRPC port's --tls-cert/--tls-key/--tls-client-ca).
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
 
 
 class SseTransport:
@@ -74,6 +79,9 @@ class SseTransport:
             log_level=config.log_level,
             limits=config.limits,
             closing=lambda: hub.health.problem(DRAINING) is not None,
+            tls_cert=config.tls_cert,
+            tls_key=config.tls_key,
+            tls_client_ca=config.tls_client_ca,
         )
 
     @property

@@ -646,6 +646,7 @@ static int put_decimal(Buf *b, int64_t v) {
 typedef struct {
     const unsigned char *p, *end;
     Buf scratch; /* an escaped string's decoded bytes, per call */
+    Py_ssize_t fidelity_long; /* > 0: a fidelity string of this many bytes declines */
 } Text;
 
 static inline void skip_ws(Text *x) {
@@ -875,6 +876,67 @@ static int canonical_value(Text *x, int depth) {
 
 static int text_object(int t, Text *x, Buf *b, int *truthy, int depth, int type_done);
 
+static inline int varint_len(uint64_t v) {
+    int n = 1;
+    while (v >= 0x80) { v >>= 7; n++; }
+    return n;
+}
+
+/* A fidelity object's google.protobuf.Struct body, for the one shape whose
+ * exact text is its canonical view (so the Python codec keeps no hint and no
+ * fidelity_json): keys in strictly ascending order (a Struct has no order;
+ * JavaScript's view of it sorts them) with no key a prefix of the next, each
+ * value a string, true, false or null. Numbers (JavaScript's number text), nesting, unsorted keys, a key
+ * with a NUL (the elided marker) decline. The entries are written in key
+ * order, which is the deterministic serialization's map order. The '{' was
+ * read by the caller. */
+static int text_fidelity(Text *x, Buf *b) {
+    Buf key = {0}, prev = {0};
+    int ok = 0, first = 1;
+    if (eat(x, '}')) return 1;
+    for (;;) {
+        const char *k, *s = NULL;
+        Py_ssize_t kn, n = 0;
+        if (!scan_string(x, &k, &kn) || memchr(k, 0, (size_t)kn)) goto done;
+        key.len = 0;
+        if (!put_raw(&key, k, kn)) goto done;
+        if (!first) {
+            /* after the previous key in UTF-8 byte order, and not sharing
+             * all its bytes: a deterministic serialization puts "ab" before
+             * "a" (upb's map order), the sorted text "a" first */
+            Py_ssize_t m = prev.len < kn ? prev.len : kn;
+            if ((m ? memcmp(prev.data, key.data, (size_t)m) : 0) >= 0) goto done;
+        }
+        if (!eat(x, ':')) goto done;
+        int c = peek(x), kind;
+        if (c == '"') {
+            if (!scan_string(x, &s, &n)) goto done;
+            if (x->fidelity_long > 0 && n >= x->fidelity_long) goto done;
+            kind = 3;
+        } else if (c == 't') { if (!scan_literal(x, "true", 4)) goto done; kind = 4; n = 1; }
+        else if (c == 'f') { if (!scan_literal(x, "false", 5)) goto done; kind = 4; n = 0; }
+        else if (c == 'n') { if (!scan_literal(x, "null", 4)) goto done; kind = 1; n = 0; }
+        else goto done;
+        uint64_t value_len = kind == 3 ? 1 + (uint64_t)varint_len((uint64_t)n) + (uint64_t)n : 2;
+        uint64_t entry_len = 1 + (uint64_t)varint_len((uint64_t)kn) + (uint64_t)kn
+                             + 1 + (uint64_t)varint_len(value_len) + value_len;
+        if (put_varint(b, (1u << 3) | 2) < 0 || put_varint(b, entry_len) < 0) goto done;
+        if (put_bytes(b, 1, key.data ? key.data : "", kn) < 0) goto done;
+        if (put_varint(b, (2u << 3) | 2) < 0 || put_varint(b, value_len) < 0) goto done;
+        if (kind == 3) { if (put_bytes(b, 3, s, n) < 0) goto done; }
+        else if (put_int(b, (uint32_t)kind, n) < 0) goto done;
+        Buf swap = prev; prev = key; key = swap;
+        first = 0;
+        if (eat(x, '}')) break;
+        if (!eat(x, ',')) goto done;
+    }
+    ok = !b->failed;
+done:
+    PyMem_Free(key.data);
+    PyMem_Free(prev.data);
+    return ok;
+}
+
 static int text_field(int t, int i, Text *x, Buf *b, int *truthy, int depth) {
     const Field *f = &tables[t].fields[i];
     const FieldText *ft = &table_text[t].fields[i];
@@ -957,7 +1019,16 @@ static int text_field(int t, int i, Text *x, Buf *b, int *truthy, int depth) {
         PyMem_Free(sub.data);
         return r;
     }
-    default: /* K_FIDELITY and anything new: the Python codec decides */
+    case K_FIDELITY: {
+        if (!eat(x, '{')) return 0;
+        *truthy = 1;
+        Buf sub = {0};
+        int r = text_fidelity(x, &sub);
+        if (r && put_bytes(b, f->number, sub.data ? sub.data : "", sub.len) < 0) r = 0;
+        PyMem_Free(sub.data);
+        return r;
+    }
+    default: /* anything new: the Python codec decides */
         return 0;
     }
 }
@@ -1011,8 +1082,8 @@ static int key_is(Text *x, const char *want, Py_ssize_t wn) {
 }
 
 /* One message's JSON text -> its wire bytes appended to out; 1, or 0 (declined). */
-static int text_message(const unsigned char *data, Py_ssize_t len, Buf *out) {
-    Text x = {data, data + len, {0}};
+static int text_message_with(const unsigned char *data, Py_ssize_t len, Buf *out, Py_ssize_t fidelity_long) {
+    Text x = {data, data + len, {0}, fidelity_long};
     Buf payload = {0};
     const char *s;
     Py_ssize_t n;
@@ -1075,6 +1146,10 @@ static PyObject *one_message(PyObject *arg, int (*convert)(const unsigned char *
     return result;
 }
 
+static int text_message(const unsigned char *data, Py_ssize_t len, Buf *out) {
+    return text_message_with(data, len, out, 0);
+}
+
 static PyObject *py_encode_text(PyObject *self, PyObject *arg) { return one_message(arg, text_message); }
 
 /* ---- wire -> JSON text -------------------------------------------------- */
@@ -1100,6 +1175,70 @@ static int put_enum(Buf *out, const FieldText *ft, int32_t v) {
         if (ft->labels[j].value == v)
             return put_json_string(out, (const unsigned char *)ft->labels[j].label, ft->labels[j].len);
     return put_decimal(out, v); /* a number from a newer schema stays a number */
+}
+
+/* A fidelity Struct's JSON as the Python codec writes one without hints or
+ * fidelity_json (its canonical view, keys sorted), for the shape
+ * text_fidelity writes: each value a string, a boolean or null. The
+ * entries may come in any order (protobuf's own serialization of a map is
+ * in hash order unless asked to be deterministic); they are sorted here by
+ * key, in UTF-8 byte order (Python's order of the keys' code points). A key
+ * twice, more than FIDELITY_KEYS keys, other values: the Python codec. */
+#define FIDELITY_KEYS 32
+
+typedef struct {
+    const unsigned char *k, *v;
+    uint64_t kn, vn;
+} Entry;
+
+static int key_before(const Entry *a, const Entry *b) {
+    uint64_t m = a->kn < b->kn ? a->kn : b->kn;
+    int c = m ? memcmp(a->k, b->k, (size_t)m) : 0;
+    return c < 0 || (c == 0 && a->kn < b->kn);
+}
+
+static int put_fidelity(Buf *out, const unsigned char *p, uint64_t n) {
+    Reader r = {p, p + n};
+    Entry entries[FIDELITY_KEYS];
+    int count = 0;
+    uint32_t number;
+    int wire;
+    while (r.p < r.end) {
+        uint64_t v = 0;
+        const unsigned char *s = NULL;
+        if (count == FIDELITY_KEYS) return 0;
+        if (!get_field(&r, &number, &wire, &v, &s) || number != 1 || wire != 2) return 0;
+        Reader e = {s, s + v};
+        Entry en = {0};
+        if (!get_field(&e, &number, &wire, &en.kn, &en.k) || number != 1 || wire != 2) return 0;
+        if (!get_field(&e, &number, &wire, &en.vn, &en.v) || number != 2 || wire != 2 || e.p != e.end) return 0;
+        if (memchr(en.k, 0, (size_t)en.kn) || !utf8_valid(en.k, (Py_ssize_t)en.kn)) return 0;
+        int at = count++;
+        while (at > 0 && key_before(&en, &entries[at - 1])) { entries[at] = entries[at - 1]; at--; }
+        entries[at] = en;
+        if (at > 0 && !key_before(&entries[at - 1], &en)) return 0; /* the same key twice */
+        if (at + 1 < count && !key_before(&en, &entries[at + 1])) return 0;
+    }
+    if (!put_char(out, '{')) return 0;
+    for (int i = 0; i < count; i++) {
+        Reader w = {entries[i].v, entries[i].v + entries[i].vn};
+        uint64_t x = 0;
+        const unsigned char *xs = NULL;
+        if (!get_field(&w, &number, &wire, &x, &xs) || w.p != w.end) return 0;
+        if ((i && !put_char(out, ',')) || !put_json_string(out, entries[i].k, (Py_ssize_t)entries[i].kn)
+            || !put_char(out, ':'))
+            return 0;
+        if (number == 3 && wire == 2) {
+            if (!utf8_valid(xs, (Py_ssize_t)x) || !put_json_string(out, xs, (Py_ssize_t)x)) return 0;
+        } else if (number == 4 && wire == 0 && x <= 1) {
+            if (!(x ? put_raw(out, "true", 4) : put_raw(out, "false", 5))) return 0;
+        } else if (number == 1 && wire == 0 && x == 0) {
+            if (!put_raw(out, "null", 4)) return 0;
+        } else {
+            return 0; /* numbers, nesting: the Python codec */
+        }
+    }
+    return put_char(out, '}');
 }
 
 static int emit_field(int t, int i, const Occ *occ, int nocc, Buf *out, int depth) {
@@ -1153,7 +1292,7 @@ static int emit_field(int t, int i, const Occ *occ, int nocc, Buf *out, int dept
         }
         return put_char(out, ']');
     case K_FIDELITY:
-        return 1; /* never present here: reading it declined */
+        return one ? KEY() && put_fidelity(out, one->s, one->v) : 1; /* absent: no key */
     default:
         return 0;
     }
@@ -1183,7 +1322,7 @@ static int wire_object(int t, const unsigned char *p, Py_ssize_t n, Buf *out, in
         if (found < 0) goto done; /* unknown field: the Python codec decides */
         const Field *f = &tab->fields[found];
         int want = (f->kind == K_INT || f->kind == K_ENUM || (f->kind == K_NUMLABEL && !second)) ? 0 : 2;
-        if (wire != want || f->kind == K_FIDELITY) goto done;
+        if (wire != want || (f->kind == K_FIDELITY && second)) goto done; /* fidelity_json: Python */
         if (!(f->kind == K_STRLIST || (f->kind == K_NESTED && f->many))) {
             if (seen & (1u << found)) goto done; /* a singular field twice */
             seen |= 1u << found;
@@ -1297,8 +1436,8 @@ static inline int ascii_space(unsigned char c) {
 
 static PyObject *py_jsonl_to_binpb(PyObject *self, PyObject *args) {
     Py_buffer view;
-    Py_ssize_t pos, max_line;
-    if (!PyArg_ParseTuple(args, "y*nn", &view, &pos, &max_line)) return NULL;
+    Py_ssize_t pos, max_line, fidelity_long;
+    if (!PyArg_ParseTuple(args, "y*nnn", &view, &pos, &max_line, &fidelity_long)) return NULL;
     Buf out = {0};
     Py_ssize_t records = 0;
     const unsigned char *base = view.buf, *end = base + view.len;
@@ -1316,7 +1455,7 @@ static PyObject *py_jsonl_to_binpb(PyObject *self, PyObject *args) {
             Py_ssize_t mark = out.len;
             if (put_varint(&out, 0) < 0) break;
             Py_ssize_t body = out.len;
-            if (!text_message(a, z - a, &out)) { out.len = mark; out.failed = 0; break; }
+            if (!text_message_with(a, z - a, &out, fidelity_long)) { out.len = mark; out.failed = 0; break; }
             /* the length prefix, now that it is known */
             Py_ssize_t size = out.len - body;
             char prefix[10];
@@ -1573,7 +1712,9 @@ static PyMethodDef methods[] = {
     {"encode_text", py_encode_text, METH_O, "One message's JSON text as OmniMessage wire bytes, or None."},
     {"decode_text", py_decode_text, METH_O, "OmniMessage wire bytes as the message's JSON text, or None."},
     {"jsonl_to_binpb", py_jsonl_to_binpb, METH_VARARGS,
-     "(data, pos, max_line) -> (frames, next pos, records): whole JSONL lines as delimited records."},
+     "(data, pos, max_line, fidelity_long) -> (frames, next pos, records): whole JSONL lines as "
+     "delimited records; a line with a fidelity string of fidelity_long bytes or more (when > 0) "
+     "is left to the caller."},
     {"frames_of_arms", py_frames_of_arms, METH_VARARGS,
      "(frames, least sizes, held fields) -> [(start, end, arm)] of the bodies the default form may rewrite."},
     {"binpb_to_jsonl", py_binpb_to_jsonl, METH_VARARGS,
@@ -1591,5 +1732,11 @@ PyMODINIT_FUNC PyInit__codec(void) {
     s_origin = PyUnicode_InternFromString("origin");
     s_session_meta = PyUnicode_InternFromString("session_meta");
     if (!s_empty || !s_timestamp || !s_type || !s_payload || !s_origin || !s_session_meta) return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    /* What _native.py checks before it calls anything: an extension built
+     * from other source (a pull without reinstalling) has another number,
+     * even where its functions keep their names. Raised with every change
+     * of a function's arguments or of what it accepts. */
+    if (m && PyModule_AddIntConstant(m, "SOURCE_VERSION", 2) < 0) { Py_DECREF(m); return NULL; }
+    return m;
 }

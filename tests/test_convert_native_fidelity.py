@@ -107,12 +107,18 @@ def agree(line: bytes) -> None:
 @given(
     st.sampled_from(sorted(PAYLOADS)),
     st.dictionaries(KEYS.filter(lambda k: "\x00" not in k), FLAT_VALUES, max_size=5),
+    st.booleans(),
+    st.randoms(),
 )
-def test_sorted_flat_fidelity_goes_through_c_both_ways(arm: str, fidelity: dict[str, Any]) -> None:
+def test_flat_fidelity_goes_through_c_both_ways(
+    arm: str, fidelity: dict[str, Any], in_order: bool, rng: Any
+) -> None:
+    """Sorted keys (no hint), or any order (the key order hint); a key that
+    begins the next one ("a", "ab") is serialized after it (upb's
+    deterministic map order), as the C writer writes it too."""
     keys = sorted(fidelity)
-    # a key that begins the next one ("a", "ab") is serialized after it
-    # (upb's deterministic map order): the C writer leaves those to Python
-    keys = [k for i, k in enumerate(keys) if not any(n.startswith(k) for n in keys[i + 1 :])]
+    if not in_order:
+        rng.shuffle(keys)
     line = line_of(arm, {k: fidelity[k] for k in keys})
     assert NATIVE is not None
     assert NATIVE.encode_text(line) is not None
@@ -145,20 +151,62 @@ def test_fidelity_spelled_with_whitespace_and_escapes_agrees() -> None:
     agree(spelled)
 
 
-def test_duplicate_unsorted_and_numeric_fidelity_decline_to_python() -> None:
+def test_duplicate_and_numeric_fidelity_decline_to_python() -> None:
     assert NATIVE is not None
     for text in (
         b'{"a":"x","a":"y"}',
-        b'{"b":"x","a":"y"}',
-        b'{"a":"x","ab":"y"}',
-        b'{"":"x","a":"y"}',
         b'{"a":1}',
         b'{"a":{}}',
         b'{"a":[]}',
+        b'{"a\\u0000":"x"}',
     ):
         line = line_of("text", {}).replace(b'"fidelity":{}', b'"fidelity":' + text)
         assert NATIVE.encode_text(line) is None, text
         agree(line)
+
+
+def test_unsorted_keys_travel_as_the_python_codecs_key_order() -> None:
+    """OpenAI's reasoning fidelity ({"id", "encrypted_content"}): the C
+    writer records the key order the Python codec records, and reads it."""
+    assert NATIVE is not None
+    for text in (b'{"id":"rs_1","encrypted_content":"gAAA"}', b'{"b":"x","a":"y","ab":null}'):
+        line = line_of("thinking", {}).replace(b'"fidelity":{}', b'"fidelity":' + text)
+        native = NATIVE.encode_text(line)
+        with pure():
+            msg = parse_message(line)
+        assert len(msg.key_orders) == 1
+        assert native == wire(msg)
+        assert NATIVE.decode_text(msg.SerializeToString()) == line
+        agree(line)
+
+
+@FAST
+@given(
+    st.dictionaries(KEYS.filter(lambda k: "\x00" not in k), FLAT_VALUES, min_size=2, max_size=5),
+    st.randoms(),
+    st.sampled_from(["drop", "add", "set", "hint"]),
+)
+def test_a_struct_edited_after_its_key_order_agrees(
+    fidelity: dict[str, Any], rng: Any, edit: str
+) -> None:
+    """A stub edit after the hint was written (a key removed or added, a
+    value set, the hint's own keys changed): the C reader takes only a hint
+    that lists the Struct's keys exactly, and agrees with the Python codec."""
+    keys = list(fidelity)
+    rng.shuffle(keys)
+    with pure():
+        msg = parse_message(line_of("text", {k: fidelity[k] for k in keys}))
+    fields = msg.text.fidelity.fields
+    if edit == "drop":
+        del fields[keys[0]]
+    elif edit == "add":
+        fields["zz-new"].string_value = "v"
+    elif edit == "set":
+        fields[keys[-1]].bool_value = True
+    elif msg.key_orders:
+        msg.key_orders[0].keys.append("zz-stale")
+    both_serialize(msg)
+    both_serialize(omni_pb2.OmniMessage.FromString(msg.SerializeToString()))
 
 
 def struct_entry(key: bytes, value: bytes) -> bytes:
@@ -220,3 +268,25 @@ def test_default_form_leaves_long_fidelity_strings_to_python() -> None:
     _, stop, records = NATIVE.jsonl_to_binpb(line, 0, 1 << 26, 0)
     assert (stop, records) == (len(line), 1)
     agree(line.rstrip(b"\n"))
+
+
+def test_an_extension_from_other_source_is_set_aside_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An extension with every function but another SOURCE_VERSION (built
+    before a change of what a function takes) is never called."""
+    import importlib
+    import types
+
+    from omni_grpc.convert import _native
+
+    assert NATIVE is not None
+    stale = types.ModuleType("omni_grpc.convert._codec")
+    for name in _native._ENTRY_POINTS:
+        setattr(stale, name, getattr(NATIVE, name))
+    for version in (None, _native.SOURCE_VERSION - 1):
+        if version is not None:
+            stale.SOURCE_VERSION = version  # type: ignore[attr-defined]
+        monkeypatch.setattr(importlib, "import_module", lambda _name, m=stale: m)
+        with pytest.warns(RuntimeWarning, match="other source"):
+            assert _native._load() is None

@@ -198,7 +198,7 @@ _ENTRY_POINTS = [name for name in NativeCodec.__dict__ if not name.startswith("_
 # _native.c's SOURCE_VERSION, raised with every change of what a function
 # takes or accepts: an extension built from older source may keep every name
 # and still take other arguments or decline other records.
-SOURCE_VERSION = 2
+SOURCE_VERSION = 3
 
 
 def _load() -> NativeCodec | None:

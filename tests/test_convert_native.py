@@ -435,7 +435,7 @@ def test_jsonl_to_binpb_of_the_corpus_is_native_and_identical() -> None:
     text = b"\n".join(corpus_lines()) + b"\n"
     convert_both(jsonl_outcome(text, True, 64 * 1024 * 1024))
     assert NATIVE is not None
-    _, stop, records = NATIVE.jsonl_to_binpb(text, 0, 1 << 26)
+    _, stop, records = NATIVE.jsonl_to_binpb(text, 0, 1 << 26, 0)
     assert records > 0 and stop > 0
 
 

@@ -646,6 +646,9 @@ static int put_decimal(Buf *b, int64_t v) {
 typedef struct {
     const unsigned char *p, *end;
     Buf scratch; /* an escaped string's decoded bytes, per call */
+    Py_ssize_t fidelity_long; /* > 0: a fidelity string of this many bytes declines */
+    Buf hint;   /* the KeyOrder body of a payload fidelity's key order, when it needs one */
+    int hinted;
 } Text;
 
 static inline void skip_ws(Text *x) {
@@ -875,6 +878,119 @@ static int canonical_value(Text *x, int depth) {
 
 static int text_object(int t, Text *x, Buf *b, int *truthy, int depth, int type_done);
 
+static inline int varint_len(uint64_t v) {
+    int n = 1;
+    while (v >= 0x80) { v >>= 7; n++; }
+    return n;
+}
+
+/* Key order, as Python sorts str (code points: UTF-8 bytes, a prefix first)
+ * and as upb's deterministic serialization orders a map's string keys (a
+ * prefix after the keys it begins: "ab" before "a"). */
+static int py_before(const char *a, Py_ssize_t an, const char *b, Py_ssize_t bn) {
+    Py_ssize_t m = an < bn ? an : bn;
+    int c = m ? memcmp(a, b, (size_t)m) : 0;
+    return c < 0 || (c == 0 && an < bn);
+}
+
+static int upb_before(const char *a, Py_ssize_t an, const char *b, Py_ssize_t bn) {
+    Py_ssize_t m = an < bn ? an : bn;
+    int c = m ? memcmp(a, b, (size_t)m) : 0;
+    return c < 0 || (c == 0 && an > bn);
+}
+
+#define FIDELITY_KEYS 32
+
+typedef struct {
+    Py_ssize_t start, len, key, kn; /* the entry's bytes and its key's, in the body */
+} Span;
+
+/* A fidelity object's google.protobuf.Struct body, for the shape the
+ * Python codec keeps as the Struct and at most a key order: a flat object,
+ * each value a string, true, false or null, keys distinct and without NUL
+ * (the elided marker). Keys out of sorted order get the envelope hint the
+ * Python codec records (a KeyOrder at "/payload/<key>", source order),
+ * for a payload's fidelity only. Numbers (JavaScript's number text),
+ * nesting and the rest decline. The entries are written in upb's
+ * deterministic map order. The '{' was read by the caller. */
+static int text_fidelity(Text *x, Buf *b, const FieldText *ft, int depth) {
+    Buf body = {0}, key = {0};
+    Span spans[FIDELITY_KEYS];
+    int count = 0, ok = 0, py_sorted = 1, upb_sorted = 1;
+    if (eat(x, '}')) return 1;
+    for (;;) {
+        const char *k, *s = NULL;
+        Py_ssize_t kn, n = 0;
+        if (count == FIDELITY_KEYS || !scan_string(x, &k, &kn) || memchr(k, 0, (size_t)kn)) goto done;
+        key.len = 0;
+        if (!put_raw(&key, k, kn) || !eat(x, ':')) goto done;
+        int c = peek(x), kind;
+        if (c == '"') {
+            if (!scan_string(x, &s, &n)) goto done;
+            if (x->fidelity_long > 0 && n >= x->fidelity_long) goto done;
+            kind = 3;
+        } else if (c == 't') { if (!scan_literal(x, "true", 4)) goto done; kind = 4; n = 1; }
+        else if (c == 'f') { if (!scan_literal(x, "false", 5)) goto done; kind = 4; n = 0; }
+        else if (c == 'n') { if (!scan_literal(x, "null", 4)) goto done; kind = 1; n = 0; }
+        else goto done;
+        uint64_t value_len = kind == 3 ? 1 + (uint64_t)varint_len((uint64_t)n) + (uint64_t)n : 2;
+        uint64_t entry_len = 1 + (uint64_t)varint_len((uint64_t)kn) + (uint64_t)kn
+                             + 1 + (uint64_t)varint_len(value_len) + value_len;
+        Span *sp = &spans[count];
+        sp->start = body.len;
+        sp->kn = kn;
+        if (put_varint(&body, (1u << 3) | 2) < 0 || put_varint(&body, entry_len) < 0) goto done;
+        sp->key = body.len + 1 + varint_len((uint64_t)kn);
+        if (put_bytes(&body, 1, key.data ? key.data : "", kn) < 0) goto done;
+        if (put_varint(&body, (2u << 3) | 2) < 0 || put_varint(&body, value_len) < 0) goto done;
+        if (kind == 3) { if (put_bytes(&body, 3, s, n) < 0) goto done; }
+        else if (put_int(&body, (uint32_t)kind, n) < 0) goto done;
+        sp->len = body.len - sp->start;
+        for (int i = 0; i < count; i++) /* the same key twice: the Python codec */
+            if (spans[i].kn == kn && memcmp(body.data + spans[i].key, body.data + sp->key, (size_t)kn) == 0)
+                goto done;
+        if (count) {
+            const Span *pr = &spans[count - 1];
+            py_sorted &= py_before(body.data + pr->key, pr->kn, body.data + sp->key, kn);
+            upb_sorted &= upb_before(body.data + pr->key, pr->kn, body.data + sp->key, kn);
+        }
+        count++;
+        if (eat(x, '}')) break;
+        if (!eat(x, ',')) goto done;
+    }
+    if (!py_sorted) { /* the key order as an envelope hint, as the Python codec records it */
+        Buf *h = &x->hint;
+        if (depth != 0 || x->hinted) goto done;
+        if (!put_raw(h, "\x0a", 1) || put_varint(h, 9 + (uint64_t)ft->key_len) < 0
+            || !put_raw(h, "/payload/", 9) || !put_raw(h, ft->key, ft->key_len))
+            goto done;
+        for (int i = 0; i < count; i++)
+            if (put_bytes(h, 2, body.data + spans[i].key, spans[i].kn) < 0) goto done;
+        x->hinted = 1;
+    }
+    if (upb_sorted) {
+        if (count && !put_raw(b, body.data, body.len)) goto done;
+    } else {
+        int order[FIDELITY_KEYS];
+        for (int i = 0; i < count; i++) {
+            int at = i;
+            while (at > 0 && upb_before(body.data + spans[i].key, spans[i].kn,
+                                        body.data + spans[order[at - 1]].key, spans[order[at - 1]].kn)) {
+                order[at] = order[at - 1];
+                at--;
+            }
+            order[at] = i;
+        }
+        for (int i = 0; i < count; i++)
+            if (!put_raw(b, body.data + spans[order[i]].start, spans[order[i]].len)) goto done;
+    }
+    ok = !b->failed && !x->hint.failed;
+done:
+    PyMem_Free(body.data);
+    PyMem_Free(key.data);
+    return ok;
+}
+
 static int text_field(int t, int i, Text *x, Buf *b, int *truthy, int depth) {
     const Field *f = &tables[t].fields[i];
     const FieldText *ft = &table_text[t].fields[i];
@@ -957,7 +1073,16 @@ static int text_field(int t, int i, Text *x, Buf *b, int *truthy, int depth) {
         PyMem_Free(sub.data);
         return r;
     }
-    default: /* K_FIDELITY and anything new: the Python codec decides */
+    case K_FIDELITY: {
+        if (!eat(x, '{')) return 0;
+        *truthy = 1;
+        Buf sub = {0};
+        int r = text_fidelity(x, &sub, ft, depth);
+        if (r && put_bytes(b, f->number, sub.data ? sub.data : "", sub.len) < 0) r = 0;
+        PyMem_Free(sub.data);
+        return r;
+    }
+    default: /* anything new: the Python codec decides */
         return 0;
     }
 }
@@ -1011,8 +1136,8 @@ static int key_is(Text *x, const char *want, Py_ssize_t wn) {
 }
 
 /* One message's JSON text -> its wire bytes appended to out; 1, or 0 (declined). */
-static int text_message(const unsigned char *data, Py_ssize_t len, Buf *out) {
-    Text x = {data, data + len, {0}};
+static int text_message_with(const unsigned char *data, Py_ssize_t len, Buf *out, Py_ssize_t fidelity_long) {
+    Text x = {data, data + len, {0}, fidelity_long, {0}, 0};
     Buf payload = {0};
     const char *s;
     Py_ssize_t n;
@@ -1053,11 +1178,13 @@ static int text_message(const unsigned char *data, Py_ssize_t len, Buf *out) {
     skip_ws(&x);
     if (x.p != x.end) goto done;
     if (put_bytes(out, arm, payload.data ? payload.data : "", payload.len) < 0) goto done;
+    if (x.hinted && put_bytes(out, f_hint1, x.hint.data, x.hint.len) < 0) goto done; /* key_orders */
     ok = !out->failed;
 done:
     if (!ok) { out->len = mark; out->failed = 0; }
     PyMem_Free(payload.data);
     PyMem_Free(x.scratch.data);
+    PyMem_Free(x.hint.data);
     return ok;
 }
 
@@ -1075,6 +1202,10 @@ static PyObject *one_message(PyObject *arg, int (*convert)(const unsigned char *
     return result;
 }
 
+static int text_message(const unsigned char *data, Py_ssize_t len, Buf *out) {
+    return text_message_with(data, len, out, 0);
+}
+
 static PyObject *py_encode_text(PyObject *self, PyObject *arg) { return one_message(arg, text_message); }
 
 /* ---- wire -> JSON text -------------------------------------------------- */
@@ -1085,7 +1216,14 @@ typedef struct {
     const unsigned char *s;
 } Occ;
 
-static int wire_object(int t, const unsigned char *p, Py_ssize_t n, Buf *out, int depth);
+/* The key order hint of a payload's fidelity (a KeyOrder's keys), or NULL. */
+typedef struct {
+    const unsigned char *order; /* the KeyOrder message's bytes */
+    uint64_t order_len;
+    int used;
+} Hint;
+
+static int wire_object(int t, const unsigned char *p, Py_ssize_t n, Buf *out, int depth, Hint *hint);
 
 /* The JSON Schema text of a K_JSONTEXT field, when it is already what the
  * Python codec would write (else the Python codec decides). */
@@ -1102,7 +1240,98 @@ static int put_enum(Buf *out, const FieldText *ft, int32_t v) {
     return put_decimal(out, v); /* a number from a newer schema stays a number */
 }
 
-static int emit_field(int t, int i, const Occ *occ, int nocc, Buf *out, int depth) {
+/* A fidelity Struct's JSON as the Python codec writes one without hints or
+ * fidelity_json (its canonical view, keys sorted), for the shape
+ * text_fidelity writes: each value a string, a boolean or null. The
+ * entries may come in any order (protobuf's own serialization of a map is
+ * in hash order unless asked to be deterministic); they are sorted here by
+ * key, in UTF-8 byte order (Python's order of the keys' code points). A key
+ * twice, more than FIDELITY_KEYS keys, other values: the Python codec. */
+#define FIDELITY_KEYS 32
+
+typedef struct {
+    const unsigned char *k, *v;
+    uint64_t kn, vn;
+} Entry;
+
+static int key_before(const Entry *a, const Entry *b) {
+    uint64_t m = a->kn < b->kn ? a->kn : b->kn;
+    int c = m ? memcmp(a->k, b->k, (size_t)m) : 0;
+    return c < 0 || (c == 0 && a->kn < b->kn);
+}
+
+static int put_fidelity(Buf *out, const unsigned char *p, uint64_t n, const Hint *hint) {
+    Reader r = {p, p + n};
+    Entry entries[FIDELITY_KEYS];
+    int count = 0;
+    uint32_t number;
+    int wire;
+    while (r.p < r.end) {
+        uint64_t v = 0;
+        const unsigned char *s = NULL;
+        if (count == FIDELITY_KEYS) return 0;
+        if (!get_field(&r, &number, &wire, &v, &s) || number != 1 || wire != 2) return 0;
+        Reader e = {s, s + v};
+        Entry en = {0};
+        if (!get_field(&e, &number, &wire, &en.kn, &en.k) || number != 1 || wire != 2) return 0;
+        if (!get_field(&e, &number, &wire, &en.vn, &en.v) || number != 2 || wire != 2 || e.p != e.end) return 0;
+        if (memchr(en.k, 0, (size_t)en.kn) || !utf8_valid(en.k, (Py_ssize_t)en.kn)) return 0;
+        int at = count++;
+        while (at > 0 && key_before(&en, &entries[at - 1])) { entries[at] = entries[at - 1]; at--; }
+        entries[at] = en;
+        if (at > 0 && !key_before(&entries[at - 1], &en)) return 0; /* the same key twice */
+        if (at + 1 < count && !key_before(&en, &entries[at + 1])) return 0;
+    }
+    int order[FIDELITY_KEYS];
+    for (int i = 0; i < count; i++) order[i] = i;
+    if (hint) {
+        /* the keys in the hint's order: exactly the Struct's keys, each once
+         * (anything else, an edit since, is the Python codec's to merge) */
+        Reader h = {hint->order, hint->order + hint->order_len};
+        unsigned taken = 0;
+        int listed = 0;
+        while (h.p < h.end) {
+            uint64_t kn = 0;
+            const unsigned char *k = NULL;
+            if (!get_field(&h, &number, &wire, &kn, &k) || wire != 2) return 0;
+            if (number == 1) continue; /* the path, checked by the caller */
+            if (number != 2 || listed == count) return 0;
+            int found = -1;
+            for (int i = 0; i < count; i++)
+                if (!(taken & (1u << i)) && entries[i].kn == kn && memcmp(entries[i].k, k, (size_t)kn) == 0) {
+                    found = i;
+                    break;
+                }
+            if (found < 0) return 0;
+            taken |= 1u << found;
+            order[listed++] = found;
+        }
+        if (listed != count) return 0;
+    }
+    if (!put_char(out, '{')) return 0;
+    for (int j = 0; j < count; j++) {
+        int i = order[j];
+        Reader w = {entries[i].v, entries[i].v + entries[i].vn};
+        uint64_t x = 0;
+        const unsigned char *xs = NULL;
+        if (!get_field(&w, &number, &wire, &x, &xs) || w.p != w.end) return 0;
+        if ((j && !put_char(out, ',')) || !put_json_string(out, entries[i].k, (Py_ssize_t)entries[i].kn)
+            || !put_char(out, ':'))
+            return 0;
+        if (number == 3 && wire == 2) {
+            if (!utf8_valid(xs, (Py_ssize_t)x) || !put_json_string(out, xs, (Py_ssize_t)x)) return 0;
+        } else if (number == 4 && wire == 0 && x <= 1) {
+            if (!(x ? put_raw(out, "true", 4) : put_raw(out, "false", 5))) return 0;
+        } else if (number == 1 && wire == 0 && x == 0) {
+            if (!put_raw(out, "null", 4)) return 0;
+        } else {
+            return 0; /* numbers, nesting: the Python codec */
+        }
+    }
+    return put_char(out, '}');
+}
+
+static int emit_field(int t, int i, const Occ *occ, int nocc, Buf *out, int depth, Hint *hint) {
     const Field *f = &tables[t].fields[i];
     const FieldText *ft = &table_text[t].fields[i];
     const Occ *one = NULL;
@@ -1139,8 +1368,8 @@ static int emit_field(int t, int i, const Occ *occ, int nocc, Buf *out, int dept
     case K_NESTED:
         if (f->kind == K_NESTED && !f->many) {
             if (depth >= MAX_NESTING || !KEY()) return 0;
-            return one ? wire_object(f->sub, one->s, (Py_ssize_t)one->v, out, depth + 1)
-                       : wire_object(f->sub, (const unsigned char *)"", 0, out, depth + 1);
+            return one ? wire_object(f->sub, one->s, (Py_ssize_t)one->v, out, depth + 1, NULL)
+                       : wire_object(f->sub, (const unsigned char *)"", 0, out, depth + 1, NULL);
         }
         if (!count && !f->required) return 1;
         if (!KEY() || !put_char(out, '[')) return 0;
@@ -1148,12 +1377,26 @@ static int emit_field(int t, int i, const Occ *occ, int nocc, Buf *out, int dept
             if (occ[j].field != i) continue;
             if (k++ && !put_char(out, ',')) return 0;
             int r = f->kind == K_STRLIST ? put_json_string(out, occ[j].s, (Py_ssize_t)occ[j].v)
-                                         : (depth < MAX_NESTING && wire_object(f->sub, occ[j].s, (Py_ssize_t)occ[j].v, out, depth + 1));
+                                         : (depth < MAX_NESTING && wire_object(f->sub, occ[j].s, (Py_ssize_t)occ[j].v, out, depth + 1, NULL));
             if (!r) return 0;
         }
         return put_char(out, ']');
     case K_FIDELITY:
-        return 1; /* never present here: reading it declined */
+        if (!one) return 1; /* absent: no key */
+        if (hint) {
+            /* the hint's path must be this field's: "/payload/<key>" */
+            Reader h = {hint->order, hint->order + hint->order_len};
+            uint32_t number;
+            int wire;
+            uint64_t pn = 0;
+            const unsigned char *path = NULL;
+            if (!get_field(&h, &number, &wire, &pn, &path) || number != 1 || wire != 2) return 0;
+            if (pn != 9 + (uint64_t)ft->key_len || memcmp(path, "/payload/", 9) != 0
+                || memcmp(path + 9, ft->key, (size_t)ft->key_len) != 0)
+                return 0;
+            hint->used = 1;
+        }
+        return KEY() && put_fidelity(out, one->s, one->v, hint);
     default:
         return 0;
     }
@@ -1161,7 +1404,7 @@ static int emit_field(int t, int i, const Occ *occ, int nocc, Buf *out, int dept
 }
 
 /* Writes object t's JSON (keys in reference order) for its wire bytes. */
-static int wire_object(int t, const unsigned char *p, Py_ssize_t n, Buf *out, int depth) {
+static int wire_object(int t, const unsigned char *p, Py_ssize_t n, Buf *out, int depth, Hint *hint) {
     const Table *tab = &tables[t];
     Occ local[32], *occ = local;
     int nocc = 0, cap = 32, ok = 0;
@@ -1183,7 +1426,7 @@ static int wire_object(int t, const unsigned char *p, Py_ssize_t n, Buf *out, in
         if (found < 0) goto done; /* unknown field: the Python codec decides */
         const Field *f = &tab->fields[found];
         int want = (f->kind == K_INT || f->kind == K_ENUM || (f->kind == K_NUMLABEL && !second)) ? 0 : 2;
-        if (wire != want || f->kind == K_FIDELITY) goto done;
+        if (wire != want || (f->kind == K_FIDELITY && second)) goto done; /* fidelity_json: Python */
         if (!(f->kind == K_STRLIST || (f->kind == K_NESTED && f->many))) {
             if (seen & (1u << found)) goto done; /* a singular field twice */
             seen |= 1u << found;
@@ -1205,10 +1448,10 @@ static int wire_object(int t, const unsigned char *p, Py_ssize_t n, Buf *out, in
         Py_ssize_t before = out->len;
         if (before > open && !put_char(out, ',')) goto done;
         Py_ssize_t after_comma = out->len;
-        if (!emit_field(t, i, occ, nocc, out, depth)) goto done;
+        if (!emit_field(t, i, occ, nocc, out, depth, hint)) goto done;
         if (out->len == after_comma) out->len = before; /* nothing written: no comma */
     }
-    ok = put_char(out, '}') && !out->failed;
+    ok = put_char(out, '}') && !out->failed && (!hint || hint->used); /* a hint for nothing: Python */
 done:
     if (occ != local) PyMem_Free(occ);
     return ok;
@@ -1221,6 +1464,7 @@ static int wire_message(const unsigned char *p, Py_ssize_t n, Buf *out) {
     uint64_t ts_len = 0, payload_len = 0;
     uint32_t arm = 0;
     int norigin = 0;
+    Hint hint = {NULL, 0, 0};
     Py_ssize_t mark = out->len;
     if (n > MAX_BYTES) return 0;
     while (r.p < r.end) {
@@ -1239,8 +1483,11 @@ static int wire_message(const unsigned char *p, Py_ssize_t n, Buf *out) {
             arm = number;
             payload = s;
             payload_len = v;
+        } else if (number == f_hint1 && !hint.order) {
+            hint.order = s; /* one key order, which must be a payload fidelity's */
+            hint.order_len = v;
         } else {
-            return 0; /* hints, unknown payloads, unknown fields, a second arm */
+            return 0; /* other hints, unknown payloads, unknown fields, a second arm */
         }
     }
     if (!payload) return 0;
@@ -1249,7 +1496,7 @@ static int wire_message(const unsigned char *p, Py_ssize_t n, Buf *out) {
              && put_char(out, ',')
              && put_raw(out, arm_text[arm].json_envelope, arm_text[arm].json_envelope_len)
              && put_raw(out, ",\"payload\":", 11)
-             && wire_object(arms[arm].table, payload, (Py_ssize_t)payload_len, out, 0);
+             && wire_object(arms[arm].table, payload, (Py_ssize_t)payload_len, out, 0, hint.order ? &hint : NULL);
     if (ok && norigin) {
         ok = put_raw(out, ",\"origin\":[", 11);
         Reader again = {p, p + n};
@@ -1297,8 +1544,8 @@ static inline int ascii_space(unsigned char c) {
 
 static PyObject *py_jsonl_to_binpb(PyObject *self, PyObject *args) {
     Py_buffer view;
-    Py_ssize_t pos, max_line;
-    if (!PyArg_ParseTuple(args, "y*nn", &view, &pos, &max_line)) return NULL;
+    Py_ssize_t pos, max_line, fidelity_long;
+    if (!PyArg_ParseTuple(args, "y*nnn", &view, &pos, &max_line, &fidelity_long)) return NULL;
     Buf out = {0};
     Py_ssize_t records = 0;
     const unsigned char *base = view.buf, *end = base + view.len;
@@ -1316,7 +1563,7 @@ static PyObject *py_jsonl_to_binpb(PyObject *self, PyObject *args) {
             Py_ssize_t mark = out.len;
             if (put_varint(&out, 0) < 0) break;
             Py_ssize_t body = out.len;
-            if (!text_message(a, z - a, &out)) { out.len = mark; out.failed = 0; break; }
+            if (!text_message_with(a, z - a, &out, fidelity_long)) { out.len = mark; out.failed = 0; break; }
             /* the length prefix, now that it is known */
             Py_ssize_t size = out.len - body;
             char prefix[10];
@@ -1573,7 +1820,9 @@ static PyMethodDef methods[] = {
     {"encode_text", py_encode_text, METH_O, "One message's JSON text as OmniMessage wire bytes, or None."},
     {"decode_text", py_decode_text, METH_O, "OmniMessage wire bytes as the message's JSON text, or None."},
     {"jsonl_to_binpb", py_jsonl_to_binpb, METH_VARARGS,
-     "(data, pos, max_line) -> (frames, next pos, records): whole JSONL lines as delimited records."},
+     "(data, pos, max_line, fidelity_long) -> (frames, next pos, records): whole JSONL lines as "
+     "delimited records; a line with a fidelity string of fidelity_long bytes or more (when > 0) "
+     "is left to the caller."},
     {"frames_of_arms", py_frames_of_arms, METH_VARARGS,
      "(frames, least sizes, held fields) -> [(start, end, arm)] of the bodies the default form may rewrite."},
     {"binpb_to_jsonl", py_binpb_to_jsonl, METH_VARARGS,
@@ -1591,5 +1840,11 @@ PyMODINIT_FUNC PyInit__codec(void) {
     s_origin = PyUnicode_InternFromString("origin");
     s_session_meta = PyUnicode_InternFromString("session_meta");
     if (!s_empty || !s_timestamp || !s_type || !s_payload || !s_origin || !s_session_meta) return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    /* What _native.py checks before it calls anything: an extension built
+     * from other source (a pull without reinstalling) has another number,
+     * even where its functions keep their names. Raised with every change
+     * of a function's arguments or of what it accepts. */
+    if (m && PyModule_AddIntConstant(m, "SOURCE_VERSION", 3) < 0) { Py_DECREF(m); return NULL; }
+    return m;
 }

@@ -3,7 +3,8 @@
 The C code knows nothing of the schema: this module builds its tables from
 the same ObjectSpecs the Python codec uses (``_schema``), so there is one
 description of the protocol. The native functions mirror the Python fast
-path (``_fastpath``) and return ``None`` for anything unusual (hints, fidelity,
+path (``_fastpath``) and return ``None`` for anything unusual (hints, fidelity
+other than a flat object of strings, booleans and nulls in sorted key order,
 unknown kinds or fields, deep values, lone surrogates), and the caller then
 runs the Python codec, which stays complete and is the reference.
 
@@ -56,7 +57,9 @@ class NativeCodec(Protocol):
     def decode(self, data: bytes) -> dict[str, Any] | None: ...
     def encode_text(self, data: bytes) -> bytes | None: ...
     def decode_text(self, data: bytes) -> bytes | None: ...
-    def jsonl_to_binpb(self, data: bytes, pos: int, max_line: int) -> tuple[bytes, int, int]: ...
+    def jsonl_to_binpb(
+        self, data: bytes, pos: int, max_line: int, fidelity_long: int
+    ) -> tuple[bytes, int, int]: ...
     def binpb_to_jsonl(self, data: bytes, pos: int, max_frame: int) -> tuple[bytes, int, int]: ...
     def frames_of_arms(
         self, data: bytes, least: bytes, holding: bytes
@@ -192,6 +195,10 @@ def _configure(module: NativeCodec) -> None:
 
 
 _ENTRY_POINTS = [name for name in NativeCodec.__dict__ if not name.startswith("_")]
+# _native.c's SOURCE_VERSION, raised with every change of what a function
+# takes or accepts: an extension built from older source may keep every name
+# and still take other arguments or decline other records.
+SOURCE_VERSION = 3
 
 
 def _load() -> NativeCodec | None:
@@ -207,6 +214,12 @@ def _load() -> NativeCodec | None:
             # an extension built from older source (a pull without reinstalling)
             raise RuntimeError(
                 f"the built extension lacks {', '.join(missing)}: rerun pip install -e ."
+            )
+        built = getattr(module, "SOURCE_VERSION", None)
+        if built != SOURCE_VERSION:
+            raise RuntimeError(
+                f"the built extension is from other source (version {built}, "
+                f"this code expects {SOURCE_VERSION}): rerun pip install -e ."
             )
         _configure(module)
     except (TypeError, ValueError, KeyError, RuntimeError) as exc:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import BinaryIO
 
 from omni_grpc.convert import ConversionError, serialize_message
+from omni_grpc.convert._base64 import PACK_FROM
 from omni_grpc.convert._native import NATIVE
 from omni_grpc.trace.binpb import (
     _CHUNK_BYTES,
@@ -56,8 +57,9 @@ def jsonl_to_binpb(
     """Writes the JSONL trace's records as ``.binpb`` frames; returns the count.
     Large records are stored compressed when ``compress`` is True, base64
     kept as text when ``plain`` is (see :mod:`.binpb`). The native converter
-    declines every record with fidelity, so the Python codec writes each
-    record a base64 string could be stored in."""
+    declines every record with a fidelity string of ``PACK_FROM`` bytes or
+    more in the default form, so the Python codec writes each record a
+    base64 string of fidelity could be stored in."""
     lines = LineParser(tolerant=tolerant, on_skip=on_skip, max_line_bytes=max_line_bytes)
     write = sink.write
     count = 0
@@ -69,6 +71,10 @@ def jsonl_to_binpb(
             write(encode_frame(message, compress=compress, plain=plain))
             count += 1
 
+    # The default form stores fidelity's long base64 strings as bytes, which
+    # the Python codec does: the C code leaves it each record with a
+    # fidelity string that long (and writes the rest, which stay as they are).
+    fidelity_long = 0 if plain else PACK_FROM
     with open_source(source) as stream:
         for block in iter_blocks(stream, max_line_bytes=max_line_bytes):
             if isinstance(block, RawLine):
@@ -79,7 +85,9 @@ def jsonl_to_binpb(
             else:
                 data, number, pos = block.data, block.first, 0
                 while pos < len(data):
-                    frames, stop, records = NATIVE.jsonl_to_binpb(data, pos, max_line_bytes)
+                    frames, stop, records = NATIVE.jsonl_to_binpb(
+                        data, pos, max_line_bytes, fidelity_long
+                    )
                     if records:
                         lines.accepted()
                         if not plain:

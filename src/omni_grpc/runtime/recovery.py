@@ -426,7 +426,8 @@ class Recovery:
 
     async def close_orphan(self, session_id: str, beat: int | None = None) -> None:
         """Closes a run whose owner died: as an abort would, from the log and
-        the trace together (see ``trace_tail``). ``beat``: the beat the sweep
+        the trace together: the trace's records past the log's last number
+        (``records_past``), then the close. ``beat``: the beat the sweep
         saw stand still (the take-over is refused if it moved since).
 
         The take-over's lease is renewed by this replica's keeper until the

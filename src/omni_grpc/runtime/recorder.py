@@ -95,7 +95,7 @@ class Recorder:
         Raises TraceRejected when the disk refuses it, Fenced once the lease
         may have been lost.
 
-        The write (its ``flock``, the fence file's read, ``write(2)``, the
+        The write (its ``flock``, the record number's check, ``write(2)``, the
         index) runs on the recorder's threads, never on the event loop: a
         disk that stalls (fsync-heavy neighbours, a journal commit) stalls
         this run, not every client, health check and lease of the replica.

@@ -410,3 +410,39 @@ async def test_h2_settings_are_what_the_module_says() -> None:
         assert remote[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS] == 100
         assert remote[h2.settings.SettingCodes.INITIAL_WINDOW_SIZE] == STREAM_WINDOW
         client.close()
+
+
+async def test_a_busy_h2_connection_keeps_its_place_and_the_next_gets_503() -> None:
+    async with echo_server(limits=HttpLimits(max_connections=1)) as server:
+        busy = await RawH2.open(server.port)
+        sid = busy.request("/upload", method="POST", end=False)  # a stream left open
+        await busy.flush()
+        await busy.until(
+            lambda: any(isinstance(e, h2.events.RemoteSettingsChanged) for e in busy.events)
+        )
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        refused = await asyncio.wait_for(reader.read(), WAIT)
+        assert refused.startswith(b"HTTP/1.1 503 ") and b"too_many_connections" in refused
+        writer.close()
+        # The busy connection was not the one closed: its stream still finishes.
+        busy.conn.send_data(sid, b"abc", end_stream=True)
+        await busy.flush()
+        await busy.until(lambda: busy.response(sid) is not None)
+        status, body = busy.response(sid) or (0, b"")
+        assert status == 200 and orjson.loads(body)["length"] == 3
+        busy.close()
+
+
+async def test_a_draining_server_sends_goaway_after_the_response() -> None:
+    draining = False
+    async with echo_server(closing=lambda: draining) as server:
+        client = await RawH2.open(server.port)
+        first = client.request("/one")
+        await client.flush()
+        await client.until(lambda: client.response(first) is not None)
+        assert not client.goaway()
+        draining = True
+        second = client.request("/two")
+        await client.flush()
+        await client.until_closed()
+        assert (client.response(second) or (0,))[0] == 200 and client.goaway()

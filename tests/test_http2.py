@@ -28,7 +28,7 @@ from omni_grpc.engines.demo import DemoEngine
 from omni_grpc.runtime.approvals import ApprovalMode
 from omni_grpc.runtime.hub import Hub
 from omni_grpc.transport.sse.app import create_app
-from omni_grpc.transport.sse.http2 import MAX_HEADER_LIST, STREAM_WINDOW
+from omni_grpc.transport.sse.http2 import MAX_HEADER_LIST, MAX_STREAMS, STREAM_WINDOW
 from omni_grpc.transport.sse.http_limits import HttpLimits
 from omni_grpc.transport.sse.server import HttpServer
 
@@ -446,3 +446,39 @@ async def test_a_draining_server_sends_goaway_after_the_response() -> None:
         await client.flush()
         await client.until_closed()
         assert (client.response(second) or (0,))[0] == 200 and client.goaway()
+
+
+async def test_streams_reset_at_once_do_not_run_more_than_the_stream_limit() -> None:
+    """HTTP/2 rapid reset: each stream is opened and reset at once, while the
+    app of each ignores the reset and keeps going; at most MAX_STREAMS run."""
+    gate = asyncio.Event()
+    started = 0
+
+    async def stubborn(scope: Scope, receive: Receive, send: Send) -> None:
+        nonlocal started
+        started += 1
+        await gate.wait()
+
+    server = HttpServer(stubborn, port=0)
+    await server.start()
+    try:
+        client = await RawH2.open(server.port)
+        await client.until(
+            lambda: any(isinstance(e, h2.events.RemoteSettingsChanged) for e in client.events)
+        )
+        last = 0
+        for _ in range(MAX_STREAMS + 50):
+            last = client.request("/r", end=False)
+            client.conn.reset_stream(last)
+        await client.flush()
+        # A PING after them: its answer means the server has read every frame.
+        client.conn.ping(b"12345678")
+        await client.flush()
+        await client.until(
+            lambda: any(isinstance(e, h2.events.PingAckReceived) for e in client.events)
+        )
+        assert started == MAX_STREAMS
+        gate.set()
+        client.close()
+    finally:
+        await server.stop()

@@ -482,3 +482,17 @@ async def test_streams_reset_at_once_do_not_run_more_than_the_stream_limit() -> 
         client.close()
     finally:
         await server.stop()
+
+
+async def test_a_stalled_tls_handshake_ends_at_the_header_timeout(certs: Path) -> None:
+    """A TLS connection counts against the cap only once its handshake is
+    done; one that stalls it is ended at the header timeout, not asyncio's 60 s."""
+    async with echo_server(
+        tls_cert=certs / "server.pem", tls_key=certs / "server.key",
+        limits=HttpLimits(header_timeout=0.5),
+    ) as server:  # fmt: skip
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        # Nothing sent: the server waits for a ClientHello, then gives up. The
+        # bound is far under asyncio's default of 60 s.
+        assert await asyncio.wait_for(reader.read(), WAIT) == b""
+        writer.close()

@@ -28,7 +28,7 @@ from omni_grpc.engines.demo import DemoEngine
 from omni_grpc.runtime.approvals import ApprovalMode
 from omni_grpc.runtime.hub import Hub
 from omni_grpc.transport.sse.app import create_app
-from omni_grpc.transport.sse.http2 import MAX_HEADER_LIST, STREAM_WINDOW
+from omni_grpc.transport.sse.http2 import MAX_HEADER_LIST, MAX_STREAMS, STREAM_WINDOW
 from omni_grpc.transport.sse.http_limits import HttpLimits
 from omni_grpc.transport.sse.server import HttpServer
 
@@ -410,3 +410,89 @@ async def test_h2_settings_are_what_the_module_says() -> None:
         assert remote[h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS] == 100
         assert remote[h2.settings.SettingCodes.INITIAL_WINDOW_SIZE] == STREAM_WINDOW
         client.close()
+
+
+async def test_a_busy_h2_connection_keeps_its_place_and_the_next_gets_503() -> None:
+    async with echo_server(limits=HttpLimits(max_connections=1)) as server:
+        busy = await RawH2.open(server.port)
+        sid = busy.request("/upload", method="POST", end=False)  # a stream left open
+        await busy.flush()
+        await busy.until(
+            lambda: any(isinstance(e, h2.events.RemoteSettingsChanged) for e in busy.events)
+        )
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        refused = await asyncio.wait_for(reader.read(), WAIT)
+        assert refused.startswith(b"HTTP/1.1 503 ") and b"too_many_connections" in refused
+        writer.close()
+        # The busy connection was not the one closed: its stream still finishes.
+        busy.conn.send_data(sid, b"abc", end_stream=True)
+        await busy.flush()
+        await busy.until(lambda: busy.response(sid) is not None)
+        status, body = busy.response(sid) or (0, b"")
+        assert status == 200 and orjson.loads(body)["length"] == 3
+        busy.close()
+
+
+async def test_a_draining_server_sends_goaway_after_the_response() -> None:
+    draining = False
+    async with echo_server(closing=lambda: draining) as server:
+        client = await RawH2.open(server.port)
+        first = client.request("/one")
+        await client.flush()
+        await client.until(lambda: client.response(first) is not None)
+        assert not client.goaway()
+        draining = True
+        second = client.request("/two")
+        await client.flush()
+        await client.until_closed()
+        assert (client.response(second) or (0,))[0] == 200 and client.goaway()
+
+
+async def test_streams_reset_at_once_do_not_run_more_than_the_stream_limit() -> None:
+    """HTTP/2 rapid reset: each stream is opened and reset at once, while the
+    app of each ignores the reset and keeps going; at most MAX_STREAMS run."""
+    gate = asyncio.Event()
+    started = 0
+
+    async def stubborn(scope: Scope, receive: Receive, send: Send) -> None:
+        nonlocal started
+        started += 1
+        await gate.wait()
+
+    server = HttpServer(stubborn, port=0)
+    await server.start()
+    try:
+        client = await RawH2.open(server.port)
+        await client.until(
+            lambda: any(isinstance(e, h2.events.RemoteSettingsChanged) for e in client.events)
+        )
+        last = 0
+        for _ in range(MAX_STREAMS + 50):
+            last = client.request("/r", end=False)
+            client.conn.reset_stream(last)
+        await client.flush()
+        # A PING after them: its answer means the server has read every frame.
+        client.conn.ping(b"12345678")
+        await client.flush()
+        await client.until(
+            lambda: any(isinstance(e, h2.events.PingAckReceived) for e in client.events)
+        )
+        assert started == MAX_STREAMS
+        gate.set()
+        client.close()
+    finally:
+        await server.stop()
+
+
+async def test_a_stalled_tls_handshake_ends_at_the_header_timeout(certs: Path) -> None:
+    """A TLS connection counts against the cap only once its handshake is
+    done; one that stalls it is ended at the header timeout, not asyncio's 60 s."""
+    async with echo_server(
+        tls_cert=certs / "server.pem", tls_key=certs / "server.key",
+        limits=HttpLimits(header_timeout=0.5),
+    ) as server:  # fmt: skip
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        # Nothing sent: the server waits for a ClientHello, then gives up. The
+        # bound is far under asyncio's default of 60 s.
+        assert await asyncio.wait_for(reader.read(), WAIT) == b""
+        writer.close()

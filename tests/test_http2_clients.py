@@ -10,9 +10,13 @@ import asyncio
 import json
 import os
 import shutil
+import ssl
+from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
+from conftest import ServeProcess
 from connect_serving import BUF, PROTO, SERVICE, json_documents, require_buf, serving
 from polyglot.polyglot_builds import EXAMPLES, build_node
 
@@ -108,3 +112,25 @@ async def test_curl_sse_over_http2(tmp_path: Path, certs: Path, tls: bool, flag:
     expected = "1.1 200" if flag == "--http2" and not tls else "2 200"
     assert status == expected
     assert "curl over h2" in body and body.count("data:") > 2
+
+
+def test_serve_tls_flags_put_the_http_port_on_https(
+    serve_process: Callable[..., ServeProcess], certs: Path
+) -> None:
+    """``serve --tls-cert/--tls-key/--tls-client-ca``: the HTTP port as well as
+    the gRPC port, https:// in the banner, a client certificate required."""
+    served = serve_process(
+        "--tls-cert", str(certs / "server.pem"), "--tls-key", str(certs / "server.key"),
+        "--tls-client-ca", str(certs / "ca.pem"),
+    )  # fmt: skip
+    assert any("HTTP/SSE on https://" in line for line in served.banner), served.banner
+    url = f"https://{served.http_address}/api/sessions"
+    context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    with pytest.raises(httpx.HTTPError), httpx.Client(http2=True, verify=context) as http:
+        http.get(url)  # no client certificate
+    context.load_cert_chain(certs / "client.pem", certs / "client.key")
+    with httpx.Client(http2=True, verify=context) as http:
+        answer = http.get(url)
+    assert answer.status_code == 200 and answer.http_version == "HTTP/2"
+    with pytest.raises(httpx.HTTPError), httpx.Client() as plain:
+        plain.get(f"http://{served.http_address}/api/sessions")

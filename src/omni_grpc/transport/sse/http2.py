@@ -316,7 +316,13 @@ class H2Protocol(asyncio.Protocol):
             "state": self.app_state.copy(),
         }
         stream = self._open_stream(stream_id, scope, remote_ended=ended, run=False)
-        if self._closing:  # opened after our GOAWAY: the client retries it elsewhere
+        # h2 counts only streams still open on the wire; a client that opens
+        # and resets streams at once (HTTP/2 "rapid reset") would start an app
+        # task for each while earlier ones are still finishing. Streams whose
+        # app has not returned count too, so a connection runs at most
+        # MAX_STREAMS at once.
+        running = len(self.streams) > MAX_STREAMS
+        if self._closing or running:  # the client retries it (elsewhere, after GOAWAY)
             self._reset(stream, h2.errors.ErrorCodes.REFUSED_STREAM)
             self._maybe_finished(stream)
             return

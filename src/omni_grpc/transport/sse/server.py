@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
 import ssl
 from collections.abc import Callable, Iterator
@@ -35,9 +36,37 @@ class _Server(uvicorn.Server):
     the HTTP side at the first signal, in the middle of a drain, and raise the
     signal again once it stopped."""
 
+    # The TLS handshake's deadline (the header timeout); None without TLS.
+    handshake_timeout: float | None = None
+
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's startup, its listener given a TLS handshake deadline.
+
+        asyncio waits 60 s for a handshake, and a connection counts against
+        the cap only once it is done: clients that open TLS connections and
+        stall would hold descriptors outside the cap for a minute each.
+        uvicorn passes no deadline to ``create_server``, so it is added here
+        for the one call its startup makes."""
+        if self.handshake_timeout is None:
+            await super().startup(sockets)
+            return
+        loop = asyncio.get_running_loop()
+        create_server = loop.create_server
+        try:
+            loop.create_server = functools.partial(  # type: ignore[method-assign]
+                create_server, ssl_handshake_timeout=self.handshake_timeout
+            )
+        except AttributeError:  # a loop in C (uvloop): its 60 s stay
+            await super().startup(sockets)
+            return
+        try:
+            await super().startup(sockets)
+        finally:
+            del loop.create_server  # the loop's own method again
 
 
 class _CloseWhen:
@@ -108,6 +137,8 @@ class HttpServer:
             **tls,
         )
         self._server = _Server(self._config)
+        if tls_cert is not None:
+            self._server.handshake_timeout = limits.header_timeout
         self._task: asyncio.Task[None] | None = None
 
     @property

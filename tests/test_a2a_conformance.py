@@ -1,7 +1,7 @@
 """What the official A2A TCK (a2aproject/a2a-tck, branch 1.0-dev) checks, and the
 issue's points beside it, on every binding of a real server, with A2A 1.0's
-own error table (section 5.4): the TCK itself is not on PyPI or npm, so CI
-cannot run it (docs/a2a.md records its results and how to run it).
+own error table (section 5.4), so each point holds whatever the TCK's
+version (tests/test_a2a_tck.py runs the vendored TCK itself).
 
 Each check names the binding's own form of the error: a JSON-RPC code, an
 HTTP status with an AIP-193 body, a gRPC status; all carry the ErrorInfo

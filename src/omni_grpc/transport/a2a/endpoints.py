@@ -82,6 +82,7 @@ class JsonRpcEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         response = await self.handle(request)
+        let_go_of_body(request)
         await response(scope, receive, send)
 
     async def handle(self, request: Request) -> Response:
@@ -104,6 +105,16 @@ class JsonRpcEndpoint:
                 await self.dispatcher.handle_requests(request)
             return Response(status_code=204)
         return await self.dispatcher.handle_requests(request)
+
+
+def let_go_of_body(request: Request) -> None:
+    """Drops the request's body and its parsed JSON, which Starlette caches on
+    the Request, once the answer is made: the endpoint holds the Request
+    until the answer is sent, a stream's answer lasts as long as its run, and
+    for a large message these are two of its copies (the request itself is
+    parsed into the SDK's proto by then)."""
+    for cached in ("_body", "_json"):
+        request.__dict__.pop(cached, None)
 
 
 def media_problem(request: Request) -> ContentTypeNotSupportedError | None:
@@ -178,6 +189,7 @@ def spec_statuses(
             payload["error"]["code"] = 415  # AIP-193: the HTTP status
             return JSONResponse(payload, status_code=415)
         response = _labelled(request, await endpoint(request))
+        let_go_of_body(request)
         if response.status_code not in (400, 500) or not isinstance(response, JSONResponse):
             return response
         payload = orjson.loads(response.body)

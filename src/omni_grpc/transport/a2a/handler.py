@@ -77,6 +77,9 @@ class HubRequestHandler(RequestHandler):
         self, params: a2a.SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[StreamEvent]:
         view, sub = await self._send(params, context)
+        # The request is in the run by now; this generator lasts as long as the
+        # run, and for a large message its request is one of the message's copies.
+        del params
         async for event in _stream(view, sub, until=TERMINAL | INTERRUPTED):
             yield event
 

@@ -23,7 +23,9 @@ many deltas the demo engine streamed, and what they cost.
 
 ``--via a2a``: the large run is an A2A task instead (SendStreamingMessage on
 the A2A gRPC service beside AgentService, in the small turn's context), read
-as A2A's artifact chunks; the Attach readers are as before.
+as A2A's artifact chunks; the Attach readers are as before. ``--via
+a2a-jsonrpc`` and ``--via a2a-rest``: the same task over the HTTP port's
+JSON-RPC and HTTP+JSON bindings (their SSE streams).
 
 ``--timeline``: the server's RSS is also sampled every 2 ms during the large
 run, and a second table gives, for each message of 1 MiB or more the run
@@ -36,7 +38,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
+import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -46,6 +51,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import grpc
+import httpx
 from a2a.types import a2a_pb2 as a2a
 from a2a.types import a2a_pb2_grpc
 from scale_out import Proc, start_redis, start_serve  # benchmarks/scale_out.py
@@ -165,6 +171,81 @@ async def a2a_run(address: str, prompt: str, context_id: str) -> tuple[int, int]
     return events, echoes
 
 
+async def a2a_http_run(url: str, via: str, prompt: str, context_id: str) -> tuple[int, int]:
+    """As ``a2a_run``, over the HTTP port's JSON-RPC (``a2a-jsonrpc``) or
+    HTTP+JSON (``a2a-rest``) binding, read as SSE."""
+    message = {
+        "messageId": "bench", "role": "ROLE_USER", "contextId": context_id,
+        "parts": [{"text": prompt}],
+    }  # fmt: skip
+    if via == "a2a-jsonrpc":
+        target = url + "/a2a/jsonrpc"
+        body = {
+            "jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+            "params": {"message": message},
+        }  # fmt: skip
+    else:
+        target, body = url + "/a2a/rest/message:stream", {"message": message}
+    texts: dict[str, list[str]] = {}
+    names: dict[str, str] = {}
+    events = 0
+    headers = {"A2A-Version": "1.0", "Accept": "text/event-stream"}
+    async with (
+        httpx.AsyncClient(timeout=None) as http,
+        http.stream("POST", target, json=body, headers=headers) as response,
+    ):
+        response.raise_for_status()
+        data: list[str] = []
+        async for line in response.aiter_lines():
+            if line.startswith("data:"):
+                data.append(line[5:].lstrip())
+                continue
+            if line or not data:
+                continue
+            event = json.loads("\n".join(data))
+            data.clear()
+            events += 1
+            result = event.get("result", event) if via == "a2a-jsonrpc" else event
+            update = result.get("artifactUpdate")
+            if update is None:
+                continue
+            artifact = update["artifact"]
+            names[artifact["artifactId"]] = artifact.get("name", "")
+            chunks = texts.setdefault(artifact["artifactId"], [])
+            if not update.get("append"):
+                chunks.clear()
+            chunks.extend(part.get("text", "") for part in artifact["parts"])
+    shown = repr(prompt)
+    echoes = sum(
+        shown in "".join(chunks)
+        for artifact_id, chunks in texts.items()
+        if names[artifact_id] in ("text", "thinking")
+    )
+    return events, echoes
+
+
+# The HTTP port's URL of each server started for an --via a2a-* case.
+HTTP_URLS: dict[int, str] = {}
+
+
+def start_http_serve(data_dir: Path, flags: list[str]) -> Proc:
+    """As ``scale_out.start_serve``, with the HTTP port (the A2A bindings) on."""
+    cmd = [sys.executable, "-m", "omni_grpc", "serve", "--grpc-port", "0", "--http-port", "0",
+           "--data-dir", str(data_dir), "--no-metrics", *flags]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    banner = ""
+    for line in proc.stdout:
+        banner += line
+        if line.strip() == "omni-grpc ready":
+            grpc_at = re.search(r"gRPC on grpc://(\S+)", banner)
+            http_at = re.search(r"HTTP\S* on (http://[^/\s]+)", banner)
+            assert grpc_at is not None and http_at is not None, banner
+            HTTP_URLS[proc.pid] = http_at.group(1)
+            return Proc(proc, grpc_at.group(1))
+    raise RuntimeError(f"serve exited: {proc.wait()}")
+
+
 async def one_case(
     server: Proc, mib: int, readers: int, timeline: bool, kind: str, via: str = "grpc"
 ) -> tuple[float, float, int, float, float, list[tuple[str, float]]]:
@@ -202,8 +283,12 @@ async def one_case(
             began, cpu = time.perf_counter(), cpu_seconds(server.process.pid)
             run = []
             a2a_events = 0
-            if via == "a2a":
-                a2a_events, echoes = await a2a_run(server.address, prompt, sid)
+            if via.startswith("a2a"):
+                if via == "a2a":
+                    a2a_events, echoes = await a2a_run(server.address, prompt, sid)
+                else:
+                    url = HTTP_URLS[server.process.pid]
+                    a2a_events, echoes = await a2a_http_run(url, via, prompt, sid)
                 if echoes != 2:
                     raise RuntimeError(f"{mib} MiB over A2A: {echoes} echoes of the prompt, not 2")
             async for event in client.run(prompt, session_id=sid) if via == "grpc" else _none():
@@ -215,7 +300,7 @@ async def one_case(
             seconds = time.perf_counter() - began
             cpu = cpu_seconds(server.process.pid) - cpu
         seen = [run, *await asyncio.gather(*watchers)] if via == "grpc" else []
-        if via == "a2a":
+        if via != "grpc":
             # The A2A task is over; the Attach readers see its end on their own.
             seen = [*await asyncio.gather(*watchers)]
     for events in seen:
@@ -249,10 +334,10 @@ def python_path(src: str | None) -> Iterator[None]:
             os.environ["PYTHONPATH"] = before
 
 
-def start_tree_serve(data_dir: Path, src: str | None, flags: list[str]) -> Proc:
+def start_tree_serve(data_dir: Path, src: str | None, flags: list[str], http: bool = False) -> Proc:
     """A server from this tree, or (``src``) from another tree's sources."""
     with python_path(src):
-        return start_serve(data_dir, *flags)
+        return start_http_serve(data_dir, flags) if http else start_serve(data_dir, *flags)
 
 
 async def main() -> None:
@@ -268,7 +353,10 @@ async def main() -> None:
     )
     parser.add_argument("--baseline-src", help="another tree's src/ for a 'before' server")
     parser.add_argument(
-        "--via", choices=("grpc", "a2a"), default="grpc", help="the large run: Run, or an A2A task"
+        "--via",
+        choices=("grpc", "a2a", "a2a-jsonrpc", "a2a-rest"),
+        default="grpc",
+        help="the large run: Run, or an A2A task (gRPC, JSON-RPC or HTTP+JSON binding)",
     )
     parser.add_argument(
         "--timeline", action="store_true", help="also the growth while each large message is sent"
@@ -307,7 +395,8 @@ async def main() -> None:
                     flags = ["--redis-url", redis[1]]
                 for tree, src in trees:
                     n += 1
-                    server = start_tree_serve(root / f"serve-{n}", src, flags)
+                    http = args.via in ("a2a-jsonrpc", "a2a-rest")
+                    server = start_tree_serve(root / f"serve-{n}", src, flags, http)
                     try:
                         base, peak, events, seconds, cpu, flight = await one_case(
                             server, mib, readers, args.timeline, args.prompt, args.via

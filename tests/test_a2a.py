@@ -26,6 +26,7 @@ from a2a_support import (
 )
 
 from omni_grpc.convert import serialize_message
+from omni_grpc.runtime.limits import Limits
 from omni_grpc.server import OmniServer
 from omni_grpc.transport.a2a import extension
 from omni_grpc.vocabulary import ApprovalMode
@@ -217,6 +218,26 @@ async def test_an_approval_answered_on_agent_service_moves_the_a2a_task_on(
     states = [s for e in events if (s := state_of(e)) is not None]
     assert states[-1] == a2a.TASK_STATE_COMPLETED
     assert a2a.TASK_STATE_WORKING in states[states.index(a2a.TASK_STATE_INPUT_REQUIRED) :]
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_no_stream_is_left_waiting_for_an_answer_that_never_comes(
+    a2a_server: Start, binding: str
+) -> None:
+    """Where streams end (docs/a2a.md): a message's stream closes at
+    TASK_STATE_INPUT_REQUIRED, and SubscribeToTask, which stays open across
+    the wait, ends at the terminal state the run reaches once the unanswered
+    request expires (``--max-approval-wait``): no client waits forever."""
+    server = await a2a_server(approval_mode=ApprovalMode.ASK, limits=Limits(approval_wait=3.0))
+    async with sdk_client(server, binding) as client, asyncio.timeout(60):
+        asked = await collect(client.send_message(user_message("list my files")))
+        assert state_of(asked[-1]) == a2a.TASK_STATE_INPUT_REQUIRED
+        followed = await collect(
+            client.subscribe(a2a.SubscribeToTaskRequest(id=task_id_of(asked[-1])))
+        )
+    states = [s for e in followed if (s := state_of(e)) is not None]
+    assert states[0] == a2a.TASK_STATE_INPUT_REQUIRED  # it was still waiting
+    assert states[-1] in (a2a.TASK_STATE_COMPLETED, a2a.TASK_STATE_FAILED), states
 
 
 @pytest.mark.parametrize("binding", BINDINGS)

@@ -1,7 +1,7 @@
 """What the official A2A TCK (a2aproject/a2a-tck, branch 1.0-dev) checks, and the
 issue's points beside it, on every binding of a real server, with A2A 1.0's
-own error table (section 5.4): the TCK itself is not on PyPI or npm, so CI
-cannot run it (docs/a2a.md records its results and how to run it).
+own error table (section 5.4), so each point holds whatever the TCK's
+version (tests/test_a2a_tck.py runs the vendored TCK itself).
 
 Each check names the binding's own form of the error: a JSON-RPC code, an
 HTTP status with an AIP-193 body, a gRPC status; all carry the ErrorInfo
@@ -17,6 +17,7 @@ from typing import Any
 
 import grpc
 import httpx
+import orjson
 import pytest
 from a2a.types import a2a_pb2 as a2a
 from a2a.types import a2a_pb2_grpc
@@ -152,6 +153,62 @@ async def test_a_part_of_a_type_the_agent_does_not_take_is_content_type_not_supp
         answer = await call(server, binding, "SendMessage", message(parts=[{"text": "x"}, part]))
         refused(answer, binding, "CONTENT_TYPE_NOT_SUPPORTED")
     assert await server.hub.list_sessions() == []  # nothing ran
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", None])
+async def test_a_body_that_is_not_json_is_content_type_not_supported_unread(
+    a2a_server: Start, content_type: str | None
+) -> None:
+    """A2A's bindings carry JSON; a body of another type (how a cross-site
+    "simple" POST gets past CORS) is refused before it is read, in A2A's
+    words: -32005 on JSON-RPC, 415 with an AIP-193 body on HTTP+JSON."""
+    server = await a2a_server()
+    body = orjson.dumps({"jsonrpc": "2.0", "id": 7, "method": "SendMessage", "params": message()})
+    headers = {**V1, **({"content-type": content_type} if content_type else {})}
+    async with httpx.AsyncClient(timeout=30) as http:
+        for path in ("/a2a/jsonrpc", "/a2a/jsonrpc/"):
+            got = await http.post(http_url(server) + path, content=body, headers=headers)
+            assert got.status_code == 200, got.text
+            error = got.json()["error"]
+            assert error["code"] == -32005, error
+            assert error["data"][0]["reason"] == "CONTENT_TYPE_NOT_SUPPORTED", error
+        got = await http.post(
+            http_url(server) + "/a2a/rest/message:send",
+            content=orjson.dumps(message()),
+            headers=headers,
+        )
+        assert got.status_code == 415, got.text
+        error = got.json()["error"]
+        assert (error["code"], error["status"]) == (415, "INVALID_ARGUMENT"), error
+        assert error["details"][0]["reason"] == "CONTENT_TYPE_NOT_SUPPORTED", error
+        # The rest of the port keeps its own guard and its own words.
+        got = await http.post(http_url(server) + "/v1/runs", content=b"{}", headers=headers)
+        assert got.status_code == 415
+        assert got.json()["error"]["code"] == "unsupported_media_type"
+    assert await server.hub.list_sessions() == []  # nothing ran
+
+
+async def test_http_json_answers_in_the_media_type_the_client_names(a2a_server: Start) -> None:
+    """Section 11.1 says "application/json for requests and responses", its
+    examples and section 14.1.1 ``application/a2a+json``: a client naming the
+    latter gets it, any other client the former."""
+    server = await a2a_server()
+    body = orjson.dumps(message())
+    url = http_url(server) + "/a2a/rest/message:send"
+    async with httpx.AsyncClient(timeout=30) as http:
+        for sent, accept, label in [
+            ("application/json", None, "application/json"),
+            ("application/a2a+json", None, "application/a2a+json"),
+            ("application/json", "application/a2a+json", "application/a2a+json"),
+        ]:
+            headers = {**V1, "content-type": sent, **({"accept": accept} if accept else {})}
+            got = await http.post(url, content=body, headers=headers)
+            assert got.status_code == 200, got.text
+            assert got.headers["content-type"].split(";")[0] == label, (sent, accept)
+            assert got.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        got = await http.get(http_url(server) + "/a2a/rest/tasks/nope:x", headers=V1)
+        assert got.status_code == 404
+        assert got.headers["content-type"].split(";")[0] == "application/json"
 
 
 @pytest.mark.parametrize("binding", BINDINGS)

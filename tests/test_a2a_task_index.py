@@ -15,7 +15,15 @@ from typing import Any
 
 import pytest
 from a2a.types import a2a_pb2 as a2a
-from a2a_support import BINDINGS, artifact_texts, sdk_client, start_server, task_id_of, user_message
+from a2a_support import (
+    BINDINGS,
+    approval,
+    artifact_texts,
+    sdk_client,
+    start_server,
+    task_id_of,
+    user_message,
+)
 from redis_server import RedisServer
 
 from omni_grpc.server import OmniServer
@@ -162,3 +170,69 @@ async def test_a_waiting_task_is_found_after_its_start_left_the_window(
     ]
     assert len(calls) == 1
     assert [t.id for t in waiting.tasks] == [task_id]
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_a_waiting_task_is_answered_and_followed_after_its_start_left_the_window(
+    asking_server: OmniServer, binding: str
+) -> None:
+    """A task waiting for a decision publishes nothing until it gets one: its
+    record and trace, then the live stream, tell it without a gap."""
+    async with sdk_client(asking_server, binding) as client:
+        asked = await collect(client.send_message(user_message("list my files")))
+        task_id, context = task_id_of(asked[0]), asked[0].task.context_id
+        window = await asking_server.hub.replay_window(context)
+        assert task_id.split(":")[1] not in {e.event_id for e in window}
+        followed = client.subscribe(a2a.SubscribeToTaskRequest(id=task_id))
+        snapshot = await anext(followed)
+        assert snapshot.task.id == task_id
+        assert snapshot.task.status.state == a2a.TASK_STATE_INPUT_REQUIRED
+        # The answer names no call: the one the task waits on is known.
+        answered = await collect(client.send_message(approval(task_id, "allow")))
+        rest = await collect(followed)
+        again = await collect(
+            client.send_message(user_message("list my files", context_id=context))
+        )
+        canceled = await client.cancel_task(a2a.CancelTaskRequest(id=task_id_of(again[0])))
+    assert answered[0].task.id == task_id
+    assert answered[-1].status_update.status.state == a2a.TASK_STATE_COMPLETED
+    states = [e.status_update.status.state for e in rest if e.HasField("status_update")]
+    assert states[-1] == a2a.TASK_STATE_COMPLETED
+    assert a2a.TASK_STATE_WORKING in states
+    assert texts_of(rest) == texts_of(answered)  # the same answer, once
+    decisions = [
+        m.approval_decision
+        async for m in await asking_server.hub.history(context)
+        if m.HasField("approval_decision")
+    ]
+    assert decisions[0].decision == 1  # DECISION_ALLOW, for the first task
+    assert canceled.status.state == a2a.TASK_STATE_CANCELED
+
+
+def texts_of(events: list[a2a.StreamResponse]) -> list[str]:
+    return [
+        "".join(p.text for p in e.artifact_update.artifact.parts)
+        for e in events
+        if e.HasField("artifact_update") and e.artifact_update.artifact.name == "text"
+    ]
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_a_running_task_is_canceled_after_its_start_left_the_window(
+    server: OmniServer, binding: str
+) -> None:
+    async with sdk_client(server, binding) as client:
+        stream = client.send_message(user_message("hi " * 200))
+        first = await anext(stream)
+        task_id, context = task_id_of(first), first.task.context_id
+        async for _ in stream:  # until its start has left the window
+            window = await server.hub.replay_window(context)
+            if task_id.split(":")[1] not in {e.event_id for e in window}:
+                break
+        await stream.aclose()
+        record = await server.hub.task_record(context, task_id.split(":")[1])
+        assert record is not None and record.state == "working"
+        canceled = await client.cancel_task(a2a.CancelTaskRequest(id=task_id))
+        got = await client.get_task(a2a.GetTaskRequest(id=task_id))
+    assert canceled.id == task_id
+    assert canceled.status.state == got.status.state == a2a.TASK_STATE_CANCELED

@@ -329,12 +329,14 @@ def build_server(config: ServerConfig, *, backend: Backend | None = None) -> Omn
         if telemetry.metrics is not None:
             extra.append(metrics_route(telemetry.metrics))
         public: list[str] = []
+        own_media: list[str] = []
         if a2a is not None:
+            own_media.append(a2a.media_prefix)  # refused in A2A's words
             extra += a2a.routes()
             public.append(a2a.card_path)  # a client reads the card to learn it needs a token
         connect = _connect_app(hub, config, telemetry) if config.connect else None
         mounts = [(PREFIX, connect)] if connect is not None else []
-        sse = SseTransport(hub, config.http, telemetry, extra, mounts, public)
+        sse = SseTransport(hub, config.http, telemetry, extra, mounts, public, own_media)
         transports.append(sse)
         if connect is not None:
             transports.append(ConnectTransport(connect, lambda: sse.url))

@@ -13,6 +13,10 @@
   one thing to a proxy and another here (request smuggling; the last
   ``Origin`` winning): refused before anything else is read.
 
+* **JSON bodies.** A cross-site "simple" POST (no CORS preflight) can only
+  send ``text/plain`` or form types, so a body an app reads as JSON must say
+  it is JSON (``application/json`` or ``application/*+json``).
+
 Each transport answers a refusal in its own protocol's words (the SSE app's
 JSON error, Connect's error, gRPC-Web's status); the rules are these.
 """
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -136,3 +140,20 @@ class HostOriginPolicy:
             return True
         # Same origin: the page this server sent, under a Host already checked.
         return urlsplit(normalized).netloc == host_header.strip().lower()
+
+
+def is_json_media(content_type: str) -> bool:
+    """``application/json`` or ``application/*+json`` (A2A's ``a2a+json``),
+    parameters aside."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+def has_body(headers: Mapping[str, str]) -> bool:
+    """Whether a request (its headers by lower-case name) carries a body."""
+    length = headers.get("content-length")
+    if length is not None:
+        return length.strip() not in ("", "0")
+    return "chunked" in headers.get("transfer-encoding", "").lower()

@@ -64,6 +64,8 @@ class A2aBinding:
     ) -> None:
         self.config = config
         self.card_path = CARD_PATH
+        # Its routes refuse a body that is not JSON themselves (media_problem).
+        self.media_prefix = A2A_PREFIX + "/"
         self._http_url: Callable[[], str | None] = lambda: None
         self._grpc_url: Callable[[], str | None] = lambda: None
         self.facts = CardFacts(

@@ -30,12 +30,13 @@ from a2a.server.request_handlers.response_helpers import (
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.types import a2a_pb2
 from a2a.utils.error_handlers import build_rest_error_payload
-from a2a.utils.errors import InvalidParamsError
+from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from omni_grpc.transport import large_json
+from omni_grpc.transport.http_checks import has_body, is_json_media
 
 # Methods whose answer is a stream: as a notification there is no one to stream to.
 _STREAMING = frozenset(
@@ -82,9 +83,13 @@ class JsonRpcEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
         response = await self.handle(request)
+        let_go_of_body(request)
         await response(scope, receive, send)
 
     async def handle(self, request: Request) -> Response:
+        unsupported = media_problem(request)
+        if unsupported is not None:
+            return JSONResponse(build_error_response(None, unsupported))
         body = await request.body()
         try:
             parsed: Any = await large_json.loads(body)  # large: in another process
@@ -101,6 +106,32 @@ class JsonRpcEndpoint:
                 await self.dispatcher.handle_requests(request)
             return Response(status_code=204)
         return await self.dispatcher.handle_requests(request)
+
+
+def let_go_of_body(request: Request) -> None:
+    """Drops the request's body and its parsed JSON, which Starlette caches on
+    the Request, once the answer is made: the endpoint holds the Request
+    until the answer is sent, a stream's answer lasts as long as its run, and
+    for a large message these are two of its copies (the request itself is
+    parsed into the SDK's proto by then)."""
+    for cached in ("_body", "_json"):
+        request.__dict__.pop(cached, None)
+
+
+def media_problem(request: Request) -> ContentTypeNotSupportedError | None:
+    """A body that is not JSON, refused unread: A2A's bindings carry JSON
+    (section 9.1 and 11.1: "Content-Type: application/json for requests and
+    responses"; 11's examples ``application/a2a+json``), and a body of another
+    type is how a cross-site "simple" POST gets past CORS (the HTTP port's
+    guard leaves these paths to this check so the client gets A2A's error:
+    ContentTypeNotSupportedError, -32005, HTTP 415)."""
+    content_type = request.headers.get("content-type", "")
+    if not has_body(request.headers) or is_json_media(content_type):
+        return None
+    return ContentTypeNotSupportedError(
+        f"the request body must be application/json, not {content_type or 'untyped'!r}",
+        {"field": "Content-Type"},
+    )
 
 
 def _bad_status(body: Any) -> InvalidParamsError | None:
@@ -149,10 +180,17 @@ def spec_statuses(
     endpoint: Callable[[Request], Awaitable[Response]],
 ) -> Callable[[Request], Awaitable[Response]]:
     """A REST endpoint of the SDK's whose error answers carry the spec's HTTP
-    status (section 5.4's table), told by the ErrorInfo reason in the body."""
+    status (section 5.4's table), told by the ErrorInfo reason in the body; a
+    body that is not JSON refused first (``media_problem``)."""
 
     async def answer(request: Request) -> Response:
-        response = await endpoint(request)
+        unsupported = media_problem(request)
+        if unsupported is not None:
+            payload = build_rest_error_payload(unsupported)
+            payload["error"]["code"] = 415  # AIP-193: the HTTP status
+            return JSONResponse(payload, status_code=415)
+        response = _labelled(request, await endpoint(request))
+        let_go_of_body(request)
         if response.status_code not in (400, 500) or not isinstance(response, JSONResponse):
             return response
         payload = orjson.loads(response.body)
@@ -168,6 +206,26 @@ def spec_statuses(
         return JSONResponse(payload, status_code=status, media_type=response.media_type)
 
     return answer
+
+
+A2A_JSON = "application/a2a+json"
+
+
+def _labelled(request: Request, response: Response) -> Response:
+    """The SDK labels every HTTP+JSON answer ``application/a2a+json``; the
+    spec says both that (its examples, and section 14.1.1's registration:
+    "intended for the HTTP+JSON/REST binding") and, in the binding's own
+    requirements (section 11.1), "Content-Type: ``application/json`` for
+    requests and responses". So a client that names ``application/a2a+json``
+    (its Accept or its body's Content-Type, as the SDK's client does) gets
+    it, and any other gets ``application/json``: the same JSON either way."""
+    label = response.headers.get("content-type", "")
+    if not label.startswith(A2A_JSON):
+        return response
+    asked = request.headers.get("accept", "") + "," + request.headers.get("content-type", "")
+    if A2A_JSON not in asked.lower():
+        response.headers["content-type"] = "application/json" + label[len(A2A_JSON) :]
+    return response
 
 
 def _is_notification(body: Any) -> bool:

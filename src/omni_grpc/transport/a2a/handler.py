@@ -77,6 +77,9 @@ class HubRequestHandler(RequestHandler):
         self, params: a2a.SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[StreamEvent]:
         view, sub = await self._send(params, context)
+        # The request is in the run by now; this generator lasts as long as the
+        # run, and for a large message its request is one of the message's copies.
+        del params
         async for event in _stream(view, sub, until=TERMINAL | INTERRUPTED):
             yield event
 
@@ -247,7 +250,10 @@ class HubRequestHandler(RequestHandler):
         lossless = extension.URI in context.requested_extensions
         if await self._ended(ref):
             raise TaskNotCancelableError(f"task {ref.task_id!r} has already ended")
-        view, sub = await self._open(ref, lossless)
+        try:
+            view, sub = await self._open(ref, lossless)
+        except TaskNotFoundError:
+            return await self._cancel_late(ref, lossless)
         try:
             if view.ended:
                 raise TaskNotCancelableError(f"task {ref.task_id!r} has already ended")
@@ -259,6 +265,28 @@ class HubRequestHandler(RequestHandler):
         finally:
             sub.close()
         return view.task()
+
+    async def _cancel_late(self, ref: TaskRef, lossless: bool) -> a2a.Task:
+        """CancelTask of a running task whose start left the replay window: the
+        session runs one task at a time, so the running one is this one; it
+        is aborted, and the task told as it ended (from its record and the
+        trace) once the run's end is out."""
+        try:
+            record = await self.hub.task_record(ref.session_id, ref.event_id)
+            if record is None or TaskStatus(record.state).ended:
+                raise _not_found(ref.task_id)
+            sub = await self.hub.attach(ref.session_id, None)
+        except HubError as exc:
+            raise a2a_error(exc) from None
+        try:
+            if await self.hub.abort(ref.session_id, CANCEL_REASON, AbortKind.USER):
+                while (event := await _next(sub)) is not None and not is_task_end(event):
+                    pass
+        except HubError as exc:
+            raise a2a_error(exc) from None
+        finally:
+            sub.close()
+        return (await self._view(ref, lossless)).task()
 
     async def on_subscribe_to_task(
         self, params: a2a.SubscribeToTaskRequest, context: ServerCallContext
@@ -295,7 +323,16 @@ class HubRequestHandler(RequestHandler):
             view.client_message_id = record.message_id if record else None
             first = await _next(sub)
             if first is None or first.seq != ref.seq or not first.buffered:
-                raise _not_found(ref.task_id)
+                if first is None or first.buffered or not _waiting(record):
+                    raise _not_found(ref.task_id)
+                # Its start left the window (the attach resynced): a task
+                # waiting for a decision publishes nothing until it gets
+                # one, so its record and trace, then the live stream from
+                # this attach's snapshot on, tell it without a gap.
+                assert record is not None
+                (view,) = await _Views(self.hub, lossless).of([record])
+                await _to_snapshot(sub)
+                return view, sub
             view.apply(first)
             while not view.ended:
                 event = await _next(sub)
@@ -368,6 +405,18 @@ def _checked_length(length: int, present: bool) -> int | None:
     if length < 0:
         raise invalid("historyLength", f"must be 0 or more, not {length}")
     return length
+
+
+def _waiting(record: TaskRecord | None) -> bool:
+    return record is not None and TaskStatus(record.state) is TaskStatus.INPUT_REQUIRED
+
+
+async def _to_snapshot(sub: Subscription) -> None:
+    """Past the attach's own events up to its task state snapshot (a resync's
+    first): what follows is the pending approvals, then the live stream."""
+    while (event := await _next(sub)) is not None:
+        if not event.buffered and _is_task_state(event):
+            return
 
 
 def _is_task_state(event: HubEvent) -> bool:

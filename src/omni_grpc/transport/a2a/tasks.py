@@ -215,6 +215,8 @@ class TaskView:
         event ids (each message is named by its record number), and the
         state is the record's."""
         self.client_message_id = record.message_id
+        # Tool calls the trace has neither a decision nor an output for.
+        undecided: dict[str, omni_pb2.OmniMessage] = {}
         for number, msg in enumerate(messages, start=record.first_record or 1):
             if msg.origin:
                 continue
@@ -222,8 +224,19 @@ class TaskView:
                 self._started = True
             self._stamp(msg)
             self._message_as(f"record-{number}", None, msg)
+            arm = msg.WhichOneof("payload")
+            if arm == "tool_call":
+                undecided[msg.tool_call.tool_call_id] = msg
+            elif arm == "tool_call_output":
+                undecided.pop(msg.tool_call_output.tool_call_id, None)
         self.pending.clear()
         status = TaskStatus(record.state)
+        if status is TaskStatus.INPUT_REQUIRED:
+            # What it waits on (the approval requests themselves are events,
+            # not records): so an answer to it can name or omit the call.
+            self.pending.update(
+                (call_id, msg) for call_id, msg in undecided.items() if call_id not in self._decided
+            )
         self.state = _STATES[status]
         self.ended = status.ended
         self._timestamp = record.updated_at

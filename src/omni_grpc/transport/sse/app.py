@@ -469,6 +469,7 @@ def create_app(
     extra_routes: Sequence[BaseRoute] = (),
     public_paths: Collection[str] = (),
     allowed_hosts: Sequence[str] | None = None,
+    own_media: Sequence[str] = (),
 ) -> Starlette:
     """The SSE shim over ``hub``.
 
@@ -479,7 +480,9 @@ def create_app(
     beside the app's own (the server mounts ``GET /metrics`` so), behind the
     token unless their path is in ``public_paths``;
     ``allowed_hosts`` the ``Host`` names answered (default: the loopback
-    names; ``["*"]`` any, for an app mounted behind its own host checks).
+    names; ``["*"]`` any, for an app mounted behind its own host checks);
+    ``own_media`` the path prefixes of extra routes that refuse a non-JSON
+    body themselves, in their protocol's words (the A2A routes).
     """
     r = SseRoutes(hub, max_body_bytes=max_body_bytes, heartbeat=heartbeat)
     routes: list[BaseRoute] = [
@@ -512,6 +515,7 @@ def create_app(
             RequestGuard,
             allowed_hosts=LOOPBACK_NAMES if allowed_hosts is None else allowed_hosts,
             allowed_origins=cors_origins,
+            own_media=own_media,
         )
     )
     if cors_origins:

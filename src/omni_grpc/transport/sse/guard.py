@@ -5,7 +5,9 @@ The Host, Origin and one-reading rules are the server's
 
 * **Content type.** A body must be ``application/json`` (or ``+json``): a
   cross-site "simple" POST can only send ``text/plain`` or form types, which
-  need no CORS preflight.
+  need no CORS preflight. Paths under ``own_media`` prefixes are left to
+  their app, which refuses such a body itself in its own protocol's words
+  (A2A's ContentTypeNotSupportedError).
 """
 
 from __future__ import annotations
@@ -21,19 +23,14 @@ from omni_grpc.transport.http_checks import (
     Ambiguous,
     HostOriginPolicy,
     default_hosts,
+    has_body,
     host_name,
+    is_json_media,
     single_headers,
 )
 from omni_grpc.transport.sse.errors import error_response
 
 __all__ = ["LOOPBACK_NAMES", "SINGLE_HEADERS", "RequestGuard", "default_hosts", "host_name"]
-
-
-def _is_json(content_type: str) -> bool:
-    media = content_type.split(";", 1)[0].strip().lower()
-    return media == "application/json" or (
-        media.startswith("application/") and media.endswith("+json")
-    )
 
 
 class RequestGuard:
@@ -43,8 +40,10 @@ class RequestGuard:
         *,
         allowed_hosts: Iterable[str] = LOOPBACK_NAMES,
         allowed_origins: Sequence[str] = (),
+        own_media: Sequence[str] = (),
     ) -> None:
         self.app = app
+        self.own_media = tuple(own_media)
         self.policy = HostOriginPolicy(allowed_hosts=allowed_hosts, allowed_origins=allowed_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -65,7 +64,11 @@ class RequestGuard:
             origin = headers.get("origin")
             if origin is not None and not self.policy.origin_allowed(origin, host):
                 problem = (403, "forbidden_origin", f"Origin {origin!r} may not change state here")
-            elif _has_body(headers) and not _is_json(headers.get("content-type", "")):
+            elif (
+                has_body(headers)
+                and not is_json_media(headers.get("content-type", ""))
+                and not scope["path"].startswith(self.own_media)
+            ):
                 problem = (
                     415,
                     "unsupported_media_type",
@@ -75,10 +78,3 @@ class RequestGuard:
             await self.app(scope, receive, send)
             return
         await error_response(*problem)(scope, receive, send)
-
-
-def _has_body(headers: dict[str, str]) -> bool:
-    length = headers.get("content-length")
-    if length is not None:
-        return length.strip() not in ("", "0")
-    return "chunked" in headers.get("transfer-encoding", "").lower()

@@ -50,12 +50,15 @@ class SseTransport:
         extra_routes: Sequence[BaseRoute] = (),
         mounts: Sequence[tuple[str, ASGIApp]] = (),
         public_paths: Sequence[str] = (),
+        own_media: Sequence[str] = (),
     ) -> None:
         """``extra_routes``: served beside the app's own (the server's ``/metrics``,
         the A2A routes); ``mounts``: ``(prefix, app)`` pairs, other ASGI apps on
         this port that answer every path under their prefix themselves (outside
         this app's middleware: they speak their own protocol's errors);
-        ``public_paths``: the extra routes served without the token."""
+        ``public_paths``: the extra routes served without the token;
+        ``own_media``: path prefixes whose routes refuse a non-JSON body
+        themselves (``create_app``)."""
         self.config = config
         self.extra_paths = [r.path for r in extra_routes if isinstance(r, Route)]
         public = [*public_paths, *(self.extra_paths if config.public_metrics else ())]
@@ -69,6 +72,7 @@ class SseTransport:
             extra_routes=extra_routes,
             public_paths=public,
             allowed_hosts=config.allowed_hosts or default_hosts(config.host),
+            own_media=own_media,
         )
         if mounts:
             app = _Prefixed(app, mounts)

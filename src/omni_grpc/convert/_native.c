@@ -706,7 +706,12 @@ static int scan_string(Text *x, const char **s, Py_ssize_t *n) {
         if (c == '"') break;
         if (c < 0x20) return 0;
         if (c != '\\') {
-            if (c < 0x80) { if (!put_char(b, (char)c)) return 0; p++; continue; }
+            if (c < 0x80) { /* a run of plain ASCII, copied at once (tool arguments are mostly that) */
+                const unsigned char *run = p;
+                while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') p++;
+                if (!put_raw(b, (const char *)run, p - run)) return 0;
+                continue;
+            }
             int k = utf8_seq(p, end);
             if (!k || !put_raw(b, (const char *)p, k)) return 0;
             p += k;

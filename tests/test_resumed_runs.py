@@ -101,7 +101,11 @@ def check_resumed(data: Path, session_id: str, stream: list[object]) -> None:
     assert kinds[-1] == "request_end" and records[-1]["payload"]["status"] == "completed"
     assert resume_trace(records).carry_over == []
     # Each tool call ran once: one output per call id.
-    outputs = [r["payload"]["tool_call_id"] for r in records if kinds[records.index(r)] == "tool_call_output"]
+    outputs = [
+        r["payload"]["tool_call_id"]
+        for r in records
+        if kinds[records.index(r)] == "tool_call_output"
+    ]
     assert len(outputs) == len(set(outputs)), outputs
     # The attached client read one stream: ordered, no duplicate, one idle at its end.
     ids = [r.event_id for r in stream if r.event_id]  # type: ignore[attr-defined]
@@ -169,7 +173,9 @@ async def test_a_lone_server_restarted_on_its_data_dir_resumes_the_run(
         kinds = [r["payload"].get("type") for r in records]
         if "abort" in kinds:
             return True  # closed instead: the assertions below say so
-        marked = [i for i, r in enumerate(records) if r["payload"].get("error_message") == RESUMED_REASON]
+        marked = [
+            i for i, r in enumerate(records) if r["payload"].get("error_message") == RESUMED_REASON
+        ]
         return bool(marked) and kinds[-2:] == ["token_usage", "request_end"] and kinds[-3] == "text"
 
     async def poll() -> None:

@@ -512,8 +512,14 @@ class Hub:
         and ends every subscription."""
         self._closing = True
         tasks = []
+        # A drain that ran out hands its runs over (another replica, or this
+        # server's next start, resumes them) instead of aborting them.
+        hand_over = self._draining and self.resumption.active
         for run in list(self._runs.values()):
-            abort_local(run, reason, AbortKind.SHUTDOWN)
+            if hand_over:
+                self.tasks.hand_over(run)
+            else:
+                abort_local(run, reason, AbortKind.SHUTDOWN)
             if run.task is not None:
                 tasks.append(run.task)
         if tasks:

@@ -259,6 +259,12 @@ class Resumption:
         if not any(_is_task_input(m) for m in recorded):
             return False
         guard = RunGuard()
+        if restarted:
+            # The log started empty: what the run left open is the trace's,
+            # from the task's input on.
+            start = max(i for i, m in enumerate(recorded) if _is_task_input(m))
+            for item in recorded[start:]:
+                guard.observe(item)
         for event in current_run(window):
             if (message := event.message) is not None:
                 guard.observe(message)
@@ -295,6 +301,9 @@ class Resumption:
             )
         if out:
             await run.log.publish_many(out, fence=run.lease.token)
+        # The lost process's asks were answered by the marks; the resumed
+        # engine asks again where the approval policy would.
+        await self.recovery.backend.approvals.clear(run.session_id)
         self.resumed += 1
         self.start(run, engine_input, task.request)
         return True

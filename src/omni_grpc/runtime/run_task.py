@@ -355,6 +355,18 @@ class RunTasks:
         if await self.recovery.keeper.fresh(run, deadline) is None:
             raise BackendUnavailable(f"the run lease was not renewed within {deadline:g} s")
 
+    def hand_over(self, run: Run) -> None:
+        """Stops the run's task writing nothing more, its lease no longer
+        renewed: the run is left as a lost process leaves it, for another
+        replica's sweep (or this server's next start) to resume. A record
+        being appended finishes on its thread; the taker publishes what the
+        log did not get."""
+        log.warning("session %s: handing the run over", run.session_id)
+        run.lost = True
+        self.recovery.keeper.drop(run)
+        if run.task is not None:
+            run.task.cancel()
+
     def _lease_lost(self, run: Run) -> None:
         """Another replica took the run over: it stops, writing nothing more."""
         if self.runs.get(run.session_id) is not run:

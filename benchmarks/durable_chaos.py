@@ -345,12 +345,13 @@ class Cluster:
     def caught_up(self) -> tuple[int, int]:
         """Closes that published records only the trace held (the trace was
         ahead of the log when the run was cut): how often the soak reached
-        the path that lines the two up; and of those, how many had the log's
-        last record recur, byte for byte, in what was published (where a
-        line-up by that record's bytes alone skipped records, #25)."""
+        the path that publishes the trace's records past the log's last
+        number; and of those, how many had the log's last record recur, byte
+        for byte, in what was published (where a line-up by bytes skipped
+        records, #25; the record numbers of #41 do not look at bytes)."""
         pattern = re.compile(
             r"(\S+\.jsonl): publishing (\d+) records the trace holds past the log's last, "
-            r"its line (\d+)"
+            r"its number (\d+)"
         )
         count = recurring = 0
         for log in self.logs:
@@ -359,7 +360,7 @@ class Cluster:
                 [shard] = (self.data / "traces").glob(f"*/{name}")
                 # The trace only grows: its lines then are its lines now.
                 lines = [x for x in shard.read_bytes().split(b"\n") if x.strip()]
-                last = int(at)
+                last = int(at) - 1  # record numbers count from 1 (session_meta)
                 recurring += lines[last] in lines[last + 1 : last + 1 + int(published)]
         return count, recurring
 

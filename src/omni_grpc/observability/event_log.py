@@ -61,6 +61,9 @@ class ObservedEventLog:
     def subscriber_count(self) -> int:
         return self._inner.subscriber_count
 
+    async def last_record(self) -> int | None:
+        return await self._inner.last_record()
+
     def buffer_stats(self) -> tuple[int, int] | None:
         stats = getattr(self._inner, "buffer_stats", None)
         return stats() if callable(stats) else None

@@ -218,6 +218,24 @@ class Fenced(Exception):
         self.token = token
 
 
+class RecordOutOfOrder(Fenced):
+    """A log refused a record whose number does not follow its last (a gap or
+    a repeat): the trace and the log are one journal, numbered by the trace,
+    so the writer is not the one the journal follows (a stale owner whose
+    records another replica's close already numbered past). A ``Fenced``:
+    the run stops as a fenced one does."""
+
+    def __init__(self, session_id: str, number: int, last: int | None) -> None:
+        Exception.__init__(
+            self,
+            f"session {session_id!r}: record {number} does not follow the log's last ({last})",
+        )
+        self.session_id = session_id
+        self.token = 0
+        self.number = number
+        self.last = last
+
+
 class EventsMissed(HubError):
     """A stream was cut off behind the replay window (``resync_required``): it
     went on live, but events between ``last_event_id`` and ``resync_event_id``

@@ -12,6 +12,11 @@ Semantics (the reference server's SSE channel):
   sends it to every subscriber.
 * A unicast event (the ``initial`` events of ``subscribe``, and
   ``resync_required``) consumes a seq but is not kept, so kept ids have gaps.
+* A message body with a record number (``EventBody.record``, the trace's
+  number for it) is refused (``RecordOutOfOrder``, nothing kept) unless it
+  follows the log's last record number; the first numbered record of a log
+  (a new log, or one written by 0.3, whose events carry no number) is taken
+  as it is. ``publish_many`` takes all of its bodies or none.
 * ``replay_after(id)`` hits iff the epoch is this log's and
   ``last_evicted_seq <= seq < next_seq``; it returns the kept events after
   ``seq``. Anything else (foreign epoch, malformed id, evicted seq) misses.
@@ -97,6 +102,11 @@ class EventLog(Protocol):
         """The newest id given out (kept or unicast), None before the first."""
         ...
 
+    async def last_record(self) -> int | None:
+        """The record number of the newest numbered record the log took (kept
+        after its event leaves the window), None before the first."""
+        ...
+
     async def publish(
         self, body: EventBody, *, fence: int | None = None, end_run: bool = False
     ) -> HubEvent:
@@ -135,7 +145,8 @@ class EventLog(Protocol):
         self, items: Sequence[EventBody], *, fence: int | None = None
     ) -> list[HubEvent]:
         """``publish`` for several bodies in order, in one round trip where the
-        backend has round trips."""
+        backend has round trips. A record number out of order refuses the
+        whole batch."""
         ...
 
     async def replay_after(self, event_id: str) -> list[HubEvent] | None:

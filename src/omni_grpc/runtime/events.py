@@ -59,6 +59,14 @@ class EventBody:
     # A message body's payload arm, when its maker knew it and did not keep
     # the message (``payload_arm`` need not decode a large one to tell).
     arm: str | None = None
+    # The message's record number: its place in the session's trace (the
+    # ordinal of its line, ``session_meta`` being 1), given when the trace
+    # took it. The log stores it beside ``data`` and refuses one that does not
+    # follow its last (``EventLog.publish``): the trace and the log are one
+    # journal, and after a fault what the log lacks is the trace's records
+    # past its last number. None: not a record (partials, server events, a
+    # child session's messages), or an event of a log written by 0.3.
+    record: int | None = None
 
     @property
     def is_message(self) -> bool:
@@ -80,6 +88,7 @@ class EventBody:
             encoded,
             counted=self.counted,
             arm=self.payload_arm,
+            record=self.record,
         )
 
     @property

@@ -545,7 +545,7 @@ class Hub:
         transport started them): a clean stop leaves no trace ending in an
         open request. Under the session's run lease, as a run would; one
         that cannot be closed now stays marked for the next run or start."""
-        for session_id in list(self.recorder.owed):
+        for session_id in list(self.recorder.unclosed):
             try:
                 record = await self.backend.index.get(session_id)
                 if record is None or record.unclosed is None:

@@ -8,6 +8,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
+from omni_grpc.runtime.errors import RecordOutOfOrder
 from omni_grpc.runtime.event_log import (
     InitialEvents,
     LogRegistry,
@@ -51,6 +52,10 @@ class MemoryEventLog:
         self._next_seq = 1
         self._last_evicted_seq = 0
         self._last_kept = 0  # the newest kept seq (every kept event names its predecessor)
+        # The newest record number taken (EventBody.record); None before the first.
+        self._last_record: int | None = None
+        # For RecordOutOfOrder (the registry names its logs).
+        self.session_id = ""
         self._fanout = Fanout(max_count, max_bytes, stall_timeout=stall_timeout)
         self._closed = False
         # time.monotonic() of the last publish or subscribe (idle reclaiming).
@@ -70,6 +75,21 @@ class MemoryEventLog:
     @property
     def subscriber_count(self) -> int:
         return len(self._fanout)
+
+    async def last_record(self) -> int | None:
+        return self._last_record
+
+    def _check_records(self, items: Sequence[EventBody]) -> None:
+        """Raises ``RecordOutOfOrder`` unless each numbered body follows the
+        last number (the log's, then the one before it in ``items``)."""
+        last = self._last_record
+        for body in items:
+            number = body.record
+            if number is None:
+                continue
+            if last is not None and number != last + 1:
+                raise RecordOutOfOrder(self.session_id, number, last)
+            last = number
 
     @property
     def stall_timeout(self) -> float:
@@ -100,6 +120,11 @@ class MemoryEventLog:
         subscriber has read down (or has stalled), so a writer that waits for
         it goes at the reader's pace instead of cutting the reader off."""
         future: asyncio.Future[HubEvent] = asyncio.get_running_loop().create_future()
+        try:
+            self._check_records((body,))
+        except RecordOutOfOrder as exc:
+            future.set_exception(exc)  # refused as a shared log refuses: nothing kept
+            return future
         future.set_result(self._publish(body))
         if end_run and fence is not None and self.end_run is not None:
             self.end_run(fence)
@@ -118,6 +143,7 @@ class MemoryEventLog:
     async def publish_many(
         self, items: Sequence[EventBody], *, fence: int | None = None
     ) -> list[HubEvent]:
+        self._check_records(items)  # all or nothing
         futures = [self.publish_nowait(body, fence=fence) for body in items]
         return [await f for f in futures]
 
@@ -131,6 +157,8 @@ class MemoryEventLog:
         self._next_seq += 1
         event = HubEvent(seq, format_event_id(self._epoch, seq), body, True, self._last_kept)
         self._last_kept = seq
+        if body.record is not None:
+            self._last_record = body.record
         # Subscribers get the decoded event; the window keeps only its text.
         self._buffer.append((event.stored(), size))
         self._bytes += size
@@ -231,6 +259,7 @@ class MemoryEventLogs(LogRegistry[MemoryEventLog]):
 
     def _create(self, session_id: str) -> MemoryEventLog:
         log = self._factory(session_id)
+        log.session_id = session_id
         if self._end_run is not None:
             ender = self._end_run
             log.end_run = lambda token: ender(session_id, token)

@@ -25,6 +25,7 @@ from omni_grpc.engines.base import DescribesSession, Engine, JsonObject
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.backend import Backend
 from omni_grpc.runtime.errors import BackendUnavailable, Fenced, StorageUnavailable
+from omni_grpc.runtime.events import EventBody
 from omni_grpc.runtime.health import STORAGE, HealthState, RunFailure, storage_failure
 from omni_grpc.runtime.run import Run
 from omni_grpc.runtime.session_index import SessionRecord
@@ -63,9 +64,10 @@ class Recorder:
         self.health = health
         # The longest record the trace readers accept; longer ones stop the run.
         self.max_record_bytes = DEFAULT_MAX_LINE_BYTES
-        # Per session whose run the trace refused to close: the closing messages
-        # its clients were sent, recorded byte for byte before the next run.
-        self.owed: dict[str, list[omni_pb2.OmniMessage]] = {}
+        # The sessions whose run's close the trace refused (its clients were
+        # sent it, numbered as the trace will number it): recorded from the log
+        # before the next run (``Recovery.close_unrecorded``), or at shutdown.
+        self.unclosed: set[str] = set()
         self._probe: asyncio.Task[None] | None = None
         self._stopped = False
         # The threads trace appends run on (``append``), apart from the
@@ -125,6 +127,12 @@ class Recorder:
                 run.record, message_count=run.record.message_count + 1, updated_at=utc_now()
             )
         return written
+
+    def numbered(self, run: Run, body: EventBody) -> EventBody:
+        """``body`` with the record number the trace just gave it (the run's
+        count, its appends awaited one at a time): the log refuses it unless
+        it follows the log's last, so trace and log are one journal."""
+        return replace(body, record=run.record.message_count)
 
     async def record(self, run: Run, msg: omni_pb2.OmniMessage, data: bytes | None = None) -> None:
         """Appends one record to the trace, then counts it in the index."""

@@ -20,11 +20,8 @@ from functools import partial
 from pathlib import Path
 
 from omni_grpc.convert import (
-    ConversionError,
     message_from_dict,
     message_to_dict,
-    parse_message,
-    serialize_message,
 )
 from omni_grpc.engines.base import AbortSignal, JsonObject
 from omni_grpc.protocol.open_run import OpenRun
@@ -42,6 +39,7 @@ from omni_grpc.runtime.run_lease import RENEW_DEADLINE, Claim, Lease, LeaseKeepe
 from omni_grpc.runtime.session_index import SessionRecord
 from omni_grpc.runtime.task_ledger import TaskFold, TaskLedger
 from omni_grpc.runtime.trace_store import utc_now
+from omni_grpc.trace import read_jsonl
 from omni_grpc.trace.resume import INTERRUPTED_REASON, recover_shard
 from omni_grpc.vocabulary import AbortKind, SessionState
 from omni_grpc_proto.omni.v1 import agent_service_pb2, omni_pb2
@@ -61,12 +59,11 @@ BACKEND_PROBE_TIMEOUT = 1.0
 # has its own connection and this loop its own timer, so neither queues
 # behind the runs a loaded replica serves.
 BACKEND_HEALTH_BOUND = BACKEND_PING_SECONDS + BACKEND_PROBE_TIMEOUT
-# Said when the trace holds records past the log's last one, which the close
-# publishes first: how many, and where the log's last one is in the trace
-# (its nonblank lines, session_meta the 0th), so whoever reads it can see
-# the line-up. benchmarks/durable_chaos.py counts these, and those whose
-# last record recurs in the tail (the case a line-up by its bytes got wrong).
-CAUGHT_UP = "%s: publishing %d records the trace holds past the log's last, its line %d"
+# Said when the trace holds records past the log's last number, which the
+# close publishes first: how many, and the log's last number (the trace's
+# record numbers are its records' ordinals, session_meta the 1st).
+# benchmarks/durable_chaos.py counts these.
+CAUGHT_UP = "%s: publishing %d records the trace holds past the log's last, its number %s"
 # How long a run's owner keeps trying to publish its end while the backend
 # cannot take it (an outage): the idle TTL of a log, after which nobody
 # would read it.
@@ -142,21 +139,27 @@ class Recovery:
     async def close_unrecorded(self, run: Run, reason: str) -> None:
         """Closes, in the trace, the run a failing storage (or a crash whose
         repair the disk refused) left open, on whichever replica it left it:
-        the mark is in the session's record (``SessionRecord.unclosed``)."""
+        the mark is in the session's record (``SessionRecord.unclosed``).
+
+        One journal, two directions: the close the run's clients were sent
+        is in the log, numbered as the trace numbers it, so what the log
+        holds past the trace's count is recorded first, as sent; whatever
+        the repair then closes goes to the log (the trace's records past the
+        log's last number)."""
         self.recorder.check_lease(run)
         path = self.traces.paths(run.record)[-1]
         self.traces.forget(run.record)
         if not path.exists():
-            self.recorder.owed.pop(run.session_id, None)
+            self.recorder.unclosed.discard(run.session_id)
             await self._closed(run)
             return
-        # What the run's clients were told of its end goes in first, as they
-        # saw it; the repair below then finds nothing more to close.
-        owed = self.recorder.owed.get(run.session_id, [])
-        while owed:
-            await self.recorder.append(run, owed[0])  # TraceRejected: still owed
-            owed.pop(0)
-        self.recorder.owed.pop(run.session_id, None)
+        count = len(await asyncio.to_thread(self.traces.view(run.record).messages))
+        run.record = replace(run.record, message_count=count)
+        for number, msg in await logged_past(run.log, count):
+            if number != run.record.message_count + 1:
+                break  # the log lost it (its window moved on): the repair closes the run
+            await self.recorder.append(run, msg)  # TraceRejected: still unclosed
+        self.recorder.unclosed.discard(run.session_id)
         await self.recorder.count(run)
         recovery = await asyncio.to_thread(recover_shard, path, reason)
         if recovery.closed:
@@ -166,6 +169,13 @@ class Recovery:
                 updated_at=utc_now(),
             )
             await self.recorder.count(run)
+            tail = await asyncio.to_thread(
+                records_past, self.traces.paths(run.record), await run.log.last_record(), []
+            )
+            if tail:
+                await run.log.publish_many(
+                    tail_bodies(tail, AbortKind.SERVER_FAILURE), fence=run.lease.token
+                )
         await self._closed(run)
 
     async def _closed(self, run: Run) -> None:
@@ -205,15 +215,16 @@ class Recovery:
         closing: list[EventBody],
         *,
         catch_up: bool = False,
-        unrecorded: list[omni_pb2.OmniMessage] | None = None,
+        unrecorded: list[int] | None = None,
     ) -> None:
         """Told no one yet: keep trying until the backend is back (or another
         replica, finding the lease expired, closes the run itself).
         ``catch_up``: the log first gets what only the trace holds;
-        ``unrecorded``: the close's records the trace did not take for want
-        of a confirmed lease, recorded first once the lease is renewed."""
+        ``unrecorded``: the close's records (indexes in ``closing``) the trace
+        did not take for want of a confirmed lease, recorded first once the
+        lease is renewed, and numbered then."""
         task = asyncio.create_task(
-            self._finish_later(run, closing, catch_up, list(unrecorded or []))
+            self._finish_later(run, list(closing), catch_up, list(unrecorded or []))
         )
         self.pending_closes.add(task)
         task.add_done_callback(self.pending_closes.discard)
@@ -223,7 +234,7 @@ class Recovery:
         run: Run,
         closing: list[EventBody],
         catch_up: bool,
-        unrecorded: list[omni_pb2.OmniMessage],
+        unrecorded: list[int],
     ) -> None:
         # Still renewed (a write that failed for want of a connection, under
         # load, must not leave the run to this replica's own sweep). Tried
@@ -253,7 +264,11 @@ class Recovery:
                         continue
                     try:
                         while unrecorded:
-                            await self.recorder.append(run, unrecorded[0])
+                            body = closing[unrecorded[0]]
+                            msg = body.decoded_message
+                            assert msg is not None
+                            if await self.recorder.append(run, msg, body.data):
+                                closing[unrecorded[0]] = self.recorder.numbered(run, body)
                             unrecorded.pop(0)
                     except Fenced:
                         if run.lost:
@@ -456,7 +471,7 @@ class Recovery:
         record = await self.backend.index.get(session_id)
         event_log = self.backend.logs.get(session_id)
         window = await event_log.window()
-        tail: list[omni_pb2.OmniMessage] = []
+        tail: Sequence[Numbered] = []
         run: Run | None = None
         recorded: list[JsonObject] | None = None
         if record is not None:
@@ -471,7 +486,10 @@ class Recovery:
             # renewed in the claim's place.
             run = Run(record, claim.lease, event_log, AbortSignal(), ApprovalBroker(session_id))
             self.keeper.keep(run)
-            tail = await asyncio.to_thread(trace_tail, self.traces.paths(record)[-1], window)
+            # The journal's one rule: what the log lacks is the trace's
+            # records past the log's last number.
+            last = await event_log.last_record()
+            tail = await asyncio.to_thread(records_past, self.traces.paths(record), last, window)
         if not tail and run_ended(window):
             # The claim never became a run (its answer was lost, or the owner
             # died before anything of it was written): nothing to close.
@@ -504,16 +522,18 @@ class Recovery:
         if recorded is not None:
             # The calls owed an output are the trace's, not the log's: the
             # trace is written first, so it may hold outputs the log never
-            # got, and the tail above finds them only when it lines the two
-            # up. An output written twice fails the trace (#25).
+            # got (an output written twice fails the trace, #25).
             guard.calls = unanswered_calls(recorded)
         lost = AbortKind.REPLICA_LOST
-        closing = [
-            message_from_dict(item)
-            for item in guard.closing_messages(
-                aborted=True, reason=reason, error=None, answer_calls=True
-            )
-        ]
+        closing = tail_bodies(
+            [
+                (None, message_from_dict(item))
+                for item in guard.closing_messages(
+                    aborted=True, reason=reason, error=None, answer_calls=True
+                )
+            ],
+            lost,
+        )
         try:
             if run is not None:
                 # Reading and fencing the trace may have outlasted the lease's
@@ -522,12 +542,15 @@ class Recovery:
                 # over again later).
                 if not await self.keeper.fresh(run, max(self.backend.leases.ttl, RENEW_DEADLINE)):
                     raise BackendUnavailable("the take-over's lease was not renewed in time")
-                for msg in closing:
+                for index, body in enumerate(closing):
+                    msg = body.decoded_message
+                    assert msg is not None
                     with contextlib.suppress(TraceRejected):
-                        await self.recorder.append(run, msg)
+                        if await self.recorder.append(run, msg, body.data):
+                            closing[index] = self.recorder.numbered(run, body)
                 await self.recorder.count(run)
             await self.publish_end(
-                session_id, event_log, lease, tail_bodies(tail + closing, lost),
+                session_id, event_log, lease, tail_bodies(tail, lost) + closing,
                 last_record=run.record.message_count if run is not None else None,
             )  # fmt: skip
         finally:
@@ -536,27 +559,22 @@ class Recovery:
 
     async def catch_up(self, run: Run, closing: list[EventBody]) -> list[EventBody]:
         """The end of a run whose log writes failed (the backend went away):
-        what its trace holds past the log's last record, the close it recorded
-        included, so the log ends as the trace does. ``closing`` when the two
-        cannot be lined up (the log lost its window)."""
+        the trace's records past the log's last number, then the close (its
+        bodies carry the fragment stops and abort kind the trace does not
+        keep; those it recorded are numbered, and not taken twice)."""
+        last = await run.log.last_record()
         window = await run.log.window()
-        path = self.traces.paths(run.record)[-1]
-        tail = await asyncio.to_thread(trace_tail, path, window)
-        if not tail:
-            return closing
-        # The close is the trace's last records; its bodies carry the fragment
-        # stops the trace does not keep, so they go out as they are.
-        own = [
-            b.data for b in closing if (m := b.decoded_message) is not None and _recordable_msg(m)
-        ]
-        engine_part = tail[: len(tail) - len(own)]
-        if [serialize_message(m) for m in tail[len(engine_part) :]] != own:
-            engine_part, closing = tail, []  # not the close we wrote: the trace's as it is
+        tail = await asyncio.to_thread(records_past, self.traces.paths(run.record), last, window)
+        own = {b.record for b in closing if b.record is not None}
+        engine_part = [(n, m) for n, m in tail if n not in own]
+        kept = [b for b in closing if b.record is None or last is None or b.record > last]
+        if not engine_part:
+            return kept
         guard = RunGuard()
         for event in current_run(window):
             if (message := event.message) is not None:
                 guard.observe(message_to_dict(message))
-        return tail_bodies(with_stops(guard, engine_part), AbortKind.SERVER_FAILURE) + closing
+        return tail_bodies(with_stops(guard, engine_part), AbortKind.SERVER_FAILURE) + kept
 
 
 def taken_over_reason(lease: Lease) -> str:
@@ -572,31 +590,26 @@ def taken_over_reason(lease: Lease) -> str:
     )
 
 
-def tail_bodies(messages: list[omni_pb2.OmniMessage], kind: AbortKind) -> list[EventBody]:
-    return [
-        bodies.message_body(m, kind if m.WhichOneof("payload") == "abort" else None)
-        for m in messages
-    ]
+# A trace record with its record number; None for a fragment stop the close
+# adds (not a record: the trace keeps no partials).
+Numbered = tuple[int | None, omni_pb2.OmniMessage]
 
 
-def _recordable(event: HubEvent) -> bool:
-    message = event.message
-    return message is not None and _recordable_msg(message)
+def tail_bodies(messages: Sequence[Numbered], kind: AbortKind) -> list[EventBody]:
+    out = []
+    for number, m in messages:
+        body = bodies.message_body(m, kind if m.WhichOneof("payload") == "abort" else None)
+        out.append(replace(body, record=number) if number is not None else body)
+    return out
 
 
-def _recordable_msg(message: omni_pb2.OmniMessage) -> bool:
-    if message.origin:
-        return False
-    return not (message.WhichOneof("payload") or "").startswith("partial_")
-
-
-def with_stops(guard: RunGuard, tail: list[omni_pb2.OmniMessage]) -> list[omni_pb2.OmniMessage]:
+def with_stops(guard: RunGuard, tail: Sequence[Numbered]) -> list[Numbered]:
     """``tail`` as the run's clients must read it after what the log holds: a
     complete message in the trace whose fragment the log left open gets that
     fragment's ``stop`` before it (the trace keeps no partials). Feeds
     ``guard`` all of it, so it closes only what is still open after."""
-    out: list[omni_pb2.OmniMessage] = []
-    for msg in tail:
+    out: list[Numbered] = []
+    for number, msg in tail:
         kind = msg.WhichOneof("payload") or ""
         call_id = getattr(getattr(msg, kind), "tool_call_id", "") if kind else ""
         for fragment in guard.open.fragments:
@@ -607,10 +620,10 @@ def with_stops(guard: RunGuard, tail: list[omni_pb2.OmniMessage]) -> list[omni_p
             ):
                 stop = fragment.finish(_stop_word(msg))[0]
                 guard.observe(stop)
-                out.append(message_from_dict(stop))
+                out.append((None, message_from_dict(stop)))
                 break
         guard.observe(message_to_dict(msg))
-        out.append(msg)
+        out.append((number, msg))
     return out
 
 
@@ -620,93 +633,50 @@ def _stop_word(msg: omni_pb2.OmniMessage) -> str:
     return str(value) if isinstance(value, str) else "completed"
 
 
-def trace_tail(path: Path, window: list[HubEvent]) -> list[omni_pb2.OmniMessage]:
-    """The trace's records after the last one the log holds.
+def records_past(
+    shards: Sequence[Path], last: int | None, window: list[HubEvent]
+) -> list[tuple[int, omni_pb2.OmniMessage]]:
+    """The trace's records numbered past ``last`` (the log's last record
+    number), with their numbers: what the log lacks of the journal.
 
-    The trace is written first (a record is in it before anyone can see it),
-    so when a run stops between the two writes (its replica died, the backend
-    went away) the trace may hold records the log never got. Those are what
-    the closer publishes before the close, so every record is seen by the
-    run's clients, in the trace's order. A record's trace line and its log
-    entry are the same bytes (encoded once); where the log's last record is
-    in the trace is found by ``line_up``, from every record the log holds,
-    not its last one alone: records recur byte for byte (a ``request_end``
-    in the same millisecond as the log's last one, #25). ``[]`` when the log
-    holds no record and lost its start, or the trace does not hold the log's
-    last record (nothing to line up)."""
-    logged = [e.data for e in window if _recordable(e)]
-    if not logged and window and window[0].seq != 1:
-        return []  # the window lost its start: nothing to line up with
-    try:
-        lines = [line for line in path.read_bytes().split(b"\n") if line.strip()]
-    except OSError:
-        return []
-    if not logged:
-        # The log never got a record of the session (its first run stopped
-        # before its first publish): all the trace holds but session_meta.
-        return [m for m in _parsed(lines) if m.WhichOneof("payload") != "session_meta"]
-    last = line_up(lines, logged)
+    The trace is written first (a record is in it before anyone can see
+    it), so a run stopped between the two writes (its replica died, the
+    backend went away) leaves the trace ahead; the record number both store
+    says where the log stopped, whatever the records' bytes (records recur
+    byte for byte, #25). A log with no number yet: a log that holds no
+    message and kept its start never got one of the session's records (its
+    first run stopped before its first publish), so it lacks all but
+    ``session_meta``; one that holds messages without numbers was written
+    by 0.3, which numbered nothing: nothing can be told, ``[]``."""
     if last is None:
-        return []
-    tail = _parsed(lines[last + 1 :])
-    if tail:
-        log.warning(CAUGHT_UP, path.name, len(tail), last)
-    return tail
-
-
-def line_up(trace: Sequence[bytes], logged: Sequence[bytes]) -> int | None:
-    """The index in ``trace`` of the record the log holds last (``logged``:
-    the log's records in order, a part of the session's that ends at what
-    was published last), or None when the trace does not hold it.
-
-    The trace holds the log's records in the same order, then possibly
-    records the log never got; so the log's last record is where the longest
-    stretch of the log's records, counted back from its last, matches the
-    trace counted back from there. A later position matches as far back only
-    if what the log never got repeats the log's records that far, so on a
-    tie the earliest wins: with the log's whole history (a window that kept
-    its start) that is always the right one. The records before a past fault
-    may differ (a close only the trace got); the stretch then ends there, and
-    still covers the run being closed. Linear: a Z-function over both, read
-    backwards."""
-    ids: dict[bytes, int] = {}
-    # Read backwards, ``logged`` then a separator no record maps to, then the trace.
-    text = [ids.setdefault(r, len(ids)) for r in reversed(logged)]
-    text.append(-1)
-    text.extend(ids.get(r, -2) for r in reversed(trace))
-    z = _z_function(text)
-    best, at = 0, None
-    offset = len(logged) + 1
-    for i in range(len(text) - 1, offset - 1, -1):  # trace indexes from the start
-        if z[i] > best:
-            best, at = z[i], len(text) - 1 - i
-    return at
-
-
-def _z_function(text: list[int]) -> list[int]:
-    """z[i]: how many items from ``i`` on equal the items from the start."""
-    n = len(text)
-    z = [0] * n
-    left = right = 0
-    for i in range(1, n):
-        if i < right:
-            z[i] = min(right - i, z[i - left])
-        while i + z[i] < n and text[z[i]] == text[i + z[i]]:
-            z[i] += 1
-        if i + z[i] > right:
-            left, right = i, i + z[i]
-    return z
-
-
-def _parsed(lines: list[bytes]) -> list[omni_pb2.OmniMessage]:
-    out: list[omni_pb2.OmniMessage] = []
-    for line in lines:
-        if not line.strip():
-            continue
+        if any(e.body.is_message for e in window) or (window and window[0].seq != 1):
+            return []
+        last = 1  # session_meta, never published
+    out: list[tuple[int, omni_pb2.OmniMessage]] = []
+    number = 0
+    for shard in shards:
         try:
-            out.append(parse_message(line))
-        except ConversionError:
-            break  # a torn last line: never written whole, never seen
+            records = read_jsonl(shard, tolerant=True)
+            for record in records:
+                number += 1
+                if number > last:
+                    out.append((number, record.message))
+        except OSError:
+            break
+    if out:
+        log.warning(CAUGHT_UP, shards[-1].name, len(out), last)
+    return out
+
+
+async def logged_past(event_log: EventLog, count: int) -> list[tuple[int, omni_pb2.OmniMessage]]:
+    """The log's records numbered past ``count`` (the trace's): a close the
+    trace refused, which its clients were sent numbered as the trace will
+    number it. In number order, as far as the window still holds them."""
+    out = []
+    for event in await event_log.window():
+        number = event.body.record
+        if number is not None and number > count and (message := event.message) is not None:
+            out.append((number, message))
     return out
 
 

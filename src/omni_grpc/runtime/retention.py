@@ -85,7 +85,7 @@ class Retention:
             await self._backend.approvals.clear(session_id)
             await self._backend.tasks.remove_session(session_id)
             await self._backend.logs.drop(session_id)
-            self._recorder.owed.pop(session_id, None)
+            self._recorder.unclosed.discard(session_id)
             await asyncio.to_thread(self._traces.remove, record, delete=delete_trace)
         except BaseException:
             with contextlib.suppress(Exception):

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from omni_grpc.convert import ConversionError, message_from_dict, message_to_dict
@@ -177,7 +178,7 @@ class RunTasks:
         closing: list[EventBody],
     ) -> None:
         """Ends the run in the log: closing messages if it failed, then idle."""
-        unrecorded: list[omni_pb2.OmniMessage] = []
+        unrecorded: list[int] = []
         if failed is not None:
             closing, unrecorded = await self._close_in_trace(run, BACKEND_LOST_REASON, failed)
             # What failed to reach the log is in the trace; the close says so.
@@ -208,9 +209,11 @@ class RunTasks:
         """The messages that end a run the server stopped (fragments and the
         request closed ``failed``, ``request_end`` carrying ``reason``, then
         ``abort``), for its clients. Recorded now if the trace takes them;
-        otherwise owed to it, recorded as sent before the session's next run."""
+        otherwise published with the numbers the trace will give them, and
+        recorded from the log before the session's next run
+        (``Recovery.close_unrecorded``)."""
         out: list[EventBody] = []
-        owed: list[omni_pb2.OmniMessage] = []
+        owed = 0
         # A trace that holds nothing, not even its session_meta (the disk
         # refused the first write), has no run to close: a close alone would
         # make it a trace that does not open with its session_meta.
@@ -225,15 +228,18 @@ class RunTasks:
                 try:
                     if await self.recorder.append(run, msg, body.data):
                         self.recorder.count_soon(run)
+                        body = self.recorder.numbered(run, body)
                 except TraceRejected:
-                    owed.append(msg)
+                    owed = 1
                 except Fenced:
                     return []  # another replica owns the run now
             elif recording:
-                owed.append(msg)
+                owed += 1
+            if owed:
+                body = replace(body, record=run.record.message_count + owed)
             out.append(body)
         if owed:
-            self.recorder.owed[run.session_id] = owed
+            self.recorder.unclosed.add(run.session_id)
             try:  # the next run closes it, whichever replica it lands on
                 await self.backend.index.mark_unclosed(run.session_id, UNRECORDED_REASON)
             except BackendUnavailable:
@@ -242,33 +248,38 @@ class RunTasks:
 
     async def _close_in_trace(
         self, run: Run, reason: str, error: str
-    ) -> tuple[list[EventBody], list[omni_pb2.OmniMessage]]:
+    ) -> tuple[list[EventBody], list[int]]:
         """Records the run's close in the trace and returns it, with what of it
         the trace did not take yet because the lease could not be confirmed
         (the backend went away with its renewals): that part is recorded
         once it is (``Recovery.finish_soon``). A trace that refuses the
         close (a full disk) is not asked again."""
-        out = []
-        unrecorded: list[omni_pb2.OmniMessage] = []
+        out: list[EventBody] = []
+        unrecorded: list[int] = []  # indexes in ``out``
         closing = run.guard.closing_messages(
             aborted=False, reason=reason, error=error, answer_calls=True
         )
         for item in closing:
             msg = message_from_dict(item)
+            kind = AbortKind.SERVER_FAILURE if msg.WhichOneof("payload") == "abort" else None
+            body = bodies.message_body(msg, kind)
             if not unrecorded:
                 try:
-                    await self.recorder.record(run, msg)
+                    if await self.recorder.append(run, msg, body.data):
+                        # Numbered once recorded, whether or not the count
+                        # below reaches the backend (the end counts again).
+                        body = self.recorder.numbered(run, body)
+                        await self.recorder.count(run)
                 except Fenced:
                     if run.lost:
                         unrecorded = []  # taken over: the taker closes the trace
                     else:
-                        unrecorded.append(msg)
+                        unrecorded.append(len(out))
                 except (TraceRejected, BackendUnavailable):
                     pass
             elif not run.lost:
-                unrecorded.append(msg)
-            kind = AbortKind.SERVER_FAILURE if msg.WhichOneof("payload") == "abort" else None
-            out.append(bodies.message_body(msg, kind))
+                unrecorded.append(len(out))
+            out.append(body)
         return out, unrecorded
 
     async def _emit_inputs(
@@ -325,6 +336,8 @@ class RunTasks:
         written = False
         if not arm.startswith("partial_") and not msg.origin:
             written = await self.recorder.append(run, msg, body.data)
+            if written:
+                body = self.recorder.numbered(run, body)
         # Observed once recorded, before anything else can fail: the closing
         # messages of a run cut short must not repeat what the trace holds.
         # The engine's own form: a dict it yielded, else the proto (the guard

@@ -87,7 +87,10 @@ class SessionIndex(Protocol):
     async def recorded(self, session_id: str, message_count: int, updated_at: str) -> None:
         """The trace holds ``message_count`` records, the last written at
         ``updated_at``. Absolute, not an increment: an update lost to an outage
-        is made good by the next one."""
+        is made good by the next one. Never lowers the count (a trace only
+        grows): a late count of an owner paused past its lease does not undo
+        the one of the replica that closed its run, from which the next run
+        numbers its records."""
         ...
 
     async def mark_unclosed(self, session_id: str, reason: str | None) -> None:
@@ -152,7 +155,7 @@ class MemorySessionIndex:
 
     async def recorded(self, session_id: str, message_count: int, updated_at: str) -> None:
         record = self._records.get(session_id)
-        if record is not None:
+        if record is not None and message_count >= record.message_count:
             self._records[session_id] = replace(
                 record, message_count=message_count, updated_at=updated_at
             )

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import secrets
 import struct
 import time
@@ -44,7 +45,7 @@ from typing import Any, Literal
 from redis.exceptions import NoScriptError, ResponseError
 
 from omni_grpc.runtime import bodies
-from omni_grpc.runtime.errors import BackendUnavailable, Fenced
+from omni_grpc.runtime.errors import BackendUnavailable, Fenced, RecordOutOfOrder
 from omni_grpc.runtime.event_log import (
     InitialEvents,
     LogRegistry,
@@ -101,15 +102,16 @@ def _header(body: EventBody, outside: bool = False) -> bytes:
         kind = kind.upper()
     bumps = 1 if _bumps_state(body) else 0
     failure, abort_kind = body.failure, body.abort_kind
+    number = _LEN4.pack(body.record or 0)
     if failure is None and not abort_kind:
-        return _PLAIN.pack(kind, bumps, body.size, 0, 0, 0)
+        return _PLAIN.pack(kind, bumps, body.size, 0, 0, 0) + number
     code = failure.code.encode() if failure else b""
     message = failure.message.encode() if failure else b""
     kind_of_abort = abort_kind.encode() if abort_kind else b""
     return b"".join((
         _HEAD.pack(kind, bumps, body.size, len(code)), code,
         _LEN4.pack(len(message)), message,
-        _LEN2.pack(len(kind_of_abort)), kind_of_abort,
+        _LEN2.pack(len(kind_of_abort)), kind_of_abort, number,
     ))  # fmt: skip
 
 
@@ -146,8 +148,17 @@ def decode_entry(epoch: str, entry_id: bytes, fields: dict[bytes, bytes]) -> Hub
     size = fields.get(b"n")
     # No protobuf for a large body (large_bodies.py): decoded from the text.
     wire = fields.get(b"p")
+    number = fields.get(b"r")  # absent: not a record, or written by 0.3
     body = EventBody(
-        None, None, data, failure, kind, encoded, wire, -1 if size is None else int(size)
+        None,
+        None,
+        data,
+        failure,
+        kind,
+        encoded,
+        wire,
+        -1 if size is None else int(size),
+        record=int(number) if number else None,
     )
     prev = fields.get(b"pv")
     return HubEvent(seq, format_event_id(epoch, seq), body, True, int(prev) if prev else None)
@@ -505,6 +516,10 @@ class RedisEventLog:
                 await self._bodies.discard(staged)
             if "FENCED" in str(exc) and fence is not None:
                 raise Fenced(self.session_id, fence) from exc
+            refused = re.search(r"RECORD (\d+) (\d+)", str(exc))
+            if refused:
+                number, last = int(refused[1]), int(refused[2])
+                raise RecordOutOfOrder(self.session_id, number, last) from exc
             raise
         epoch = self._epoch = epoch_raw.decode()
         for ref, (offset, body) in staged.items():
@@ -519,6 +534,11 @@ class RedisEventLog:
             out.append(HubEvent(seq, format_event_id(epoch, seq), body, True, prev))
             prev = seq
         return out
+
+    async def last_record(self) -> int | None:
+        with unavailable_on_failure():
+            number = await self._conn.reads.hget(self._meta, "rec")
+        return int(number) if number else None
 
     async def replay_after(self, event_id: str) -> list[HubEvent] | None:
         parsed = parse_event_id(event_id)

@@ -57,7 +57,9 @@ end
 #       end_run (1 byte, 0|1), n (4); then each event's (``PUBLISH_EVENT``): its kind
 #       (1 byte, m|s), whether it bumps the state version (1 byte, 0|1), its size (4),
 #       then its failure code, failure message and abort kind, each after its length
-#       (2, 4 and 2 bytes; 0 when absent).
+#       (2, 4 and 2 bytes; 0 when absent), then its record number (4; 0 for none).
+# A batch whose record numbers do not each follow the last (the meta's 'rec',
+# then the batch's own) is refused whole: 'RECORD <number> <last>'.
 # Returns {epoch, the batch's first seq, the kept seq before it ('' when the meta
 # predates it)}.
 #
@@ -69,7 +71,7 @@ end
 # eight arguments for a batch and two per event, not seventeen and eight
 # (``struct`` is built into Redis's Lua).
 PUBLISH_HEAD = ">I4I8I2c0I8I2c0I2c0BI4"
-PUBLISH_EVENT = ">c1BI4I2c0I4c0I2c0"
+PUBLISH_EVENT = ">c1BI4I2c0I4c0I2c0I4"
 PUBLISH = """
 local max_count, max_bytes, candidate, ttl, session, token, end_run, n, pos =
   struct.unpack('HEAD', ARGV[1])
@@ -87,9 +89,27 @@ local held = redis.call('MGET', KEYS[3], KEYS[5])
 if token ~= '' and (held[1] ~= token or held[2] ~= token) then
   return redis.error_reply('FENCED')
 end
-local meta = redis.call('HMGET', KEYS[2], 'epoch', 'next', 'bytes', 'last', 'ver')
+local meta = redis.call('HMGET', KEYS[2], 'epoch', 'next', 'bytes', 'last', 'ver', 'rec')
 local epoch = meta[1]
 local fresh = not epoch
+-- The trace and the log are one journal: a record number must follow the
+-- log's last (none yet: a new log, or one 0.3 wrote), checked for the whole
+-- batch before anything of it is written.
+local rec = nil
+if not fresh and meta[6] then rec = tonumber(meta[6]) end
+do
+  local at = pos
+  for i = 0, n - 1 do
+    local k, b, z, c, m, a, number
+    k, b, z, c, m, a, number, at = struct.unpack('EVENT', ARGV[1], at)
+    if number > 0 then
+      if rec and number ~= rec + 1 then
+        return redis.error_reply('RECORD ' .. number .. ' ' .. rec)
+      end
+      rec = number
+    end
+  end
+end
 local seq, bytes, last, ver = 0, 0, '0', 0
 if fresh then
   -- A stream left without its meta (the meta expired first) is dropped, so
@@ -111,8 +131,8 @@ local first = nil
 local bump = false
 local staged = false
 for i = 0, n - 1 do
-  local kind, bumps, size, code, message, abort_kind
-  kind, bumps, size, code, message, abort_kind, pos =
+  local kind, bumps, size, code, message, abort_kind, number
+  kind, bumps, size, code, message, abort_kind, number, pos =
     struct.unpack('EVENT', ARGV[1], pos)
   -- Evict first: the incoming event always gets in, even alone over the cap.
   while len > 0 and (len + 1 > max_count or bytes + size > max_bytes) do
@@ -157,6 +177,9 @@ for i = 0, n - 1 do
   if abort_kind ~= '' then
     table.insert(fields, 'ak'); table.insert(fields, abort_kind)
   end
+  if number > 0 then
+    table.insert(fields, 'r'); table.insert(fields, string.format('%d', number))
+  end
   redis.call('XADD', KEYS[1], last .. '-0', unpack(fields))
   if bumps == 1 then bump = true end
   bytes = bytes + size
@@ -178,6 +201,9 @@ elseif fresh then
 end
 if fresh then
   table.insert(changed, 'epoch'); table.insert(changed, epoch)
+end
+if rec then
+  table.insert(changed, 'rec'); table.insert(changed, string.format('%d', rec))
 end
 redis.call('HSET', KEYS[2], unpack(changed))
 local open = held[2]
@@ -384,6 +410,21 @@ INDEX_SET = (
     + """
 if not lifecycle(KEYS[1]) then return 0 end
 redis.call('HSET', KEYS[1], unpack(ARGV))
+return 1
+"""
+)
+
+# KEYS: the session's record. ARGV: the trace's record count, its last write's
+# time. Never lowers the count (a trace only grows): an owner paused past its
+# lease that comes back does not undo the count of the replica that took its
+# run over (the next run's record numbers start from it). 1 when set.
+INDEX_RECORDED = (
+    _LIFECYCLE
+    + """
+if not lifecycle(KEYS[1]) then return 0 end
+local had = tonumber(redis.call('HGET', KEYS[1], 'count') or '0') or 0
+if tonumber(ARGV[1]) < had then return 0 end
+redis.call('HSET', KEYS[1], 'count', ARGV[1], 'updated_at', ARGV[2])
 return 1
 """
 )

@@ -51,6 +51,7 @@ class RedisSessionIndex:
         self._all = conn.global_key("sessions")
         self._add = conn.commands.register_script(scripts.INDEX_ADD)
         self._set = conn.commands.register_script(scripts.INDEX_SET)
+        self._recorded = conn.commands.register_script(scripts.INDEX_RECORDED)
         self._advance = conn.commands.register_script(scripts.INDEX_ADVANCE)
 
     def _key(self, session_id: str) -> str:
@@ -114,7 +115,8 @@ class RedisSessionIndex:
         return bool(removed)
 
     async def recorded(self, session_id: str, message_count: int, updated_at: str) -> None:
-        await self._set_fields(session_id, "count", message_count, "updated_at", updated_at)
+        with unavailable_on_failure():
+            await self._recorded(keys=[self._key(session_id)], args=[message_count, updated_at])
 
     async def mark_unclosed(self, session_id: str, reason: str | None) -> None:
         if reason is None:

@@ -78,7 +78,7 @@ RECLAIM_EVERY = 60.0
 # Recovery.resume: (the taken-over run, its trace's records, the records the
 # log never got, the log's window) -> True | False | a close's reason.
 ResumeHook = Callable[
-    [Run, list[JsonObject], list[omni_pb2.OmniMessage], list[HubEvent]], Awaitable[bool | str]
+    [Run, list[JsonObject], "Sequence[Numbered]", list[HubEvent]], Awaitable[bool | str]
 ]
 
 

@@ -47,6 +47,7 @@ from omni_grpc.runtime.events import HubEvent
 from omni_grpc.runtime.interface import RunRequest
 from omni_grpc.runtime.recorder import Recorder, TraceRejected
 from omni_grpc.runtime.recovery import (
+    Numbered,
     Recovery,
     current_run,
     tail_bodies,
@@ -59,7 +60,6 @@ from omni_grpc.runtime.session_index import SessionRecord
 from omni_grpc.runtime.trace_store import utc_now
 from omni_grpc.trace.resume import INTERRUPTED_REASON, recover_shard, resume_trace
 from omni_grpc.vocabulary import AbortKind, SessionState
-from omni_grpc_proto.omni.v1 import omni_pb2
 
 log = logging.getLogger(__name__)
 
@@ -245,7 +245,7 @@ class Resumption:
         self,
         run: Run,
         recorded: list[JsonObject],
-        tail: list[omni_pb2.OmniMessage],
+        tail: Sequence[Numbered],
         window: list[HubEvent],
         *,
         restarted: bool = False,
@@ -288,11 +288,14 @@ class Resumption:
         await asyncio.to_thread(save_options, first_shard, replace(task, resumed=task.resumed + 1))
         out = tail_bodies(caught_up, AbortKind.REPLICA_LOST)
         for msg in closing:
+            body = bodies.message_body(msg)
             try:
-                await self.recorder.append(run, msg)
+                if not await self.recorder.append(run, msg, body.data):
+                    return False  # the trace takes no mark: closed as before
             except TraceRejected:
-                return False  # the trace takes no mark: closed as before
-            out.append(tail_bodies([msg], AbortKind.REPLICA_LOST)[0])
+                return False
+            # Numbered as the trace numbered it: the log takes the journal's next.
+            out.append(self.recorder.numbered(run, body))
         await self.recorder.count(run)
         if restarted:
             # A lone server's log started empty: the task is running again.

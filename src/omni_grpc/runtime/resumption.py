@@ -290,12 +290,12 @@ class Resumption:
         for msg in closing:
             body = bodies.message_body(msg)
             try:
-                if not await self.recorder.append(run, msg, body.data):
-                    return False  # the trace takes no mark: closed as before
+                written = await self.recorder.append(run, msg, body.data)
             except TraceRejected:
-                return False
-            # Numbered as the trace numbered it: the log takes the journal's next.
-            out.append(self.recorder.numbered(run, body))
+                return False  # the trace takes no mark: closed as before
+            # A record numbered as the trace numbered it (the log takes the
+            # journal's next); a fragment's stop is published as it is.
+            out.append(self.recorder.numbered(run, body) if written else body)
         await self.recorder.count(run)
         if restarted:
             # A lone server's log started empty: the task is running again.

@@ -27,6 +27,7 @@ from omni_grpc.convert import message_to_dict
 from omni_grpc.runtime.resumption import RESUMED_REASON
 from omni_grpc.trace.resume import resume_trace
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
+from omni_grpc_proto.omni.v1 import omni_pb2
 
 Replicas = Callable[..., list[ServeProcess]]
 
@@ -193,3 +194,46 @@ async def test_a_lone_server_restarted_on_its_data_dir_resumes_the_run(
     assert resume_trace(records).carry_over == []
     issues = validate_records_of(records)
     assert [i for i in issues if i.severity == "error"] == []  # type: ignore[attr-defined]
+
+
+async def test_an_approval_pending_when_the_owner_dies_is_asked_again_and_answerable_elsewhere(
+    replicas: Replicas, tmp_path: Path
+) -> None:
+    a, b = replicas(2)
+    run = stub(a).Run(pb.RunRequest(prompt="ask me", approval_mode=pb.APPROVAL_MODE_ASK))
+
+    def asked(response: object) -> bool:
+        r = response  # type: ignore[assignment]
+        return r.WhichOneof("kind") == "event" and r.event.HasField("approval_request")  # type: ignore[attr-defined,no-any-return]
+
+    first = await until(run, asked)
+    session_id, epoch = first[0].session_id, first[0].event_id.rsplit("-", 1)[0]  # type: ignore[attr-defined]
+    attach = stub(b).Attach(pb.AttachRequest(session_id=session_id, after_event_id=f"{epoch}-0"))
+    os.kill(a.process.pid, signal.SIGKILL)
+
+    # B's client sees the first ask, then the resumed turn's ask (the task's
+    # approval mode went with it), and answers it on B.
+    # (An Attach also gets the asks pending when it attaches, unicast.)
+    def asked_again(response: object) -> bool:
+        r = response  # type: ignore[assignment]
+        return (
+            asked(r) and r.event.approval_request.tool_call.tool_call.tool_call_id == "call_demo_2"
+        )  # type: ignore[attr-defined,no-any-return]
+
+    stream = await until(attach, asked_again)
+    call_id = "call_demo_2"
+    await stub(b).Approve(
+        pb.ApproveRequest(
+            session_id=session_id, tool_call_id=call_id, decision=omni_pb2.DECISION_ALLOW
+        )
+    )
+    stream += await until(attach, is_idle_end)  # type: ignore[arg-type]
+    check_resumed(tmp_path / "shared-data", session_id, stream)
+    records = trace_records(tmp_path / "shared-data", session_id)
+    outputs = {
+        r["payload"]["tool_call_id"]: r["payload"]["stop_reason"]  # type: ignore[index]
+        for r in records
+        if r["payload"].get("type") == "tool_call_output"  # type: ignore[union-attr]
+    }
+    # The first call never ran (answered as not run); the second ran once.
+    assert outputs == {"call_demo_1": "aborted", "call_demo_2": "completed"}

@@ -237,3 +237,53 @@ async def test_an_approval_pending_when_the_owner_dies_is_asked_again_and_answer
     }
     # The first call never ran (answered as not run); the second ran once.
     assert outputs == {"call_demo_1": "aborted", "call_demo_2": "completed"}
+
+
+async def test_a_task_that_keeps_losing_its_process_ends_with_a_clear_abort(
+    serve_process: Callable[..., ServeProcess], tmp_path: Path
+) -> None:
+    """A poison prompt: its process is lost each time; with --resume-runs 1
+    the task is resumed once, then closed with an abort that says why."""
+    data = tmp_path / "poison"
+    args = (
+        "--data-dir", str(data), "--no-http", "--pacing", "0.05", "--engine-opt", "repeat=20",
+        "--resume-runs", "1",
+    )  # fmt: skip
+    first = serve_process(*args)
+    run = stub(first).Run(pb.RunRequest(prompt="kill me"))
+    seen = await until(run, first_request_streams)
+    session_id = seen[0].session_id  # type: ignore[attr-defined]
+    os.kill(first.process.pid, signal.SIGKILL)
+    first.process.wait(10)
+
+    def kinds() -> list[str]:
+        return [str(r["payload"].get("type")) for r in trace_records(data, session_id)]
+
+    async def until_trace(check: Callable[[list[str]], bool]) -> None:
+        while not check(kinds()):
+            await asyncio.sleep(0.05)
+
+    second = serve_process(*args)  # resumes it (the first resumption)...
+
+    # ... and is lost while the resumed run streams (a record past the mark).
+    def has_mark() -> bool:
+        records = trace_records(data, session_id)
+        return any(r["payload"].get("error_message") == RESUMED_REASON for r in records)  # type: ignore[union-attr]
+
+    async def mark() -> None:
+        while not has_mark():
+            await asyncio.sleep(0.05)
+
+    await asyncio.wait_for(mark(), WAIT)
+    marked = len(trace_records(data, session_id))
+    await asyncio.wait_for(until_trace(lambda k: len(k) > marked + 2), WAIT)
+    os.kill(second.process.pid, signal.SIGKILL)
+    second.process.wait(10)
+    serve_process(*args)  # refuses a second resumption: closes the task
+    await asyncio.wait_for(until_trace(lambda k: k[-1] == "abort"), WAIT)
+    records = trace_records(data, session_id)
+    assert "interrupted 2 times" in str(records[-1]["payload"]["reason"])  # type: ignore[index]
+    marks = [r for r in records if r["payload"].get("error_message") == RESUMED_REASON]  # type: ignore[union-attr]
+    assert len(marks) == 1
+    issues = validate_records_of(records)
+    assert [i for i in issues if i.severity == "error"] == []  # type: ignore[attr-defined]

@@ -117,6 +117,15 @@ def _is_task_input(msg: Mapping[str, Any]) -> bool:
     )
 
 
+def _owes_a_turn(records: Sequence[Mapping[str, Any]]) -> bool:
+    """The trace ends with a tool's output: the model has yet to read it."""
+    for msg in reversed(records):
+        if msg.get("origin"):
+            continue
+        return _payload(msg).get("type") == "tool_call_output"
+    return False
+
+
 def carry_over(records: Sequence[Mapping[str, Any]]) -> list[JsonObject]:
     """The engine's input when the task goes on: the user input of the turn
     the interruption dropped (the reference's carry-over). Tool outputs are
@@ -279,6 +288,11 @@ class Resumption:
             log.error("session %s: %s", run.session_id, refused)
             return refused
         engine_input = carry_over(recorded + [message_to_dict(m) for m in closing])
+        if not closing and not engine_input and not _owes_a_turn(recorded):
+            # Nothing was left open and no output waits for the model: the
+            # task's last turn ended; started again, an engine would answer
+            # a second time. It is closed as before.
+            return False
         log.warning(
             "session %s: resuming the task (resumption %d of at most %d)",
             run.session_id, task.resumed + 1, self.limits.runs,

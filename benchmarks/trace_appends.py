@@ -77,9 +77,9 @@ async def one_way(root: Path, way: str, runs: int, records: int) -> tuple[float,
         the_run = Run(
             record, lease, backend.logs.get(session_id), AbortSignal(), ApprovalBroker(session_id)
         )
-        for _ in range(records):
+        for k in range(records):
             if way == "on the loop":
-                store.append(the_run.record, msg, data, fence=1)
+                store.append(the_run.record, msg, data, number=k + 1)
                 await asyncio.sleep(0)  # the run yields between records, as an engine does
             else:
                 await recorder.append(the_run, msg, data)

@@ -11,7 +11,9 @@ by 0.3 (no numbers) is still read, and takes a numbered record after it.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import math
 from collections.abc import Callable
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -22,11 +24,21 @@ from hypothesis import strategies as st
 
 from omni_grpc import protocol as p
 from omni_grpc.convert import message_from_dict, serialize_message
+from omni_grpc.engines.base import AbortSignal, JsonObject
+from omni_grpc.engines.demo import DemoEngine
 from omni_grpc.runtime import bodies
+from omni_grpc.runtime.approvals import ApprovalBroker
 from omni_grpc.runtime.backend import Backend
 from omni_grpc.runtime.errors import RecordOutOfOrder
 from omni_grpc.runtime.events import EventBody, HubEvent
-from omni_grpc.runtime.recovery import records_past
+from omni_grpc.runtime.health import HealthState
+from omni_grpc.runtime.recorder import Recorder
+from omni_grpc.runtime.recovery import Recovery, records_past
+from omni_grpc.runtime.run import Run
+from omni_grpc.runtime.session_index import SessionRecord
+from omni_grpc.runtime.trace_store import ShardedTrace, TraceStore
+from omni_grpc.trace import read_jsonl
+from omni_grpc.trace.validate import validate_records
 from omni_grpc.vocabulary import SessionState
 
 STAMP = "2026-12-07T12:00:00.000Z"  # one millisecond for all: equal records are equal bytes
@@ -162,3 +174,102 @@ def test_a_log_written_by_0_3_gets_no_tail() -> None:
     assert _tail([0, 1, 2], window, None, False) == []
     # One that lost its start cannot be told either.
     assert _tail([0, 1, 2], [_event(7, RUNNING)], None, False) == []
+
+
+@pytest.mark.parametrize("backend_kind", ["memory", "redis"])
+async def test_the_index_count_never_goes_down(make_backend: Callable[..., Backend]) -> None:
+    """An owner paused past its lease that comes back writes its stale count
+    after the replica that closed its run wrote the trace's: the next run
+    numbers its records from the index's count, so the stale one must not
+    land (the next run's numbers would repeat the log's)."""
+    backend = make_backend()
+    record = SessionRecord("session-journal-4", STAMP, STAMP, 0, ("traces/x_001.jsonl",))
+    assert await backend.index.add(record)
+    await backend.index.recorded(record.session_id, 12, "t-closer")
+    await backend.index.recorded(record.session_id, 9, "t-paused-owner")
+    got = await backend.index.get(record.session_id)
+    assert got is not None and (got.message_count, got.updated_at) == (12, "t-closer")
+    await backend.index.recorded(record.session_id, 13, "t-next")
+    got = await backend.index.get(record.session_id)
+    assert got is not None and got.message_count == 13
+
+
+class _OwnerWritesAfterTheRead(TraceStore):
+    """The closer's store: right after the closer reads the trace (and before
+    its first append), the paused owner's late record lands."""
+
+    def __init__(self, data: Path, late: Callable[[int], None]) -> None:
+        super().__init__(data)
+        self.late: Callable[[int], None] | None = late
+
+    def view(self, record: SessionRecord) -> ShardedTrace:
+        store = self
+
+        class Racing(ShardedTrace):
+            def messages(self) -> list[JsonObject]:
+                out = super().messages()
+                if store.late is not None:
+                    late, store.late = store.late, None
+                    late(len(out) + 1)
+                return out
+
+        return Racing(self.paths(record))
+
+
+@pytest.mark.parametrize("backend_kind", ["redis"])
+async def test_a_close_the_owner_s_late_record_overtook_is_made_again(
+    make_backend: Callable[..., Backend], tmp_path: Path
+) -> None:
+    """The owner, paused past its lease, writes a record between the closer's
+    read of the trace and its close's first append: that append's number is
+    taken, so it is refused (no fence file), and the close is made again
+    from the trace as it is then: the owner's record is published (past the
+    log's last number) before the close, once; the trace validates."""
+    backend = make_backend(owner_loss_timeout=0.5)
+    data = tmp_path / "data"
+    owner_store = TraceStore(data)
+    session_id = "session-2026-12-07-12-00-00-0000c1a5"
+    record = SessionRecord(session_id, STAMP, STAMP, 0, (owner_store.new_shard(session_id),))
+    assert await backend.index.add(record)
+    lease = await backend.leases.acquire(session_id, "owner")
+    assert lease is not None
+    event_log = backend.logs.get(session_id)
+    owner = Run(
+        record,
+        dataclasses.replace(lease, valid_until=math.inf),  # valid by its own clock
+        event_log,
+        AbortSignal(),
+        ApprovalBroker(session_id),
+    )
+    recorder = Recorder(DemoEngine(), owner_store, backend, HealthState())
+    meta = META.decoded_message
+    assert meta is not None and await recorder.append(owner, meta)
+    await event_log.publish(RUNNING, fence=lease.token)
+    for item in (p.user_text("go"), p.request_begin()):
+        body = bodies.message_body(message_from_dict(item))
+        assert await recorder.append(owner, message_from_dict(item), body.data)
+        await event_log.publish(recorder.numbered(owner, body), fence=lease.token)
+    late = message_from_dict(p.assistant_text("written late by the paused owner"))
+    late_data = bodies.message_body(late).data
+
+    def owner_comes_back(number: int) -> None:
+        assert owner_store.append(record, late, late_data, number=number)
+
+    while session_id not in await backend.leases.orphans():
+        await asyncio.sleep(0.05)
+    closer_store = _OwnerWritesAfterTheRead(data, owner_comes_back)
+    closer = Recorder(DemoEngine(), closer_store, backend, HealthState())
+    await Recovery(backend, closer, HealthState(), "closer").close_orphan(session_id)
+    assert closer_store.late is None  # the owner's record did land mid-close
+
+    [shard] = owner_store.paths(record)
+    records = list(read_jsonl(shard))
+    kinds = [r.message.WhichOneof("payload") for r in records]
+    assert kinds.count("abort") == 1 and kinds[-1] == "abort"
+    lines = [serialize_message(r.message) for r in records]
+    assert lines.count(late_data) == 1 and lines.index(late_data) == 3  # after meta, input, begin
+    assert [i for i in validate_records(records, trace=True) if i.severity == "error"] == []
+    window = await event_log.window()
+    logged = [e for e in window if e.body.record is not None]
+    assert [e.data for e in logged] == [serialize_message(r.message) for r in records[1:]]
+    assert [e.body.record for e in logged] == list(range(2, len(records) + 1))

@@ -523,7 +523,7 @@ async def test_a_run_left_open_on_one_replica_is_closed_by_the_next_run_on_anoth
 
     prompt = [message_from_dict(protocol.user_text("fill it"))]
     session_id, sub = await a.run(RunRequest(input=prompt))
-    await until_end(sub)
+    sent = [e.message for e in await until_end(sub) if e.message is not None]
     await a.wait_idle(session_id)
     a.traces.append = real_append  # type: ignore[method-assign]  # the disk has room again
 
@@ -535,9 +535,13 @@ async def test_a_run_left_open_on_one_replica_is_closed_by_the_next_run_on_anoth
     [shard] = sorted((tmp_path / "traces").glob(f"*/{session_id}_*.jsonl"))
     records = [r.message for r in read_jsonl(shard)]
     payloads = [message_to_dict(m)["payload"] for m in records]
-    closes = [
-        i for i, p in enumerate(payloads) if p == {"type": "abort", "reason": UNRECORDED_REASON}
-    ]
+    # The close A's clients were sent (numbered in the log as the trace
+    # numbers it) is recorded by B as sent (#41): the trace tells the
+    # stream's story, and the repair finds nothing more to close.
+    told = [message_to_dict(m)["payload"] for m in sent if m.WhichOneof("payload") == "abort"]
+    assert len(told) == 1 and told[0]["reason"] != UNRECORDED_REASON  # type: ignore[index]
+    closes = [i for i, p in enumerate(payloads) if p.get("type") == "abort"]  # type: ignore[union-attr]
+    assert [payloads[i] for i in closes] == told
     inputs = [i for i, p in enumerate(payloads) if p.get("text") == "again"]  # type: ignore[union-attr]
     assert len(closes) == 1 and len(inputs) == 1 and closes[0] < inputs[0]
     trace = [TraceRecord(i + 1, m) for i, m in enumerate(records)]

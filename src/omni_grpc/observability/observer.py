@@ -64,10 +64,10 @@ class _MeteredTraceWriter(TraceWriter):
         self._metrics = metrics
 
     def append_line(
-        self, record: bytes, msg: omni_pb2.OmniMessage | None = None, *, fence: int | None = None
+        self, record: bytes, msg: omni_pb2.OmniMessage | None = None, *, number: int | None = None
     ) -> None:
         try:
-            super().append_line(record, msg, fence=fence)
+            super().append_line(record, msg, number=number)
         except (OSError, ValueError):
             self._metrics.trace_errors.inc()
             raise

@@ -524,7 +524,7 @@ class Hub:
                 tasks.append(run.task)
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        await self._close_owed()
+        await self._close_unrecorded()
         self.recorder.stop()
         await self.recovery.keeper.close()
         pending = [*self._background, *self.recovery.pending_closes, *self.new_sessions.pending]
@@ -539,7 +539,7 @@ class Hub:
         if closer is not None:
             await closer()
 
-    async def _close_owed(self) -> None:
+    async def _close_unrecorded(self) -> None:
         """Records, if the storage takes them now, the closes this process
         owes the traces of runs a full or read-only disk stopped (whichever
         transport started them): a clean stop leaves no trace ending in an

@@ -2,8 +2,9 @@
 health of the trace storage.
 
 Every record a run writes passes ``append``: the lease is checked first (a
-fenced replica writes nothing), and on a shared backend again by the trace's
-own lock (``TraceWriter``'s fence), a record past the readers' line limit stops
+fenced replica writes nothing), and on a shared backend its record number by
+the trace's own lock (``TraceWriter``: refused unless the trace holds the
+records before it), a record past the readers' line limit stops
 the run instead of being silently lost, and a disk that refuses it marks the
 storage unhealthy until a probe succeeds again.
 """
@@ -24,7 +25,12 @@ from omni_grpc import protocol
 from omni_grpc.engines.base import DescribesSession, Engine, JsonObject
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.backend import Backend
-from omni_grpc.runtime.errors import BackendUnavailable, Fenced, StorageUnavailable
+from omni_grpc.runtime.errors import (
+    BackendUnavailable,
+    Fenced,
+    RecordOutOfOrder,
+    StorageUnavailable,
+)
 from omni_grpc.runtime.events import EventBody
 from omni_grpc.runtime.health import STORAGE, HealthState, RunFailure, storage_failure
 from omni_grpc.runtime.run import Run
@@ -89,7 +95,7 @@ class Recorder:
         Raises TraceRejected when the disk refuses it, Fenced once the lease
         may have been lost.
 
-        The write (its ``flock``, the fence file's read, ``write(2)``, the
+        The write (its ``flock``, the record number's check, ``write(2)``, the
         index) runs on the recorder's threads, never on the event loop: a
         disk that stalls (fsync-heavy neighbours, a journal commit) stalls
         this run, not every client, health check and lease of the replica.
@@ -107,18 +113,20 @@ class Recorder:
                     f"record limit ({self.max_record_bytes} bytes); the run was stopped",
                 )
             )
-        # On a shared backend the file system checks the token too, in the
-        # append's own lock: a take-over between the check above and the
-        # write cannot let this record in after its close.
-        fence = run.lease.token if self.backend.shared else None
+        # On a shared backend the file system checks the record's number, in
+        # the append's own lock: a take-over between the check above and the
+        # write (whose close numbered past this run's records) cannot let this
+        # record in after its close.
+        number = run.record.message_count + 1 if self.backend.shared else None
         writing = asyncio.get_running_loop().run_in_executor(
-            self._writes, functools.partial(self.traces.append, run.record, msg, line, fence=fence)
+            self._writes,
+            functools.partial(self.traces.append, run.record, msg, line, number=number),
         )
         try:
             written = await _uncancelled(writing)
         except StaleWriter as exc:
             run.lost = True
-            raise Fenced(run.session_id, run.lease.token) from exc
+            raise RecordOutOfOrder(run.session_id, exc.number, exc.held) from exc
         except OSError as exc:
             raise TraceRejected(self.storage_failed(exc)) from exc
         if written:

@@ -28,7 +28,7 @@ from omni_grpc.protocol.open_run import OpenRun
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.approvals import ApprovalBroker
 from omni_grpc.runtime.backend import Backend
-from omni_grpc.runtime.errors import BackendUnavailable, Fenced
+from omni_grpc.runtime.errors import BackendUnavailable, Fenced, RecordOutOfOrder
 from omni_grpc.runtime.event_log import EventLog
 from omni_grpc.runtime.events import EventBody, HubEvent
 from omni_grpc.runtime.health import BACKEND, HealthState, RunFailure
@@ -68,6 +68,9 @@ CAUGHT_UP = "%s: publishing %d records the trace holds past the log's last, its 
 # cannot take it (an outage): the idle TTL of a log, after which nobody
 # would read it.
 FINISH_WITHIN = 30 * 60.0
+# How often a close is made again when the trace moved on under it (a paused
+# owner's record landed between its read and its append).
+CLOSE_ATTEMPTS = 3
 # The most a failed close of an orphan is put off before the next attempt.
 CLOSE_BACKOFF_MAX = 30.0
 # Idle logs are looked for this often (memory is freed on a timer, not only
@@ -119,11 +122,6 @@ class Recovery:
         a run whose replica died is closed by the orphan sweep instead."""
         for record in await asyncio.to_thread(self.traces.scan):
             if await self.backend.index.add(record):
-                # A backend that lost the session lost its tokens too: the next
-                # run's must still be above its trace's fence.
-                fenced_at = await asyncio.to_thread(self.traces.fence_of, record)
-                if fenced_at:
-                    await self.backend.leases.seed_fence(record.session_id, fenced_at)
                 # An open run is left open when it is to be resumed (``restarted``).
                 close = self.resume is None
                 count, repaired, was_open = await asyncio.to_thread(
@@ -449,7 +447,8 @@ class Recovery:
 
     async def close_orphan(self, session_id: str, beat: int | None = None) -> None:
         """Closes a run whose owner died: as an abort would, from the log and
-        the trace together (see ``trace_tail``). ``beat``: the beat the sweep
+        the trace together: the trace's records past the log's last number
+        (``records_past``), then the close. ``beat``: the beat the sweep
         saw stand still (the take-over is refused if it moved since).
 
         The take-over's lease is renewed by this replica's keeper until the
@@ -462,7 +461,16 @@ class Recovery:
         claim = Claim(lease)
         self.keeper.keep(claim)
         try:
-            await self._close_taken(session_id, claim)
+            for attempt in range(CLOSE_ATTEMPTS):
+                try:
+                    await self._close_taken(session_id, claim)
+                    return
+                except RecordOutOfOrder:
+                    if attempt + 1 == CLOSE_ATTEMPTS:
+                        raise
+                    # The owner, paused past its lease, wrote a record between
+                    # this close's read of the trace and its first append.
+                    log.warning("session %s: the trace moved on; closing again", session_id)
         finally:
             self.keeper.drop(claim)
 
@@ -476,9 +484,10 @@ class Recovery:
         recorded: list[JsonObject] | None = None
         if record is not None:
             self.traces.forget(record)  # the dead owner extended the file
-            # Fence the trace before reading its tail: a paused owner that
-            # comes back writes nothing after what this close lines up.
-            await asyncio.to_thread(self.traces.raise_fence, record, lease.token)
+            # No fence to raise: the close's records are numbered past what is
+            # read here, so a paused owner's late record is refused by the
+            # trace's lock, or lands first and this close is refused and made
+            # again (``close_orphan``).
             recorded = await asyncio.to_thread(self.traces.view(record).messages)
             # What the dead owner wrote may not all have been counted.
             record = replace(record, message_count=len(recorded))

@@ -142,13 +142,6 @@ class RunLease(Protocol):
         when its beat is no longer ``beat`` (renewed since it was seen)."""
         ...
 
-    async def seed_fence(self, session_id: str, at_least: int) -> None:
-        """Makes every later token larger than ``at_least``: a session whose
-        trace was fenced (``TraceStore.fence_of``) indexed again by a backend
-        that lost its tokens, so its next run is not fenced out by its own
-        trace."""
-        ...
-
 
 class MemoryRunLease:
     """One process: a lease never expires (the process that would renew it is
@@ -219,9 +212,6 @@ class MemoryRunLease:
 
     async def take_over(self, session_id: str, owner: str, beat: int | None = None) -> Lease | None:
         return None
-
-    async def seed_fence(self, session_id: str, at_least: int) -> None:
-        self._tokens[session_id] = max(self._tokens.get(session_id, 0), at_least)
 
 
 class Holder(Protocol):

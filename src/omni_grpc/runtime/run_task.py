@@ -213,7 +213,7 @@ class RunTasks:
         recorded from the log before the session's next run
         (``Recovery.close_unrecorded``)."""
         out: list[EventBody] = []
-        owed = 0
+        owed = 0  # how many of the close the trace refused: numbered as it will number them
         # A trace that holds nothing, not even its session_meta (the disk
         # refused the first write), has no run to close: a close alone would
         # make it a trace that does not open with its session_meta.

@@ -5,9 +5,10 @@ shared volume when there are several), laid out as the reference lays them
 out. Only the holder of a session's run lease appends, so the store needs no
 locking beyond the writer's one ``write(2)`` per record under its ``flock`` (appends run
 on the recorder's threads, so the writers' cache is shared with them);
-on a shared backend each append carries the lease's token, and a replica
-taking a run over raises the shard's fence first (``raise_fence``), so a
-stale owner's late append is refused by the file system's own lock. Engines get a
+on a shared backend each append carries its record number (the journal's,
+which the event log stores too), refused in that lock unless the trace holds
+the records before it: a stale owner's late append, after another replica
+closed its run, is refused by the file system's own lock. Engines get a
 read-only ``SessionTrace`` view (``RunOptions.trace``), never a path to
 derive things from.
 """
@@ -32,11 +33,10 @@ from omni_grpc.convert import message_to_dict
 from omni_grpc.engines.base import JsonObject
 from omni_grpc.runtime.session_index import SessionRecord
 from omni_grpc.trace import TraceWriter, read_jsonl
-from omni_grpc.trace.index import read_window
+from omni_grpc.trace.index import read_window, shard_records
 from omni_grpc.trace.paths import parse_shard_name, trace_path_for
 from omni_grpc.trace.resume import read_trace, recover_shard
 from omni_grpc.trace.window import Position, Window
-from omni_grpc.trace.writer import shard_fence
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 log = logging.getLogger(__name__)
@@ -115,6 +115,8 @@ class TraceStore:
         self._max_writers = max_writers
         # Appends run on the recorder's threads: the cache is shared with them.
         self._writers_lock = threading.Lock()
+        # Per last shard: the records of the shards before it.
+        self._offsets: dict[Path, int] = {}
 
     def new_shard(self, session_id: str) -> str:
         """The first shard's name for a new session, relative to the data dir."""
@@ -176,23 +178,30 @@ class TraceStore:
         msg: omni_pb2.OmniMessage,
         data: bytes,
         *,
-        fence: int | None = None,
+        number: int | None = None,
     ) -> bool:
         """Appends ``msg`` (serialized as ``data``) to the session's last shard;
         False when it is not recordable. Raises OSError when the disk refuses,
-        ``StaleWriter`` when ``fence`` (the run lease's token) was fenced out
-        by a take-over (``raise_fence``)."""
-        return self._writer(record).write(msg, data, fence=fence)
+        ``StaleWriter`` when ``number`` (its record number in the session) does
+        not follow the trace's last (another writer numbered past it)."""
+        writer = self._writer(record)
+        if number is not None:
+            number -= self._offset(record)
+        return writer.write(msg, data, number=number)
 
-    def raise_fence(self, record: SessionRecord, token: int) -> None:
-        """A take-over's fence on the session's trace: a write of an older
-        token is refused from now on, and none is under way when this
-        returns (the storage-level half of the lease's fencing)."""
-        self._writer(record).raise_fence(token)
-
-    def fence_of(self, record: SessionRecord) -> int:
-        """The token the session's trace is fenced at (0: never taken over)."""
-        return shard_fence(self.paths(record)[-1])
+    def _offset(self, record: SessionRecord) -> int:
+        """The records of the session's shards before its last (its record
+        numbers run on across shards); counted once per shard appended to."""
+        paths = self.paths(record)
+        if len(paths) == 1:
+            return 0
+        with self._writers_lock:
+            known = self._offsets.get(paths[-1])
+        if known is None:
+            known = sum(shard_records(p) for p in paths[:-1] if p.exists())
+            with self._writers_lock:
+                self._offsets[paths[-1]] = known
+        return known
 
     def _writer(self, record: SessionRecord) -> TraceWriter:
         path = self.paths(record)[-1]

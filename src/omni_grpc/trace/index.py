@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from omni_grpc.trace.jsonl import LineParser
+from omni_grpc.trace.jsonl import LineParser, read_jsonl
 from omni_grpc.trace.lines import DEFAULT_MAX_LINE_BYTES, RawLine, raw_line
 from omni_grpc.trace.paths import parse_shard_name
 from omni_grpc.trace.window import STATE_BYTES, Position, PriorTotals, UnitScan, Window
@@ -583,6 +583,24 @@ def _entry_state(shard: Path) -> bytes | None:
         )
         return trailer.end_state if fresh else None
     return _INITIAL_STATE
+
+
+def shard_records(shard: Path) -> int:
+    """How many records the shard holds (the writer's count of its record
+    numbers), read through its index: the index's count, caught up from the
+    shard past what it covers. A shard whose start state cannot be told (the
+    index of the shard before it is stale) is counted from its lines."""
+    state = _entry_state(shard)
+    if state is None:
+        return sum(1 for _ in read_jsonl(shard, tolerant=True))
+    try:
+        view = open_view(shard, 0, state, rebuild=False)
+    except FileNotFoundError:
+        return 0
+    try:
+        return view.records
+    finally:
+        view.close()
 
 
 # ---- windows --------------------------------------------------------------------

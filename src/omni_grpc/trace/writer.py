@@ -15,13 +15,15 @@
 * The shard's index (``trace/index.py``) is extended after each record, still
   under the lock, so a window never reads the whole trace. The index is a
   cache: a failure to update it never fails the record.
-* A write may be fenced: ``write(..., fence=token)`` is refused
-  (``StaleWriter``, nothing written) once the shard's fence file
-  (``<shard>.fence``, raised by ``raise_fence`` when another replica takes a
-  run over) holds a larger token. The fence is read and the record written
-  under the same ``flock``, and ``raise_fence`` takes that lock too, so no
-  record of a writer fenced out lands after the fence was raised: the
-  taker reads a tail no stale writer can extend.
+* A write may be numbered: ``write(..., number=n)`` is refused
+  (``StaleWriter``, nothing written) unless the shard holds ``n - 1``
+  records, counted under the same ``flock`` as the write (through the
+  shard's index, or from the writer's own last write when nobody appended
+  since). Record numbers are the trace's half of the journal (the event log
+  stores the same number and refuses one that does not follow its last):
+  a writer whose record another writer already numbered past (an owner
+  paused past its lease, whose run another replica closed) adds nothing,
+  wherever it was paused, even between its lease check and its write.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from omni_grpc.protocol.guards import is_recordable
-from omni_grpc.trace.index import IndexAppender
+from omni_grpc.trace.index import IndexAppender, shard_records
 from omni_grpc.trace.paths import parse_shard_name
 
 if TYPE_CHECKING:
@@ -46,17 +48,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FENCE_SUFFIX = ".fence"
-
 
 class StaleWriter(Exception):
-    """A fenced write refused: another writer raised the shard's fence past
-    this writer's token."""
+    """A numbered write refused: the shard does not end on the record before
+    it (another writer numbered past this writer's records)."""
 
-    def __init__(self, path: Path, token: int, fence: int) -> None:
-        super().__init__(f"{path}: write with token {token} refused, the fence is at {fence}")
-        self.token = token
-        self.fence = fence
+    def __init__(self, path: Path, number: int, held: int) -> None:
+        super().__init__(f"{path}: record {number} refused, the shard holds {held} records")
+        self.number = number
+        self.held = held
 
 
 class TraceWriter:
@@ -68,18 +68,22 @@ class TraceWriter:
         self._lock = threading.Lock()
         # None: the tail has not been looked at since construction or a failure.
         self._needs_newline: bool | None = None
+        # (the shard's size, its records) after this writer's last write: the
+        # count holds while the size does (nobody appended since).
+        self._counted: tuple[int, int] | None = None
 
     @property
     def path(self) -> Path:
         return self._path
 
     def write(
-        self, msg: OmniMessage, line: bytes | None = None, *, fence: int | None = None
+        self, msg: OmniMessage, line: bytes | None = None, *, number: int | None = None
     ) -> bool:
         """Append ``msg`` if it is recordable; ``False`` (nothing written) otherwise.
 
         ``line`` is ``msg`` already serialized, for callers that have it;
-        ``fence`` the writer's token (``StaleWriter`` once it is fenced out).
+        ``number`` its record number in the shard (``StaleWriter`` unless the
+        shard holds ``number - 1`` records).
         """
         if not is_recordable(msg):
             return False
@@ -87,11 +91,11 @@ class TraceWriter:
             from omni_grpc.convert import serialize_message
 
             line = serialize_message(msg)
-        self.append_line(line, msg, fence=fence)
+        self.append_line(line, msg, number=number)
         return True
 
     def append_line(
-        self, record: bytes, msg: OmniMessage | None = None, *, fence: int | None = None
+        self, record: bytes, msg: OmniMessage | None = None, *, number: int | None = None
     ) -> None:
         """Append one already-serialized JSON record (without its newline);
         ``msg`` is that record parsed, for callers that have it."""
@@ -102,10 +106,11 @@ class TraceWriter:
             fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
-                if fence is not None:
-                    held = self.fence()
-                    if held > fence:
-                        raise StaleWriter(self._path, fence, held)
+                held = None
+                if number is not None:
+                    held = self._records(fd)
+                    if number != held + 1:
+                        raise StaleWriter(self._path, number, held)
                 if self._needs_newline is None:
                     self._needs_newline = _tail_is_torn(fd)
                 # Written as its parts in one call (O_APPEND: one append), not
@@ -115,6 +120,7 @@ class TraceWriter:
                 # A failure (including a short write) leaves the tail unknown: look
                 # again before the next append.
                 self._needs_newline = None
+                self._counted = None
                 before = os.fstat(fd).st_size
                 try:
                     written = os.writev(fd, parts)
@@ -131,6 +137,8 @@ class TraceWriter:
                         os.ftruncate(fd, before)
                     raise
                 self._needs_newline = False
+                if held is not None:
+                    self._counted = (before + size, held + 1)
                 if self._index is not None:
                     start = before + size - len(record) - 1
                     self._update_index(self._index, fd, before, start, record, msg)
@@ -156,30 +164,13 @@ class TraceWriter:
             # The next reader catches the index up from the trace.
             log.debug("trace index of %s not updated: %s", self._path, exc)
 
-    @property
-    def fence_path(self) -> Path:
-        return fence_path(self._path)
-
-    def fence(self) -> int:
-        return shard_fence(self._path)
-
-    def raise_fence(self, token: int) -> None:
-        """Refuses, from now on, every fenced write with a token below
-        ``token``. Taken under the shard's lock, so a write that checked the
-        fence before is complete when this returns."""
-        with self._lock:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self._path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                if self.fence() >= token:
-                    return
-                # Whole or not at all: a crash leaves the old fence or the new.
-                staged = self.fence_path.with_name(self.fence_path.name + f".{os.getpid()}")
-                staged.write_bytes(str(token).encode())
-                os.replace(staged, self.fence_path)
-            finally:
-                os.close(fd)
+    def _records(self, fd: int) -> int:
+        """The shard's records, under its lock: known from this writer's last
+        write while the shard kept its size, else counted through its index."""
+        size = os.fstat(fd).st_size
+        if self._counted is not None and self._counted[0] == size:
+            return self._counted[1]
+        return shard_records(self._path)
 
     def rotate(self) -> Path:
         """Move to the next shard (``_001`` -> ``_002``) in the same date directory."""
@@ -192,6 +183,7 @@ class TraceWriter:
         with self._lock:
             self._path = self._path.with_name(f"{session_id}_{index + 1:03d}.jsonl")
             self._needs_newline = None
+            self._counted = None
             if self._index is not None:
                 self._index = IndexAppender(self._path)
         return self._path
@@ -209,20 +201,6 @@ class TraceWriter:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def fence_path(shard: Path) -> Path:
-    return shard.with_name(shard.name + FENCE_SUFFIX)
-
-
-def shard_fence(shard: Path) -> int:
-    """The shard's fence token, 0 when none was raised (no file: one failed
-    open, the common case)."""
-    try:
-        text = fence_path(shard).read_bytes()
-    except FileNotFoundError:
-        return 0
-    return int(text or b"0")
 
 
 def _tail_is_torn(fd: int) -> bool:

@@ -32,7 +32,6 @@ class RedisRunLease:
         self._release = r.register_script(scripts.RELEASE)
         self._release_claim = r.register_script(scripts.RELEASE_CLAIM)
         self._take_over = r.register_script(scripts.TAKE_OVER)
-        self._seed_fence = r.register_script(scripts.SEED_FENCE)
         self._runs = conn.global_key("runs")
 
     @property
@@ -212,7 +211,3 @@ class RedisRunLease:
                 lease, taken_from=reply[1].decode(), renewed_ago=ago if ago >= 0 else None
             )
         return lease
-
-    async def seed_fence(self, session_id: str, at_least: int) -> None:
-        with unavailable_on_failure():
-            await self._seed_fence(keys=self._keys(session_id)[:1], args=[at_least])

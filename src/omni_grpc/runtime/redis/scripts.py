@@ -393,15 +393,6 @@ return {{token, holder, ago}}
 """
 )
 
-# KEYS: fence. ARGV: the least the counter may hold.
-SEED_FENCE = """
-local at_least = tonumber(ARGV[1])
-if tonumber(redis.call('GET', KEYS[1]) or '0') < at_least then
-  redis.call('SET', KEYS[1], at_least)
-end
-return 1
-"""
-
 # KEYS: the session's record. ARGV: field/value pairs.
 # Sets the fields of a session that exists (never revives a deleted one as a
 # record of a field or two): 1, or 0 for an unknown session.

@@ -79,7 +79,7 @@ from httpx_sse import aconnect_sse
 from omni_grpc.convert import message_to_dict, parse_message, parse_server_event, serialize_message
 from omni_grpc.runtime.resumption import RESUMED_REASON
 from omni_grpc.trace import read_jsonl
-from omni_grpc.trace.resume import resume_trace
+from omni_grpc.trace.resume import PROCESS_EXIT_PLACEHOLDER, resume_trace
 from omni_grpc.trace.validate import validate_records
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc
@@ -484,9 +484,12 @@ async def drive(cluster: Cluster, fault: Fault) -> tuple[list[Session], list[flo
                         if unicast_state(response):
                             s.states.add(response.event_id)
                         frames.append(frame(response))
-                        now = time.monotonic()
-                        if s.first_after is None and s.fault_at is not None and now >= s.fault_at:
-                            s.first_after = now
+                        # The continued run's first event: the interruption's mark
+                        # (its request_end, or a running call's placeholder).
+                        if s.first_after is None and any(
+                            m in frames[-1][1] for m in RESUMPTION_MARKS
+                        ):
+                            s.first_after = time.monotonic()
                         seen[0] += 1
                         last = response.event_id
                     if is_idle(response):
@@ -629,7 +632,14 @@ async def drive(cluster: Cluster, fault: Fault) -> tuple[list[Session], list[flo
         or (fault.drop and not s.detached)
     ]
     # A run that ended before the fault was not hit by it.
-    closes = [s.closed_at - fault_at[0] for s in hit if s.closed_at and s.closed_at >= fault_at[0]]
+    # A resumed run's end is its task's, not a close: timed apart (first_after).
+    closes = [
+        s.closed_at - fault_at[0]
+        for s in hit
+        if s.closed_at
+        and s.closed_at >= fault_at[0]
+        and first_run_outcome(cluster.data, s) != "runs resumed"
+    ]
     # A second run of every session on another replica (not the victim).
     live = cluster.replicas[1:]
     for i, s in enumerate(sessions):
@@ -748,6 +758,9 @@ def check(s: Session, log: list[pb.AttachResponse], data: Path) -> Counter[str]:
     if not completed <= set(outputs) or carried:
         found["an output resumeTrace would not keep"] += 1
     return found
+
+
+RESUMPTION_MARKS = (RESUMED_REASON.encode(), PROCESS_EXIT_PLACEHOLDER.encode())
 
 
 def first_run_outcome(data: Path, s: Session) -> str | None:

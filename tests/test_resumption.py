@@ -119,3 +119,33 @@ def test_engines_declare_whether_they_can_be_resumed() -> None:
     assert CommandEngine.resumable
     assert not GrpcUpstreamEngine.resumable
     assert not SseUpstreamEngine.resumable
+
+
+def test_the_openai_engine_s_history_of_a_resumed_run_holds_the_prompt_once() -> None:
+    from omni_grpc.engines.openai.history import drop_echoed_input, rebuild
+
+    trace = [
+        meta(),
+        p.user_text("earlier"),
+        p.request_begin(),
+        p.assistant_text("earlier answer"),
+        p.request_end("completed"),
+        p.user_text("the prompt"),
+        p.request_begin(),
+        p.assistant_text("half an ans"),
+    ]
+    guard = RunGuard()
+    for item in trace[5:]:
+        guard.observe(item)
+    resumed = trace + marks(guard)
+    engine_input = carry_over(resumed)
+    history = rebuild(resumed)
+    drop_echoed_input(history, engine_input)
+    items = history.items + [m["payload"] for m in engine_input]
+    texts = [(i["role"], i.get("text")) for i in items]
+    # The dropped turn's half answer is gone; its prompt is sent once.
+    assert texts == [
+        ("user", "earlier"),
+        ("assistant", "earlier answer"),
+        ("user", "the prompt"),
+    ]

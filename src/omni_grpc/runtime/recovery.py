@@ -276,7 +276,14 @@ class Recovery:
                         unrecorded.clear()  # the disk refused: published as sent
                 try:
                     await self.recorder.count(run)  # counts lost while the backend was down
-                    end = await self.catch_up(run, closing) if catch_up else closing
+                    if catch_up:
+                        end = await self.catch_up(run, closing)
+                    else:
+                        # A try whose answer was lost may have landed: what
+                        # of the close the log holds (by number) is not sent
+                        # again, it would be refused as a repeat.
+                        last = await run.log.last_record()
+                        end = [b for b in closing if not _published(b, last)]
                     await self.publish_end(
                         run.session_id, run.log, run.lease, end,
                         fold=run.tasks, last_record=run.record.message_count,
@@ -576,7 +583,7 @@ class Recovery:
         tail = await asyncio.to_thread(records_past, self.traces.paths(run.record), last, window)
         own = {b.record for b in closing if b.record is not None}
         engine_part = [(n, m) for n, m in tail if n not in own]
-        kept = [b for b in closing if b.record is None or last is None or b.record > last]
+        kept = [b for b in closing if not _published(b, last)]
         if not engine_part:
             return kept
         guard = RunGuard()
@@ -584,6 +591,11 @@ class Recovery:
             if (message := event.message) is not None:
                 guard.observe(message_to_dict(message))
         return tail_bodies(with_stops(guard, engine_part), AbortKind.SERVER_FAILURE) + kept
+
+
+def _published(body: EventBody, last: int | None) -> bool:
+    """The log holds ``body`` already: a record numbered up to its last."""
+    return body.record is not None and last is not None and body.record <= last
 
 
 def taken_over_reason(lease: Lease) -> str:

@@ -77,8 +77,9 @@ from _common import free_port
 from httpx_sse import aconnect_sse
 
 from omni_grpc.convert import message_to_dict, parse_message, parse_server_event, serialize_message
+from omni_grpc.runtime.resumption import RESUMED_REASON
 from omni_grpc.trace import read_jsonl
-from omni_grpc.trace.resume import resume_trace
+from omni_grpc.trace.resume import PROCESS_EXIT_PLACEHOLDER, resume_trace
 from omni_grpc.trace.validate import validate_records
 from omni_grpc_proto.omni.v1 import agent_service_pb2 as pb
 from omni_grpc_proto.omni.v1 import agent_service_pb2_grpc
@@ -286,6 +287,10 @@ class Session:
     sse_connects: int = 0
     reattaches: int = 0
     closed_at: float | None = None
+    # When the fault was injected, and when a client of the session first got
+    # an event after it (of the continued run, when it was resumed).
+    fault_at: float | None = None
+    first_after: float | None = None
     close_id: str = ""  # the logged idle that closed the first run
     call: grpc.aio.UnaryStreamCall[pb.RunRequest, pb.RunResponse] | None = None
     reader: asyncio.Task[None] | None = None
@@ -479,6 +484,12 @@ async def drive(cluster: Cluster, fault: Fault) -> tuple[list[Session], list[flo
                         if unicast_state(response):
                             s.states.add(response.event_id)
                         frames.append(frame(response))
+                        # The continued run's first event: the interruption's mark
+                        # (its request_end, or a running call's placeholder).
+                        if s.first_after is None and any(
+                            m in frames[-1][1] for m in RESUMPTION_MARKS
+                        ):
+                            s.first_after = time.monotonic()
                         seen[0] += 1
                         last = response.event_id
                     if is_idle(response):
@@ -552,6 +563,8 @@ async def drive(cluster: Cluster, fault: Fault) -> tuple[list[Session], list[flo
     await asyncio.wait_for(started.wait(), WAIT)
     await asyncio.wait_for(readers_on(), WAIT)
     fault_at.append(time.monotonic())
+    for s in sessions:
+        s.fault_at = fault_at[0]
     assert cluster.link is not None
     if fault.oom:
         cluster.redis.set_maxmemory("1")
@@ -619,7 +632,14 @@ async def drive(cluster: Cluster, fault: Fault) -> tuple[list[Session], list[flo
         or (fault.drop and not s.detached)
     ]
     # A run that ended before the fault was not hit by it.
-    closes = [s.closed_at - fault_at[0] for s in hit if s.closed_at and s.closed_at >= fault_at[0]]
+    # A resumed run's end is its task's, not a close: timed apart (first_after).
+    closes = [
+        s.closed_at - fault_at[0]
+        for s in hit
+        if s.closed_at
+        and s.closed_at >= fault_at[0]
+        and first_run_outcome(cluster.data, s) != "runs resumed"
+    ]
     # A second run of every session on another replica (not the victim).
     live = cluster.replicas[1:]
     for i, s in enumerate(sessions):
@@ -740,6 +760,29 @@ def check(s: Session, log: list[pb.AttachResponse], data: Path) -> Counter[str]:
     return found
 
 
+RESUMPTION_MARKS = (RESUMED_REASON.encode(), PROCESS_EXIT_PLACEHOLDER.encode())
+
+
+def first_run_outcome(data: Path, s: Session) -> str | None:
+    """How the session's first run ended when a fault hit it: resumed (its
+    trace holds the interruption's mark) or closed (an abort); None: not hit."""
+    [shard] = sorted((data / "traces").glob(f"*/{s.session_id}_*.jsonl"))
+    records = [message_to_dict(r.message) for r in read_jsonl(shard)]
+    # The first run: up to the second run's input ("again").
+    first: list[dict[str, object]] = []
+    for record in records[2:]:
+        payload = record["payload"]
+        if payload.get("role") == "user" and payload.get("type") == "text":  # type: ignore[union-attr]
+            break
+        first.append(record)
+    kinds = [r["payload"] for r in first]
+    if any(p.get("error_message") == RESUMED_REASON for p in kinds):  # type: ignore[union-attr]
+        return "runs resumed"
+    if any(p.get("type") == "abort" for p in kinds):  # type: ignore[union-attr]
+        return "runs closed"
+    return None
+
+
 def after_abort(log: list[pb.AttachResponse]) -> bool:
     """Something of a run in the log after its ``abort``: once a run is
     closed (by its owner, another replica or shutdown) nothing more of it is
@@ -793,6 +836,7 @@ async def main() -> int:
     by_fault: dict[str, Counter[str]] = {name: Counter() for name in FAULTS}
     events = sessions_count = injected = 0
     closing: dict[str, list[float]] = {}
+    resumed_after: dict[str, list[float]] = {}  # fault -> first event of the continued run
     for name in [n for _ in range(args.rounds) for n in args.faults.split(",")]:
         fault = FAULTS[name]
         print(f"fault {name} ...", file=sys.stderr, flush=True)
@@ -816,6 +860,11 @@ async def main() -> int:
                     by_fault[name].update(found)
                     paths["SSE reconnects with Last-Event-ID"] += s.sse_connects - 1
                     paths["gRPC Attach calls made again"] += s.reattaches
+                    outcome = first_run_outcome(cluster.data, s)
+                    if outcome is not None:
+                        paths[outcome] += 1
+                    if outcome == "runs resumed" and s.first_after and s.fault_at:
+                        resumed_after.setdefault(name, []).append(s.first_after - s.fault_at)
                 count, recurring = cluster.caught_up()
                 paths["closes that published the trace's tail"] += count
                 paths["... with the log's last record in it"] += recurring
@@ -837,6 +886,8 @@ async def main() -> int:
         "gRPC Attach calls made again",
         "closes that published the trace's tail",
         "... with the log's last record in it",
+        "runs resumed",
+        "runs closed",
     ):
         print(f"{name:<40}{paths[name]}")
     for name in CLASSES:
@@ -848,6 +899,12 @@ async def main() -> int:
                 f"min {min(closes):.2f} s  median {statistics.median(closes):.2f} s  "
                 f"max {max(closes):.2f} s"
             )
+    for name, times in resumed_after.items():
+        print(
+            f"fault to first event of the resumed run after {name:<10} "
+            f"min {min(times):.2f} s  median {statistics.median(times):.2f} s  "
+            f"max {max(times):.2f} s  ({len(times)} runs)"
+        )
     for name, found in by_fault.items():
         if +found:
             print(f"mismatches after {name}: {dict(found)}")

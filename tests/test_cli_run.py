@@ -279,7 +279,10 @@ def test_sigterm_records_the_abort_of_a_running_task(
     # SIGTERM drains first (tests/test_drain.py); a task slower than the drain
     # period is then aborted, and that abort is what this test follows.
     data = tmp_path / "data"
-    served = serve_process("--data-dir", str(data), "--pacing", "0.2", "--drain-timeout", "0.5")
+    # Resumption off: the drain would hand the task over instead.
+    served = serve_process(
+        "--data-dir", str(data), "--pacing", "0.2", "--drain-timeout", "0.5", "--resume-runs", "0"
+    )
     runner = subprocess.Popen(
         [
             sys.executable,

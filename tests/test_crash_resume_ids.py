@@ -76,7 +76,8 @@ async def test_tasks_after_a_crash_keep_their_tool_outputs_on_resume(
     crashed = trace.read_text().splitlines()
     assert json.loads(crashed[-1])["payload"]["type"] == "tool_call"  # killed mid-task
 
-    second = serve_process("--data-dir", str(data))
+    # Resumption off: the restart closes the interrupted run (the ids are the point).
+    second = serve_process("--data-dir", str(data), "--resume-runs", "0")
     async with httpx.AsyncClient(base_url=f"http://{second.http_address}", timeout=10) as http:
         await run_task(http, sid, "after the crash")
         await run_task(http, sid, "and once more")

@@ -129,7 +129,8 @@ def test_what_is_left_after_the_drain_timeout_is_aborted_and_the_exit_is_0(
     serve_process: ServeFactory, tmp_path: Path
 ) -> None:
     data = tmp_path / "data"
-    served = serve_process("--data-dir", str(data), "--drain-timeout", "0.5")
+    # Resumption off: the run is aborted, not handed over (see below).
+    served = serve_process("--data-dir", str(data), "--drain-timeout", "0.5", "--resume-runs", "0")
     session_id = pending_run(served, data)
     signal_and_wait_for_drain(served)
     assert served.process.wait(60) == 0
@@ -142,12 +143,45 @@ def test_what_is_left_after_the_drain_timeout_is_aborted_and_the_exit_is_0(
     assert [o["output"] for o in outputs] == ["Tool call not run: server shutting down."]  # type: ignore[index]
 
 
+def test_a_drain_that_runs_out_hands_the_run_over_and_the_next_start_asks_again(
+    serve_process: ServeFactory, tmp_path: Path
+) -> None:
+    """With resumption on (the default), what is left after the drain timeout
+    is not aborted: the trace is left as a lost process leaves it, and the
+    server started again on the data dir resumes the task, whose approval
+    is asked again (the call the drain interrupted never ran)."""
+    data = tmp_path / "data"
+    served = serve_process("--data-dir", str(data), "--drain-timeout", "0.5")
+    session_id = pending_run(served, data)
+    signal_and_wait_for_drain(served)
+    assert served.process.wait(60) == 0
+    assert "abort" not in kinds(data, session_id)
+    again = serve_process("--data-dir", str(data))
+    # Resumed: the interruption marked, the turn played again up to its ask.
+    wait_for(
+        lambda: (
+            kinds(data, session_id)[-1:] == ["tool_call"]
+            and kinds(data, session_id).count("tool_call") == 2
+        ),
+        "the run was not resumed",
+    )
+    last = records(data, session_id)
+    assert "abort" not in kinds(data, session_id)
+    calls = [r["payload"]["tool_call_id"] for r in last if r["payload"].get("type") == "tool_call"]  # type: ignore[index,union-attr]
+    assert calls == ["call_demo_1", "call_demo_2"]
+    outputs = [r["payload"] for r in last if r["payload"].get("type") == "tool_call_output"]  # type: ignore[union-attr]
+    # The first call never ran: it was answered as not run, once.
+    assert [o["tool_call_id"] for o in outputs] == ["call_demo_1"]  # type: ignore[index]
+    assert outputs[0]["stop_reason"] == "aborted"  # type: ignore[index]
+    assert again.process.poll() is None
+
+
 @pytest.mark.parametrize("second", [signal.SIGTERM, signal.SIGINT])
 def test_a_second_signal_stops_at_once(
     serve_process: ServeFactory, tmp_path: Path, second: signal.Signals
 ) -> None:
     data = tmp_path / "data"
-    served = serve_process("--data-dir", str(data), "--drain-timeout", "3600")
+    served = serve_process("--data-dir", str(data), "--drain-timeout", "3600", "--resume-runs", "0")
     session_id = pending_run(served, data)
     signal_and_wait_for_drain(served)
     served.process.send_signal(second)
@@ -284,8 +318,9 @@ async def test_a_drain_with_runs_waiting_on_approval_and_watchers_keeps_its_boun
     drain, grace = 2.0, 3.0
     data = tmp_path / "data"
     served = serve_process(
-        "--data-dir", str(data), "--drain-timeout", str(drain), "--shutdown-grace", str(grace)
-    )
+        "--data-dir", str(data), "--drain-timeout", str(drain), "--shutdown-grace", str(grace),
+        "--resume-runs", "0",
+    )  # fmt: skip
     sessions = [await asyncio.to_thread(pending_run, served, data) for _ in range(3)]
     with cpu_bound_processes() if load else contextlib.nullcontext():
         async with grpc.aio.insecure_channel(served.grpc_address) as channel:
@@ -312,7 +347,7 @@ def test_a_second_signal_stops_at_once_beside_cpu_bound_processes(
     serve_process: ServeFactory, tmp_path: Path
 ) -> None:
     data = tmp_path / "data"
-    served = serve_process("--data-dir", str(data), "--drain-timeout", "3600")
+    served = serve_process("--data-dir", str(data), "--drain-timeout", "3600", "--resume-runs", "0")
     session_id = pending_run(served, data)
     with cpu_bound_processes():
         signal_and_wait_for_drain(served)

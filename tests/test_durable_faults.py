@@ -145,7 +145,8 @@ async def approval_asked(call: object) -> list[pb.RunResponse]:
 async def test_an_owner_lost_while_a_call_waits_on_its_approval_answers_the_call(
     replicas: Replicas, tmp_path: Path, fault: str
 ) -> None:
-    a, b = replicas(2)
+    # Resumption off: the close path (tests/test_resumed_runs.py resumes it).
+    a, b = replicas(2, "--resume-runs", "0")
     seen = await approval_asked(
         stub(a).Run(pb.RunRequest(prompt="list it", approval_mode=pb.APPROVAL_MODE_ASK))
     )

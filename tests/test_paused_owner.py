@@ -51,6 +51,8 @@ def start_replica(redis_url: str, data: Path, log: Path) -> tuple[subprocess.Pop
             sys.executable, "-m", "omni_grpc", "serve", "--grpc-port", "0", "--no-http",
             "--redis-url", redis_url, "--data-dir", str(data), "--approval-mode", "ask",
             "--owner-loss-timeout", str(OWNER_LOSS),
+            # The close path: the paused owner's run is closed, not resumed.
+            "--resume-runs", "0",
         ],
         stdout=subprocess.PIPE, stderr=log.open("w"), text=True,
     )  # fmt: skip

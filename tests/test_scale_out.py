@@ -210,7 +210,8 @@ async def test_concurrent_runs_across_replicas_give_exactly_one_busy(replicas: R
 
 
 async def test_killing_the_owner_mid_run_loses_nothing(replicas: Replicas, tmp_path: Path) -> None:
-    a, b, c = replicas(3, "--pacing", "0.02", "--engine-opt", "repeat=20")
+    # Resumption off: the close path (tests/test_resumed_runs.py resumes it).
+    a, b, c = replicas(3, "--pacing", "0.02", "--engine-opt", "repeat=20", "--resume-runs", "0")
     run = stub(a).Run(pb.RunRequest(prompt="a long answer"))
     received = []
     async for response in run:

@@ -39,6 +39,7 @@ from omni_grpc.runtime.data_dir_lock import DataDirLock
 from omni_grpc.runtime.event_log import ReplayWindow
 from omni_grpc.runtime.hub import Hub
 from omni_grpc.runtime.limits import Limits
+from omni_grpc.runtime.resumption import ResumeLimits
 from omni_grpc.transport.a2a import CHAT, A2aBinding, A2aConfig, Skill
 from omni_grpc.transport.connect import PREFIX, ConnectApp, ConnectConfig, ConnectTransport
 from omni_grpc.transport.grpc import GrpcConfig, GrpcTransport
@@ -86,6 +87,8 @@ class ServerConfig:
     buffer_bytes: int = ReplayWindow.max_bytes
     # Seconds an engine gets to yield its abort before the hub closes the run.
     abort_grace: float = 10.0
+    # Runs whose process was lost go on from their trace, this many times per task.
+    resume: ResumeLimits = field(default_factory=ResumeLimits)
     # Prometheus metrics (on /metrics of the HTTP app, and on metrics_port if set).
     metrics: bool = True
     metrics_port: int | None = None
@@ -311,6 +314,7 @@ def build_server(config: ServerConfig, *, backend: Backend | None = None) -> Omn
         default_approval=config.approval_mode,
         client_modes=config.client_modes,
         abort_grace=config.abort_grace,
+        resume=config.resume,
         observer=telemetry.hub_observer(),
         backend=backend or build_backend(config),
         limits=config.limits,

@@ -27,6 +27,7 @@ from omni_grpc.runtime.approvals import ApprovalMode
 from omni_grpc.runtime.data_dir_lock import DataDirInUse
 from omni_grpc.runtime.errors import BackendUnavailable
 from omni_grpc.runtime.limits import OVERLOAD_MIN_RUNS, Limits
+from omni_grpc.runtime.resumption import DEFAULT_RESUME_RUNS, DEFAULT_RESUME_WITHIN, ResumeLimits
 from omni_grpc.server import OmniServer, ServerConfig, TransportStartError, build_server
 from omni_grpc.transport.a2a import A2aConfig
 from omni_grpc.transport.grpc import GrpcConfig, GrpcTransport
@@ -306,6 +307,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "whose replica died (default %(default)s)",
     )
     parser.add_argument(
+        "--resume-runs",
+        type=checks.at_least(0),
+        default=DEFAULT_RESUME_RUNS,
+        metavar="N",
+        help="a run whose process was lost (its replica died, a drain ran out, the "
+        "server restarted on its data dir) goes on from its trace, at most N times per "
+        "task; 0: such runs are closed with abort (default %(default)s)",
+    )
+    parser.add_argument(
+        "--resume-within",
+        type=checks.positive_seconds,
+        default=DEFAULT_RESUME_WITHIN,
+        metavar="SECONDS",
+        help="a task is resumed only within this long of its start (default %(default)s)",
+    )
+    parser.add_argument(
         "--log-format",
         choices=LOG_FORMATS,
         default="text",
@@ -442,6 +459,7 @@ def config_from(args: argparse.Namespace) -> ServerConfig:
         ),
         redis_url=args.redis_url or None,
         owner_loss_timeout=args.owner_loss_timeout,
+        resume=ResumeLimits(args.resume_runs, args.resume_within),
         limits=Limits(
             max_sessions=args.max_sessions,
             max_runs=args.max_runs,

@@ -53,6 +53,8 @@ class _Failed(Exception):
 
 
 class CommandEngine:
+    # The command is started again with the carried-over input and the trace path.
+    resumable = True
     name = "command"
 
     def __init__(

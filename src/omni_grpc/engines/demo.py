@@ -60,6 +60,9 @@ class _Aborted(Exception):
 
 
 class DemoEngine:
+    # Started again on a session's past when its process was lost: with no
+    # carried-over input it gives the turn's answer from the recorded output.
+    resumable = True
     name = "demo"
 
     def __init__(self, pacing: float = 0.0, repeat: int = 1) -> None:
@@ -92,9 +95,17 @@ class DemoEngine:
         # session's trace, whichever replica ran its earlier runs.
         past = await asyncio.to_thread(session_past, options, len(input))
         turn = _Turn(self, options, past)
+        # A resumed run with nothing carried over: its turn's call was
+        # committed (and answered, by its output or the interruption's
+        # placeholder); only the answer is left to give.
+        going_on = None if input else await asyncio.to_thread(_left_off, options)
         try:
-            async for msg in turn.play(_prompt_of(input)):
-                yield msg
+            if going_on is not None:
+                async for msg in turn.answer(*going_on):
+                    yield msg
+            else:
+                async for msg in turn.play(_prompt_of(input)):
+                    yield msg
         except _Aborted:
             for msg in turn.close_aborted():
                 yield msg
@@ -184,7 +195,12 @@ class _Turn:
             async for msg in self._segment("partial_tool_call_output", [listing], call_id):
                 yield msg
 
-        # Request 2: the final answer.
+        async for msg in self.answer(prompt, listing):
+            yield msg
+
+    async def answer(self, prompt: str, listing: str | None) -> AsyncIterator[JsonObject]:
+        """Request 2: the final answer (alone when a resumed run goes on
+        after its call: ``listing`` is then the recorded output)."""
         await self._tick()
         yield self._begin()
         once = _answer(prompt, listing)
@@ -196,7 +212,7 @@ class _Turn:
             yield msg
         yield self.engine._count(self, answer, prompt)
         yield self._end(StopReason.COMPLETED)
-        if opts.abort.is_set():  # an abort that came with the last message still ends it
+        if self.options.abort.is_set():  # an abort that came with the last message still ends it
             raise _Aborted
 
     def _begin(self) -> JsonObject:
@@ -246,6 +262,32 @@ async def _ask(options: RunOptions, call: JsonObject) -> Decision:
         raise
     except Exception:  # a failing callback counts as deny (reference rule)
         return Decision.DENY
+
+
+def _left_off(options: RunOptions) -> tuple[str, str | None] | None:
+    """Where a resumed run with nothing carried over picks its turn up: the
+    turn's prompt and its call's recorded output (the interruption's
+    placeholder, if the tool did not finish) when the answer is still owed;
+    None when there is no such turn (then the turn is played whole)."""
+    if options.trace is None:
+        return None
+    prompt: str | None = None
+    output: str | None = None
+    answered = False
+    for msg in options.trace.iter_messages():
+        payload = msg.get("payload") or {}
+        kind = payload.get("type")
+        if msg.get("origin"):
+            continue
+        if kind == "text" and payload.get("role") == "user":
+            prompt, output, answered = str(payload.get("text", "")), None, False
+        elif kind == "tool_call_output":
+            output, answered = str(payload.get("output", "")), False
+        elif kind == "request_end" and payload.get("status") == StopReason.COMPLETED:
+            answered = output is not None
+    if prompt is None or output is None or answered:
+        return None
+    return prompt, output
 
 
 def _prompt_of(input: list[JsonObject]) -> str:

@@ -52,6 +52,9 @@ _INPUT_ARMS = frozenset({"text", "image_url", "inline_data", "tool_call_output"}
 
 
 class GrpcUpstreamEngine:
+    # The run lives in the upstream server, which this one cannot start again
+    # on a past: a run whose process was lost is closed with abort.
+    resumable = False
     name = "grpc-upstream"
 
     def __init__(

@@ -60,6 +60,8 @@ class ReplayOptions:
 
 
 class ReplayEngine:
+    # Where the cycle stands is read from the trace: a resumed run plays on.
+    resumable = True
     name = "replay"
 
     def __init__(self, path: Path, options: ReplayOptions | None = None) -> None:

@@ -99,6 +99,9 @@ def _state(item: StreamItem) -> SessionState | None:
 
 
 class SseUpstreamEngine:
+    # The run lives in the upstream server, which this one cannot start again
+    # on a past: a run whose process was lost is closed with abort.
+    resumable = False
     name = "sse-upstream"
 
     def __init__(

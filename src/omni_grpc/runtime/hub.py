@@ -52,6 +52,7 @@ from omni_grpc.runtime.new_sessions import NewSessions
 from omni_grpc.runtime.observer import HubObserver
 from omni_grpc.runtime.recorder import Recorder
 from omni_grpc.runtime.recovery import BACKEND_LOST_REASON, Recovery, current_run
+from omni_grpc.runtime.resumption import ResumeLimits, Resumption
 from omni_grpc.runtime.retention import Retention
 from omni_grpc.runtime.run import Run, Starting
 from omni_grpc.runtime.run_input import check_input, stamped
@@ -90,6 +91,7 @@ class Hub:
         replica_id: str | None = None,
         observer: HubObserver | None = None,
         limits: Limits | None = None,
+        resume: ResumeLimits | None = None,
     ) -> None:
         self.engine = engine
         self.limits = limits or Limits()
@@ -120,6 +122,13 @@ class Hub:
             abort_grace=abort_grace,
         )
         self._runs = self.tasks.runs
+        # Runs whose owner was lost go on here instead of being closed.
+        self.resumption = Resumption(
+            engine, resume or ResumeLimits(), self.recorder, self.recovery, self.tasks.resume
+        )
+        self.tasks.resumable = self.resumption.active
+        if self.resumption.active:
+            self.recovery.resume = self.resumption.take_over
         # Runs claimed and not yet started, by session id (``_claim``).
         self._claimed: dict[str, Starting] = {}
         self.commands = Commands(self.backend, self._runs, self._claimed)
@@ -180,6 +189,9 @@ class Hub:
         await self.backend.ping()
         await self.restore()
         await self.backend.control.listen(self.replica_id, self.commands.received)
+        if self.recovery.restarted:
+            # In the background: the server is ready while they start again.
+            self._background.append(asyncio.create_task(self.resumption.restarted()))
         self._background.append(asyncio.create_task(self.recovery.reclaim_loop()))
         self._background.append(asyncio.create_task(self.loop_load.watch(), name="omni-loop-load"))
         if not math.isinf(self.limits.session_ttl):
@@ -500,8 +512,14 @@ class Hub:
         and ends every subscription."""
         self._closing = True
         tasks = []
+        # A drain that ran out hands its runs over (another replica, or this
+        # server's next start, resumes them) instead of aborting them.
+        hand_over = self._draining and self.resumption.active
         for run in list(self._runs.values()):
-            abort_local(run, reason, AbortKind.SHUTDOWN)
+            if hand_over:
+                self.tasks.hand_over(run)
+            else:
+                abort_local(run, reason, AbortKind.SHUTDOWN)
             if run.task is not None:
                 tasks.append(run.task)
         if tasks:

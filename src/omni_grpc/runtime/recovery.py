@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from omni_grpc.convert import (
@@ -35,6 +36,7 @@ from omni_grpc.runtime.recorder import Recorder, TraceRejected
 from omni_grpc.runtime.run import Run
 from omni_grpc.runtime.run_guard import RunGuard
 from omni_grpc.runtime.run_lease import RENEW_DEADLINE, Claim, Lease, LeaseKeeper
+from omni_grpc.runtime.session_index import SessionRecord
 from omni_grpc.runtime.task_ledger import TaskFold, TaskLedger
 from omni_grpc.runtime.trace_store import utc_now
 from omni_grpc.trace import read_jsonl
@@ -76,6 +78,13 @@ CLOSE_BACKOFF_MAX = 30.0
 RECLAIM_EVERY = 60.0
 
 
+# Recovery.resume: (the taken-over run, its trace's records, the records the
+# log never got, the log's window) -> True | False | a close's reason.
+ResumeHook = Callable[
+    [Run, list[JsonObject], "Sequence[Numbered]", list[HubEvent]], Awaitable[bool | str]
+]
+
+
 class Recovery:
     def __init__(
         self, backend: Backend, recorder: Recorder, health: HealthState, replica_id: str
@@ -96,6 +105,12 @@ class Recovery:
         # its sweep never takes one of them over.
         self.keeper = LeaseKeeper(backend.leases)
         self.ledger = TaskLedger(backend.tasks)
+        # Re-drives a taken-over run instead of closing it (``Resumption.take_over``,
+        # set by the hub): True when it goes on, a reason to close it with, or
+        # False to close it as before.
+        self.resume: ResumeHook | None = None
+        # Sessions ``restore`` found with a run left open, to be resumed.
+        self.restarted: list[SessionRecord] = []
 
     async def restore(self) -> None:
         """Indexes the sessions recorded under the data dir (after a restart, or
@@ -107,7 +122,13 @@ class Recovery:
         a run whose replica died is closed by the orphan sweep instead."""
         for record in await asyncio.to_thread(self.traces.scan):
             if await self.backend.index.add(record):
-                count, repaired = await asyncio.to_thread(self.traces.recover, record)
+                # An open run is left open when it is to be resumed (``restarted``).
+                close = self.resume is None
+                count, repaired, was_open = await asyncio.to_thread(
+                    partial(self.traces.recover, record, close=close)
+                )
+                if was_open and not close and repaired:
+                    self.restarted.append(replace(record, message_count=count))
                 if not repaired:  # a read-only or full disk: before the next run
                     await self.backend.index.mark_unclosed(record.session_id, INTERRUPTED_REASON)
                 if count != record.message_count:
@@ -505,6 +526,19 @@ class Recovery:
                 self.keeper.drop(run)
             return
         reason = taken_over_reason(lease)
+        if run is not None and recorded is not None and self.resume is not None:
+            if not await self.keeper.fresh(run, max(self.backend.leases.ttl, RENEW_DEADLINE)):
+                self.keeper.drop(run)
+                raise BackendUnavailable("the take-over's lease was not renewed in time")
+            try:
+                outcome = await self.resume(run, recorded, tail, window)
+            except BaseException:
+                self.keeper.drop(run)  # the next sweep tries again
+                raise
+            if outcome is True:
+                return  # the run goes on here; its task holds the lease now
+            if isinstance(outcome, str):
+                reason = outcome
         log.warning("session %s: closing the run: %s", session_id, reason)
         guard = RunGuard()
         for event in current_run(window):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -36,6 +37,7 @@ from omni_grpc.runtime.interface import RunRequest
 from omni_grpc.runtime.observer import HubObserver
 from omni_grpc.runtime.recorder import Recorder, TraceRejected
 from omni_grpc.runtime.recovery import BACKEND_LOST_REASON, UNRECORDED_REASON, Recovery
+from omni_grpc.runtime.resumption import TaskOptions, save_options
 from omni_grpc.runtime.run import Run
 from omni_grpc.runtime.run_lease import RENEW_DEADLINE
 from omni_grpc.runtime.session_index import session_mode
@@ -67,6 +69,8 @@ class RunTasks:
         self.default_approval = default_approval
         self.abort_grace = abort_grace
         self.ledger = TaskLedger(backend.tasks)
+        # Tasks are written down to be resumed (``runtime/resumption.py``).
+        self.resumable = False
         # The runs this process executes, by session id.
         self.runs: dict[str, Run] = {}
 
@@ -79,8 +83,24 @@ class RunTasks:
             self._drive(run, inputs, request), name=f"omni-run-{run.session_id}"
         )
 
+    def resume(self, run: Run, engine_input: list[JsonObject], request: RunRequest) -> None:
+        """Starts the engine again on a task another process was running
+        (``Resumption.take_over``): its input and ``task_state running`` are
+        out already, and the interruption is recorded; the engine gets the
+        carried-over input and reads the rest in the trace."""
+        self.runs[run.session_id] = run
+        self.recovery.keeper.keep(run, lambda: self._lease_lost(run))
+        run.task = asyncio.create_task(
+            self._drive(run, [], request, resumed=engine_input),
+            name=f"omni-run-{run.session_id}",
+        )
+
     async def _drive(
-        self, run: Run, inputs: list[omni_pb2.OmniMessage], request: RunRequest
+        self,
+        run: Run,
+        inputs: list[omni_pb2.OmniMessage],
+        request: RunRequest,
+        resumed: list[JsonObject] | None = None,
     ) -> None:
         failed: str | None = None
         failure: RunFailure | None = None
@@ -88,6 +108,12 @@ class RunTasks:
         crashed = False
         closing: list[EventBody] = []
         try:
+            if resumed is not None:
+                # The same task: its record goes on (asked, decided, ended).
+                run.tasks.record = await self.ledger.newest(run.session_id)
+                await self._run_engine(run, resumed, request)
+                await self._settle(run)
+                return
             if run.record.unclosed is not None:
                 await self.recovery.close_unrecorded(run, run.record.unclosed)
             if run.record.message_count == 0:
@@ -106,6 +132,10 @@ class RunTasks:
             await self.ledger.started(
                 run.tasks, run.session_id, await first, request.message_id, first_record
             )
+            if self.resumable:
+                # What a process that resumes the task runs it with.
+                task = TaskOptions(request, time.time())
+                await asyncio.to_thread(save_options, self.traces.paths(run.record)[0], task)
             await self._run_engine(run, engine_input, request)
             await self._settle(run)  # a write that failed after the engine ended
         except Fenced:
@@ -338,6 +368,18 @@ class RunTasks:
         deadline = max(self.backend.leases.ttl, RENEW_DEADLINE)
         if await self.recovery.keeper.fresh(run, deadline) is None:
             raise BackendUnavailable(f"the run lease was not renewed within {deadline:g} s")
+
+    def hand_over(self, run: Run) -> None:
+        """Stops the run's task writing nothing more, its lease no longer
+        renewed: the run is left as a lost process leaves it, for another
+        replica's sweep (or this server's next start) to resume. A record
+        being appended finishes on its thread; the taker publishes what the
+        log did not get."""
+        log.warning("session %s: handing the run over", run.session_id)
+        run.lost = True
+        self.recovery.keeper.drop(run)
+        if run.task is not None:
+            run.task.cancel()
 
     def _lease_lost(self, run: Run) -> None:
         """Another replica took the run over: it stops, writing nothing more."""

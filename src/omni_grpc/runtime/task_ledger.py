@@ -113,6 +113,16 @@ class TaskLedger:
         )
         await self.tasks.put(fold.record)
 
+    async def newest(self, session_id: str) -> TaskRecord | None:
+        """The session's newest task, if it has not ended (a resumed run's)."""
+        try:
+            newest, _ = await self.tasks.page(session_id=session_id, limit=1)
+        except BackendUnavailable:
+            return None
+        if not newest or TaskStatus(newest[0].state).ended:
+            return None
+        return newest[0]
+
     async def asked(self, fold: TaskFold, tool_call_id: str) -> None:
         fold.asking.add(tool_call_id)
         await self._now(fold, TaskStatus.INPUT_REQUIRED, None)

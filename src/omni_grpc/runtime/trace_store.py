@@ -270,17 +270,20 @@ class TraceStore:
         read through the shards' indexes: the cost of the window, not the trace."""
         return await asyncio.to_thread(read_window, self.numbered(record), limit, before)
 
-    def recover(self, record: SessionRecord) -> tuple[int, bool]:
+    def recover(self, record: SessionRecord, *, close: bool = True) -> tuple[int, bool, bool]:
         """Closes what a crash left open in the newest shard: the record count,
-        and whether the repair (if one was needed) was written."""
+        whether the repair (if one was needed) was written, and whether a run
+        was found open. ``close``
+        False: a torn tail is set aside, an open run is left open (it is
+        resumed, ``runtime/resumption.py``)."""
         paths = self.paths(record)
         self.forget(record)
         shard = paths[-1]
         try:
-            recovery = recover_shard(shard)
+            recovery = recover_shard(shard) if close else recover_shard(shard, closing=False)
         except OSError as exc:  # a read-only or full disk: serve what is there
             log.warning("cannot repair %s after a restart: %s", shard, exc)
-            return record.message_count, False
+            return record.message_count, False, False
         if recovery.torn_bytes:
             log.warning(
                 "%s: moved a torn last line (%d bytes) to %s.torn",
@@ -288,9 +291,10 @@ class TraceStore:
                 recovery.torn_bytes,
                 shard.name,
             )
-        if recovery.closed:
+        if recovery.closed and close:
             log.warning("%s: closed a run interrupted by the last shutdown", shard)
-        return sum(len(read_trace(p)[0]) for p in paths[:-1]) + recovery.record_count, True
+        count = sum(len(read_trace(p)[0]) for p in paths[:-1]) + recovery.record_count
+        return count, True, bool(recovery.closed)
 
     def scan(self) -> list[SessionRecord]:
         """Every session with a trace under ``traces/``, oldest first."""

@@ -357,15 +357,21 @@ def set_aside_torn_tail(path: str | Path) -> int:
     return len(tail)
 
 
-def recover_shard(path: str | Path, reason: str = INTERRUPTED_REASON) -> Recovery:
+def recover_shard(
+    path: str | Path, reason: str = INTERRUPTED_REASON, *, closing: bool = True
+) -> Recovery:
     """Makes a session's newest shard whole after a crash: sets a torn tail
-    aside and appends :func:`closing_records` for an interrupted run."""
+    aside and appends :func:`closing_records` for an interrupted run (unless
+    ``closing`` is False: the run is to be resumed, ``Recovery.closed`` then
+    says what its close would have been)."""
     from omni_grpc.convert import message_from_dict
     from omni_grpc.trace.writer import TraceWriter
 
     torn = set_aside_torn_tail(path)
     records, _skipped = read_trace(path)
     closed = closing_records(records, reason)
+    if not closing:
+        return Recovery(len(records), closed, torn)
     if closed:
         writer = TraceWriter(path)
         for record in closed:

@@ -49,6 +49,9 @@ RETRIED_INTERRUPT = "[interrupted: the model request was retried]"
 
 
 class OpenAIEngine:
+    # Each run rebuilds its conversation from the trace: a resumed run goes on
+    # from what was committed, with the placeholders the interruption wrote.
+    resumable = True
     name = "openai"
 
     def __init__(

@@ -361,7 +361,9 @@ async def test_redis_killed_and_restarted_with_aof_keeps_every_acknowledged_even
 
 
 async def test_a_stale_owner_that_comes_back_is_fenced(replicas: Replicas, tmp_path: Path) -> None:
-    a, b = replicas(2, "--pacing", "0.02", "--engine-opt", "repeat=20")
+    # The close path (resumption off): B closes A's run with an abort; the
+    # resumed path's fencing is test_resumed_runs' and the chaos run's.
+    a, b = replicas(2, "--pacing", "0.02", "--engine-opt", "repeat=20", "--resume-runs", "0")
     run = stub(a).Run(pb.RunRequest(prompt="a long answer"))
     received = []
     async for response in run:

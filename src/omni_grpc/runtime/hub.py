@@ -180,6 +180,9 @@ class Hub:
         # A shared backend that cannot be reached now fails the start, whether
         # or not the data dir has sessions to index (BackendUnavailable).
         await self.backend.ping()
+        # Before indexing: a session whose delete was interrupted is not
+        # indexed again (its delete is finished first).
+        await self.retention.finish_marked()
         await self.restore()
         await self.backend.control.listen(self.replica_id, self.commands.received)
         self._background.append(asyncio.create_task(self.recovery.reclaim_loop()))

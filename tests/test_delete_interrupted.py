@@ -58,7 +58,6 @@ async def kill_inside_delete(
     return session_id
 
 
-@pytest.mark.parametrize("backend_kind", ["memory"])
 @pytest.mark.parametrize("step", ["marked", "files"])
 @pytest.mark.parametrize("purge", [False, True], ids=["keep", "purge"])
 async def test_a_delete_whose_replica_died_is_finished_by_the_next_start(
@@ -86,7 +85,9 @@ async def test_a_delete_whose_replica_died_is_finished_by_the_next_start(
         with pytest.raises(SessionNotFound):
             await hub.run(RunRequest(input=[text], session_id=session_id))
     finally:
-        await hub.shutdown()
+        # In a task of its own: awaited from the test's own task, a Redis
+        # hub's shutdown did not return (its cause is not found yet).
+        await asyncio.wait_for(hub.shutdown(), WAIT)
         if backend is not None:
             await backend.aclose()
 

@@ -20,6 +20,7 @@ from omni_grpc.runtime.errors import (
     STATUSES,
     ApprovalNotPending,
     BackendUnavailable,
+    CallEnded,
     ErrorCode,
     EventsMissed,
     HubClosed,
@@ -33,6 +34,7 @@ from omni_grpc.runtime.errors import (
     SessionNotFound,
     StorageUnavailable,
     TooManyStreams,
+    Unauthenticated,
 )
 from omni_grpc.runtime.health import RunFailure
 from omni_grpc.runtime.redis.connection import NotAPrimary
@@ -66,6 +68,8 @@ SAMPLES: dict[type[HubError], list[HubError]] = {
         EventsMissed("s1", "ab12cd34-7", "ab12cd34-40"),
         EventsMissed("s1", None, "ab12cd34-3"),
     ],
+    Unauthenticated: [Unauthenticated("missing bearer token")],
+    CallEnded: [CallEnded("Run")],
     RunFailed: [
         RunFailed(RunFailure("resource_exhausted", "No space left on device")),
         RunFailed(RunFailure("unavailable", "Read-only file system")),

@@ -36,6 +36,7 @@ from omni_grpc.runtime.errors import (
     STATUSES,
     ApprovalNotPending,
     BackendUnavailable,
+    CallEnded,
     ErrorCode,
     EventsMissed,
     HubError,
@@ -46,6 +47,7 @@ from omni_grpc.runtime.errors import (
     SessionBusy,
     SessionNotFound,
     StorageUnavailable,
+    Unauthenticated,
 )
 from omni_grpc.server import OmniServer
 from omni_grpc.transport.a2a.errors import a2a_class
@@ -69,6 +71,8 @@ SAMPLES: dict[ErrorCode, HubError] = {
     ErrorCode.UNAVAILABLE: BackendUnavailable("connection refused"),
     ErrorCode.EVENTS_MISSED: EventsMissed("s1", "ab12cd34-7", "ab12cd34-40"),
     ErrorCode.INTERNAL: HubError("a bug"),
+    ErrorCode.UNAUTHENTICATED: Unauthenticated("invalid bearer token"),
+    ErrorCode.CALL_ENDED: CallEnded("Run"),
 }
 A2A_HEADERS = {"A2A-Version": "1.0", "content-type": "application/json"}
 A2A_MESSAGE = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}

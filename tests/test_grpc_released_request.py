@@ -24,10 +24,9 @@ from prometheus_client import CollectorRegistry
 
 from omni_grpc.observability.grpc_server import TelemetryInterceptor
 from omni_grpc.observability.metrics import ServerMetrics
-from omni_grpc.transport.grpc.auth import BearerAuthInterceptor
 from omni_grpc.transport.grpc.decoding import DecodeGuardInterceptor
 from omni_grpc.transport.grpc.released_request import METHODS
-from omni_grpc.transport.grpc.server import interceptor_chain
+from omni_grpc.transport.grpc.server import BearerAuthInterceptor, interceptor_chain
 
 TOKEN = "release-token"
 [RUN] = METHODS

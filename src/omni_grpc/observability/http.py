@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from omni_grpc.observability import tracing
 from omni_grpc.observability.metrics import OTHER, ServerMetrics
-from omni_grpc.transport.sse.auth import BearerAuth
+from omni_grpc.transport.http_call import BearerAuth
 from omni_grpc.transport.sse.guard import RequestGuard, default_hosts
 from omni_grpc.transport.sse.server import HttpServer
 

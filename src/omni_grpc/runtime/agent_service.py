@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Iterable
+from dataclasses import replace
 
 from google.protobuf import json_format
 
@@ -33,6 +34,8 @@ from omni_grpc.runtime.errors import (
 )
 from omni_grpc.runtime.health import RunFailure
 from omni_grpc.runtime.interface import (
+    DEADLINE_REASON,
+    CallContext,
     HubEvent,
     RunRequest,
     Runtime,
@@ -242,11 +245,19 @@ class RunCall:
     """One Run call: its session, its events to the task end, and what its end
     means for the task (``close``)."""
 
-    def __init__(self, hub: Runtime, session_id: str, sub: Subscription, detach: bool) -> None:
+    def __init__(
+        self,
+        hub: Runtime,
+        session_id: str,
+        sub: Subscription,
+        detach: bool,
+        context: CallContext | None = None,
+    ) -> None:
         self.hub = hub
         self.session_id = session_id
         self._sub = sub
         self._detach = detach
+        self._context = context
         self.finished = False
         self._last: str | None = None
         self._missed: EventsMissed | None = None
@@ -291,8 +302,11 @@ class RunCall:
         its caller asked to detach (``detach_on_cancel``)."""
         self._sub.close()
         if not self.finished and not self._detach:
+            # Ended by its deadline, the run says so, as the runtime's timer does.
+            expired = self._context is not None and self._context.expired
+            reason = DEADLINE_REASON if expired else CANCEL_REASON
             with contextlib.suppress(HubError):
-                await self.hub.abort(self.session_id, CANCEL_REASON, AbortKind.CLIENT_GONE)
+                await self.hub.abort(self.session_id, reason, AbortKind.CLIENT_GONE)
 
 
 class AttachCall:
@@ -340,9 +354,12 @@ class AgentCalls:
     def __init__(self, hub: Runtime) -> None:
         self.hub = hub
 
-    async def run(self, request: pb.RunRequest) -> RunCall:
-        session_id, sub = await self.hub.run(await checked_run_request(self.hub, request))
-        return RunCall(self.hub, session_id, sub, request.detach_on_cancel)
+    async def run(self, request: pb.RunRequest, context: CallContext | None = None) -> RunCall:
+        if context is not None and request.detach_on_cancel:
+            # A run that outlives its call does not end with the call's deadline.
+            context = replace(context, deadline=None)
+        session_id, sub = await self.hub.run(await checked_run_request(self.hub, request), context)
+        return RunCall(self.hub, session_id, sub, request.detach_on_cancel, context)
 
     async def attach(self, request: pb.AttachRequest) -> AttachCall:
         session_id = require(request.session_id, "session_id")

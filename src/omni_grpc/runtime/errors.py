@@ -38,6 +38,8 @@ class ErrorCode(enum.StrEnum):
     UNAVAILABLE = "unavailable"
     EVENTS_MISSED = "resync_required"
     INTERNAL = "internal"
+    UNAUTHENTICATED = "unauthenticated"
+    CALL_ENDED = "call_ended"
 
 
 # The HTTP status of each gRPC code (google/rpc/code.proto's "HTTP Mapping",
@@ -98,6 +100,11 @@ STATUSES: dict[ErrorCode, ErrorStatus] = {
     # (gRPC's ABORTED); what it missed is in the session's history.
     ErrorCode.EVENTS_MISSED: ErrorStatus(code_pb2.ABORTED, "resync_required"),
     ErrorCode.INTERNAL: ErrorStatus(code_pb2.INTERNAL, "internal"),
+    # No token, or not the server's (runtime.call_context.BearerCheck).
+    ErrorCode.UNAUTHENTICATED: ErrorStatus(code_pb2.UNAUTHENTICATED, "unauthenticated"),
+    # The call's deadline passed before the runtime answered it: gRPC's own
+    # code for it, so every transport tells it as gRPC does.
+    ErrorCode.CALL_ENDED: ErrorStatus(code_pb2.DEADLINE_EXCEEDED, "call_ended"),
 }
 
 
@@ -205,6 +212,26 @@ class BackendUnavailable(HubError):
     def __init__(self, detail: str) -> None:
         super().__init__(f"the session store is unavailable: {detail}")
         self.detail = detail
+
+
+class Unauthenticated(HubError):
+    """The call carries no bearer token, or not the server's."""
+
+    code = ErrorCode.UNAUTHENTICATED
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class CallEnded(HubError):
+    """The call's deadline passed before the runtime could answer it."""
+
+    code = ErrorCode.CALL_ENDED
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"the {what} call's deadline passed")
+        self.what = what
 
 
 class Fenced(Exception):

@@ -28,9 +28,11 @@ from omni_grpc.engines.base import AbortSignal, Engine, RetriesRequests
 from omni_grpc.runtime import bodies
 from omni_grpc.runtime.approvals import ApprovalBroker, ApprovalMode, default_client_modes
 from omni_grpc.runtime.backend import Backend, memory_backend
+from omni_grpc.runtime.call_context import DEADLINE_REASON, CallContext
 from omni_grpc.runtime.commands import Commands
 from omni_grpc.runtime.errors import (
     BackendUnavailable,
+    CallEnded,
     HubClosed,
     InvalidRequest,
     LimitExceeded,
@@ -187,6 +189,9 @@ class Hub:
         # A shared backend that cannot be reached now fails the start, whether
         # or not the data dir has sessions to index (BackendUnavailable).
         await self.backend.ping()
+        # Before indexing: a session whose delete was interrupted is not
+        # indexed again (its delete is finished first).
+        await self.retention.finish_marked()
         await self.restore()
         await self.backend.control.listen(self.replica_id, self.commands.received)
         if self.recovery.restarted:
@@ -350,9 +355,16 @@ class Hub:
 
     # ---- tasks ------------------------------------------------------------------
 
-    async def run(self, request: RunRequest) -> tuple[str, Subscription]:
+    async def run(
+        self, request: RunRequest, context: CallContext | None = None
+    ) -> tuple[str, Subscription]:
         """Starts a task and returns its session id and a subscription that sees the
-        task from its first input message to its closing ``task_state idle``."""
+        task from its first input message to its closing ``task_state idle``.
+        A ``context`` with a deadline: a call already past it is refused
+        (``CallEnded``), and a run still going when it passes is aborted
+        (``DEADLINE_REASON``), on every transport alike."""
+        if context is not None and context.expired:
+            raise CallEnded("Run")
         await self.start()
         if self._closing or self._draining:
             raise HubClosed()
@@ -367,18 +379,20 @@ class Hub:
         self._check_load()
         self._starting += 1  # the slot is ours from here, whatever the awaits below
         try:
-            return await self._start_run(request)
+            return await self._start_run(request, context)
         finally:
             self._starting -= 1
 
-    async def _start_run(self, request: RunRequest) -> tuple[str, Subscription]:
+    async def _start_run(
+        self, request: RunRequest, context: CallContext | None
+    ) -> tuple[str, Subscription]:
         if request.session_id:
             record = await self._record(request.session_id)
             self.streams.check(request.session_id)
-            return await self._claim(record, request)
+            return await self._claim(record, request, context)
         record = await self.new_sessions.create()
         try:
-            return await self._claim(record, request, new=True)
+            return await self._claim(record, request, context, new=True)
         except BaseException:
             # A refused Run leaves nothing behind: its new session would
             # count against --max-sessions with no run ever in it, and its
@@ -387,7 +401,12 @@ class Hub:
             raise
 
     async def _claim(
-        self, record: SessionRecord, request: RunRequest, *, new: bool = False
+        self,
+        record: SessionRecord,
+        request: RunRequest,
+        context: CallContext | None,
+        *,
+        new: bool = False,
     ) -> tuple[str, Subscription]:
         session_id = record.session_id
         # The claim: atomic in every backend, so of two concurrent Runs exactly
@@ -427,6 +446,8 @@ class Hub:
         inputs = [stamped(m) for m in request.input]
         self.tasks.start(run, inputs, replace(request, input=[]))
         del self._claimed[session_id]  # a run now: no await since it was started
+        if context is not None:
+            _abort_at_deadline(run, context)
         return session_id, subscription
 
     def _check_load(self) -> None:
@@ -571,3 +592,16 @@ class Hub:
 def _check_session_id(session_id: str) -> None:
     if not is_session_id(session_id):
         raise InvalidRequest("session_id", SESSION_ID_RULE)
+
+
+def _abort_at_deadline(run: Run, context: CallContext) -> None:
+    """Aborts ``run`` when its call's deadline passes, unless it ended first.
+    The client's call has ended by then (its transport cut it off), so it is
+    the client's leaving, with the reason naming the deadline."""
+    remaining = context.remaining()
+    if remaining is None or run.task is None:
+        return
+    timer = asyncio.get_running_loop().call_later(
+        remaining, abort_local, run, DEADLINE_REASON, AbortKind.CLIENT_GONE
+    )
+    run.task.add_done_callback(lambda _task: timer.cancel())

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from omni_grpc.engines.base import JsonObject
 from omni_grpc.runtime.bodies import is_resync, is_task_end
+from omni_grpc.runtime.call_context import ANONYMOUS, DEADLINE_REASON, BearerCheck, CallContext
 from omni_grpc.runtime.event_log import Subscription
 from omni_grpc.runtime.events import HubEvent, format_event_id, parse_event_id
 from omni_grpc.runtime.health import DRAINING, HealthState
@@ -28,8 +29,12 @@ from omni_grpc.vocabulary import AbortKind, ApprovalMode, SessionState
 from omni_grpc_proto.omni.v1 import omni_pb2
 
 __all__ = [
+    "ANONYMOUS",
+    "DEADLINE_REASON",
     "DRAINING",
     "ApprovalPolicy",
+    "BearerCheck",
+    "CallContext",
     "HealthState",
     "HubEvent",
     "IdempotencyKeys",
@@ -141,8 +146,12 @@ class Runtime(Protocol):
         """``(provider, model_id)`` that a session created now would record."""
         ...
 
-    async def run(self, request: RunRequest) -> tuple[str, Subscription]:
-        """Starts a run; its session id, and a subscription from its first event."""
+    async def run(
+        self, request: RunRequest, context: CallContext | None = None
+    ) -> tuple[str, Subscription]:
+        """Starts a run; its session id, and a subscription from its first event.
+        ``context`` is the call's (``CallContext``): past its deadline the call
+        is refused (``CallEnded``) and the run aborted."""
         ...
 
     async def attach(self, session_id: str, after_event_id: str | None) -> Subscription:

@@ -23,7 +23,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime, timedelta
 
 from omni_grpc.runtime.backend import Backend
-from omni_grpc.runtime.errors import SessionNotFound
+from omni_grpc.runtime.errors import SessionNotFound, StorageUnavailable
+from omni_grpc.runtime.health import storage_failure
 from omni_grpc.runtime.limits import Limits
 from omni_grpc.runtime.recorder import Recorder
 from omni_grpc.runtime.run import Run
@@ -76,23 +77,78 @@ class Retention:
         if not await index.advance(session_id, SessionLifecycle.LIVE, SessionLifecycle.DELETING):
             raise SessionNotFound(session_id)  # a concurrent delete came first
         try:
+            # Before any step: a delete whose replica dies from here on is
+            # finished by the next start (``finish_marked``), not undone.
+            await asyncio.to_thread(self._traces.mark_delete, session_id, delete=delete_trace)
+        except OSError as exc:
+            with contextlib.suppress(Exception):
+                await index.advance(session_id, SessionLifecycle.DELETING, SessionLifecycle.LIVE)
+            failure = storage_failure(exc)
+            raise StorageUnavailable(
+                failure.message.replace("the run was stopped", "the session was not deleted"),
+                exhausted=failure.code == "resource_exhausted",
+            ) from exc
+        try:
             was_running = await self._abort(session_id, DELETED_REASON)
             if was_running:
                 await self._until_idle(session_id)
             record = await index.get(session_id)  # as the run left it
             if record is None:
                 raise SessionNotFound(session_id)
-            await self._backend.approvals.clear(session_id)
-            await self._backend.tasks.remove_session(session_id)
-            await self._backend.logs.drop(session_id)
-            self._recorder.unclosed.discard(session_id)
+            await self._free(session_id)
             await asyncio.to_thread(self._traces.remove, record, delete=delete_trace)
         except BaseException:
             with contextlib.suppress(Exception):
                 await index.advance(session_id, SessionLifecycle.DELETING, SessionLifecycle.LIVE)
+                await asyncio.to_thread(self._traces.unmark_delete, session_id)
             raise
         await index.advance(session_id, SessionLifecycle.DELETING, SessionLifecycle.DELETED)
+        await self._unmark(session_id)
         return was_running
+
+    async def _free(self, session_id: str) -> None:
+        """A deleted session's shared state: its pending approvals, its runs in
+        the task index, its event log (and this process's streams on it)."""
+        await self._backend.approvals.clear(session_id)
+        await self._backend.tasks.remove_session(session_id)
+        await self._backend.logs.drop(session_id)
+        self._recorder.unclosed.discard(session_id)
+
+    async def _unmark(self, session_id: str) -> None:
+        try:
+            await asyncio.to_thread(self._traces.unmark_delete, session_id)
+        except OSError:  # the delete is done; finishing it again finds nothing to do
+            log.warning("session %s: deleted, but its delete mark stays", session_id)
+
+    async def finish_marked(self) -> list[str]:
+        """Finishes the deletes a replica began and did not end (it died, or
+        its disk failed mid-way), at start before the traces are indexed: the
+        session's files are removed or moved as its delete asked, its shared
+        state freed, its record gone. A session a failed delete made live
+        again keeps its files (only its mark goes)."""
+        marked = await asyncio.to_thread(self._traces.marked_deletes)
+        if not marked:
+            return []
+        on_disk = {r.session_id: r for r in await asyncio.to_thread(self._traces.scan)}
+        finished = []
+        for session_id, purge in marked.items():
+            indexed = await self._backend.index.get(session_id)
+            if indexed is not None and indexed.lifecycle is not SessionLifecycle.DELETING:
+                await self._unmark(session_id)  # undone, not interrupted
+                continue
+            # The shards as the index knew them, else as the disk has them;
+            # none left (all moved): the workspace alone.
+            record = indexed or on_disk.get(session_id) or SessionRecord(session_id, "", "", 0, ())
+            log.warning("session %s: finishing a delete its replica did not end", session_id)
+            await self._free(session_id)
+            await asyncio.to_thread(self._traces.remove, record, delete=purge)
+            if indexed is not None:
+                await self._backend.index.advance(
+                    session_id, SessionLifecycle.DELETING, SessionLifecycle.DELETED
+                )
+            await self._unmark(session_id)
+            finished.append(session_id)
+        return finished
 
     async def _until_idle(self, session_id: str) -> None:
         """Waits for the aborted task to end, wherever it runs."""

@@ -44,6 +44,12 @@ _T = TypeVar("_T")
 
 # Where a deleted session's kept trace and workspace go (never indexed).
 DELETED_DIR = "deleted"
+# A delete under way: ``<sid>.purge`` (its files are removed) or ``<sid>.keep``
+# (moved under deleted/), written before any of its steps and removed after
+# the last, so a delete whose replica died is finished where it stopped
+# (``Retention.finish_marked``) instead of its session coming back.
+DELETING_DIR = "deleting"
+PURGE, KEEP = ".purge", ".keep"
 
 
 # Shard writers kept at once (each holds its shard's tail state, no open file).
@@ -238,6 +244,37 @@ class TraceStore:
                 target = kept / path.relative_to(self.data_dir)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(path, target)
+
+    def mark_delete(self, session_id: str, *, delete: bool) -> None:
+        """Writes the mark of a delete about to begin, durably (the file and
+        its directory entry), before any of its steps. Raises OSError (a
+        full or read-only disk): then the delete does not begin."""
+        marks = self.data_dir / DELETING_DIR
+        marks.mkdir(parents=True, exist_ok=True)
+        path = marks / (session_id + (PURGE if delete else KEEP))
+        with open(path, "wb") as f:
+            os.fsync(f.fileno())
+        directory = os.open(marks, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+    def unmark_delete(self, session_id: str) -> None:
+        """The delete is done (or undone): its mark goes."""
+        for suffix in (PURGE, KEEP):
+            (self.data_dir / DELETING_DIR / (session_id + suffix)).unlink(missing_ok=True)
+
+    def marked_deletes(self) -> dict[str, bool]:
+        """The deletes begun and not finished: session id -> whether its
+        files are removed (a purge wins over a keep asked meanwhile)."""
+        marks = self.data_dir / DELETING_DIR
+        found: dict[str, bool] = {}
+        if marks.is_dir():
+            for path in marks.iterdir():
+                if path.suffix in (PURGE, KEEP):
+                    found[path.stem] = found.get(path.stem, False) or path.suffix == PURGE
+        return found
 
     def forget(self, record: SessionRecord) -> None:
         """Drops cached writers: the next append re-reads the tail, which

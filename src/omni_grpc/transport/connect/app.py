@@ -28,7 +28,6 @@ parse, the JSON parser), bounded by the message limit
 from __future__ import annotations
 
 import contextlib
-import hmac
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -48,8 +47,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from omni_grpc.message_size import GRPC_MAX_MESSAGE_BYTES
 from omni_grpc.runtime.agent_service import AgentCalls, AttachCall, RunCall, response_bytes
-from omni_grpc.runtime.errors import HubError
-from omni_grpc.runtime.interface import HubEvent, Runtime
+from omni_grpc.runtime.errors import HubError, Unauthenticated
+from omni_grpc.runtime.interface import ANONYMOUS, BearerCheck, CallContext, HubEvent, Runtime
 from omni_grpc.transport import large_json
 from omni_grpc.transport.connect import protojson
 from omni_grpc.transport.connect.envelope import (
@@ -72,6 +71,7 @@ from omni_grpc.transport.connect.protocols import (
     Wire,
     negotiate,
 )
+from omni_grpc.transport.http_call import until_disconnect
 from omni_grpc.transport.http_checks import (
     LOOPBACK_NAMES,
     STATE_CHANGING,
@@ -185,7 +185,8 @@ class ConnectApp:
         self.policy = HostOriginPolicy(
             allowed_hosts=config.allowed_hosts, allowed_origins=config.cors_origins
         )
-        self._token = config.auth_token.encode() if config.auth_token else None
+        # The one token check (the runtime's), as gRPC's and the HTTP routes'.
+        self._auth = BearerCheck(config.auth_token) if config.auth_token else None
         self._inflating: anyio.CapacityLimiter | None = None  # made on the loop, when first needed
         self._inner: ASGIApp = self._serve
         if config.cors_origins:
@@ -249,21 +250,25 @@ class ConnectApp:
             )
             return
         try:
-            self._check(scope["method"], headers, wire)
+            who = self._check(scope["method"], headers, wire)
             timeout = _deadline(headers, wire)
             request = await self._request(receive, _encoding(headers, wire), wire, method)
         except CallFailed as exc:
             await _refuse(wire, exc.error, send)
             return
         deadline = None if timeout is None else anyio.current_time() + timeout
+        # What the runtime learns of the call: never the token itself.
+        metadata = {k: v for k, v in headers.items() if k != "authorization"}
+        context = CallContext.with_timeout(timeout, who=who, metadata=metadata)
         if method.streaming:
-            await self._stream(method, request, wire, deadline, receive, send)
+            await self._stream(method, request, wire, deadline, context, receive, send)
         else:
             await self._unary(method, request, wire, deadline, send)
 
     # ---- checks ------------------------------------------------------------------
 
-    def _check(self, http_method: str, headers: dict[str, str], wire: Wire) -> None:
+    def _check(self, http_method: str, headers: dict[str, str], wire: Wire) -> str:
+        """The caller (``call_context``'s ``who``), once every check passed."""
         origin = headers.get("origin")
         host = headers.get("host", "")
         if (
@@ -279,11 +284,12 @@ class ConnectApp:
                     code_pb2.INVALID_ARGUMENT,
                     f"connect-protocol-version {version!r}: this server speaks version 1",
                 )
-        if self._token is not None:
-            given = _bearer(headers.get("authorization"))
-            if given is None or not hmac.compare_digest(given.encode(), self._token):
-                reason = "missing bearer token" if given is None else "invalid bearer token"
-                raise _fail(code_pb2.UNAUTHENTICATED, reason)
+        who = ANONYMOUS
+        if self._auth is not None:
+            try:
+                who = self._auth.check(BearerCheck.credentials(headers.get("authorization")))
+            except Unauthenticated as exc:
+                raise CallFailed(CallError.of(exc)) from None
         encoding = _encoding(headers, wire)
         if encoding not in READABLE:
             # Refused whether or not a message is compressed, as connect-go
@@ -293,6 +299,7 @@ class ConnectApp:
                 f"the request is compressed with {encoding!r}; this server reads "
                 f"{', '.join(READABLE)}",
             )
+        return who
 
     async def _request(
         self, receive: Receive, encoding: str, wire: Wire, method: Method
@@ -361,11 +368,14 @@ class ConnectApp:
         request: Message,
         wire: Wire,
         deadline: float | None,
+        context: CallContext,
         receive: Receive,
         send: Send,
     ) -> None:
         try:
-            opened = await _first_answer(self._open(method, request, wire), deadline, method.name)
+            opened = await _first_answer(
+                self._open(method, request, wire, context), deadline, method.name
+            )
         except CallFailed as exc:
             await _refuse(wire, exc.error, send)
             return
@@ -374,7 +384,7 @@ class ConnectApp:
         await _streamed(frames, close, wire, extra, deadline, receive, send, method.name)
 
     async def _open(
-        self, method: Method, request: Message, wire: Wire
+        self, method: Method, request: Message, wire: Wire, context: CallContext
     ) -> tuple[AsyncIterator[bytes], str, Callable[[], Awaitable[None]]]:
         """The call's response bytes, its session id (none for GetHistory)
         and what ends it; refusals raise before anything is sent."""
@@ -393,7 +403,8 @@ class ConnectApp:
         call: RunCall | AttachCall
         if method.name == "Run":
             assert isinstance(request, pb.RunRequest)
-            call = await self.calls.run(request)
+            # The runtime ends the run at the call's deadline, as on gRPC.
+            call = await self.calls.run(request, context)
         else:
             assert isinstance(request, pb.AttachRequest)
             call = await self.calls.attach(request)
@@ -450,39 +461,31 @@ async def _streamed(
 ) -> None:
     """Sends a streaming call's messages and its end, racing the client's
     disconnect: a client that leaves, like a deadline that passes, ends the
-    call (``close``) at once."""
-    async with anyio.create_task_group() as tg:
+    call (``close``) at once (``http_call.until_disconnect``, as SSE's)."""
 
-        async def watch_disconnect() -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-            tg.cancel_scope.cancel()
-
-        tg.start_soon(watch_disconnect)
+    async def answer() -> None:
+        await _start(send, wire, extra)
         try:
-            await _start(send, wire, extra)
-            try:
-                with _until(deadline):
-                    async for data in frames:
-                        body = wire.message(data)
-                        await send({"type": "http.response.body", "body": body, "more_body": True})
-                end = wire.success_end()
-            except TimeoutError:
-                end = wire.error_end(DEADLINE_PASSED)
-            except HubError as exc:  # a failed run, a deleted session, the log gone
-                end = wire.error_end(CallError.of(exc))
-            except Exception:
-                log.exception("%s failed", name)
-                end = wire.error_end(CallError(code_pb2.INTERNAL, INTERNAL_MESSAGE))
-            await send({"type": "http.response.body", "body": end, "more_body": False})
-        except OSError:
-            pass  # the client went away mid-write
-        finally:
-            with anyio.CancelScope(shield=True):
-                with contextlib.suppress(Exception):
-                    await frames.aclose()  # type: ignore[attr-defined]
-                await close()
-            tg.cancel_scope.cancel()
+            with _until(deadline):
+                async for data in frames:
+                    body = wire.message(data)
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+            end = wire.success_end()
+        except TimeoutError:
+            end = wire.error_end(DEADLINE_PASSED)
+        except HubError as exc:  # a failed run, a deleted session, the log gone
+            end = wire.error_end(CallError.of(exc))
+        except Exception:
+            log.exception("%s failed", name)
+            end = wire.error_end(CallError(code_pb2.INTERNAL, INTERNAL_MESSAGE))
+        await send({"type": "http.response.body", "body": end, "more_body": False})
+
+    async def ended() -> None:
+        with contextlib.suppress(Exception):
+            await frames.aclose()  # type: ignore[attr-defined]
+        await close()
+
+    await until_disconnect(receive, answer, ended)
 
 
 # ---- reading -----------------------------------------------------------------------
@@ -647,15 +650,6 @@ def _until(deadline: float | None) -> Iterator[None]:
 
 
 # ---- writing -----------------------------------------------------------------------
-
-
-def _bearer(value: str | None) -> str | None:
-    if value is None:
-        return None
-    scheme, _, credentials = value.partition(" ")
-    if scheme.lower() == "bearer" and credentials.strip():
-        return credentials.strip()
-    return None
 
 
 def _wire_guess(scope: Scope, headers: dict[str, str]) -> Wire:

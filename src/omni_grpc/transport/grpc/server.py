@@ -7,17 +7,18 @@ import contextlib
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from omni_grpc.message_size import GRPC_MAX_MESSAGE_BYTES
-from omni_grpc.runtime.interface import Runtime
+from omni_grpc.runtime.errors import Unauthenticated
+from omni_grpc.runtime.interface import BearerCheck, Runtime
 from omni_grpc.transport.grpc import health
-from omni_grpc.transport.grpc.auth import BearerAuthInterceptor
 from omni_grpc.transport.grpc.decoding import DecodeGuardInterceptor
 from omni_grpc.transport.grpc.reflection import enable_reflection
 from omni_grpc.transport.grpc.released_request import ReleasedRequestInterceptor
@@ -180,6 +181,56 @@ class GrpcTransport:
         await self.end_streams()
         if self.server is not None:
             await self.server.stop(grace)
+
+
+# Load balancers and orchestrators probe health without credentials.
+PUBLIC_PREFIXES = ("/grpc.health.v1.Health/",)
+
+
+class BearerAuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Every RPC but health checks presents the token (the runtime's one
+    ``BearerCheck``, as the HTTP transports ask it), else UNAUTHENTICATED."""
+
+    def __init__(self, token: str) -> None:
+        self._check = BearerCheck(token)
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None or details.method.startswith(PUBLIC_PREFIXES):
+            return handler
+        try:
+            self._check.check(_authorization(details.invocation_metadata))
+        except Unauthenticated as exc:
+            return _refusing(handler, exc.reason)
+        return handler
+
+
+def _authorization(metadata: Any) -> str | None:
+    for key, value in metadata or ():
+        if key == "authorization" and isinstance(value, str):
+            return BearerCheck.credentials(value)
+    return None
+
+
+def _refusing(handler: grpc.RpcMethodHandler, reason: str) -> grpc.RpcMethodHandler:
+    async def refuse(_request: Any, context: grpc.aio.ServicerContext) -> None:
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, reason)
+
+    kw = {
+        "request_deserializer": handler.request_deserializer,
+        "response_serializer": handler.response_serializer,
+    }
+    if handler.unary_unary:
+        return grpc.unary_unary_rpc_method_handler(refuse, **kw)
+    if handler.unary_stream:
+        return grpc.unary_stream_rpc_method_handler(refuse, **kw)
+    if handler.stream_unary:
+        return grpc.stream_unary_rpc_method_handler(refuse, **kw)
+    return grpc.stream_stream_rpc_method_handler(refuse, **kw)
 
 
 def interceptor_chain(

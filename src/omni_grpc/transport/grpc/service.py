@@ -9,7 +9,7 @@ import grpc
 
 from omni_grpc.runtime.agent_service import AgentCalls, response_bytes
 from omni_grpc.runtime.errors import HubError
-from omni_grpc.runtime.interface import Runtime
+from omni_grpc.runtime.interface import CallContext, Runtime
 from omni_grpc.transport.grpc.status import abort_with
 from omni_grpc.vocabulary import MAX_ATTEMPTS_HEADER
 from omni_grpc.vocabulary import SESSION_HEADER as SESSION_HEADER
@@ -34,7 +34,7 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
         # event in a generator of its own (transport/grpc/handlers.py).
         with_json = request.include_json
         try:
-            call = await self.calls.run(request)
+            call = await self.calls.run(request, call_context(context))
         except HubError as exc:
             await abort_with(context, exc)
         # The run has its input: the request (a prompt may be megabytes) is
@@ -116,3 +116,14 @@ class AgentService(agent_service_pb2_grpc.AgentServiceServicer):  # type: ignore
             return await self.calls.list_sessions(request)
         except HubError as exc:
             await abort_with(context, exc)
+
+
+def call_context(context: grpc.aio.ServicerContext) -> CallContext:
+    """The runtime's view of a gRPC call: its deadline and its metadata (the
+    token was checked by the interceptor and stays out of it)."""
+    metadata = {
+        key: value
+        for key, value in context.invocation_metadata() or ()
+        if key != "authorization" and isinstance(value, str)
+    }
+    return CallContext.with_timeout(context.time_remaining(), metadata=metadata)

@@ -40,8 +40,8 @@ from omni_grpc.runtime.interface import (
     parse_event_id,
 )
 from omni_grpc.trace.window import positioned
+from omni_grpc.transport.http_call import BearerAuth
 from omni_grpc.transport.sse import history, openapi, page, reference_routes
-from omni_grpc.transport.sse.auth import PUBLIC_PATHS, BearerAuth
 from omni_grpc.transport.sse.dates import DateHeader
 from omni_grpc.transport.sse.dialect import DialectEvent, DialectProjection
 from omni_grpc.transport.sse.dialect_ids import FrameId, Position, parse_frame_id, run_id_for
@@ -91,6 +91,11 @@ LAGGED_MESSAGE = (
 )
 
 log = logging.getLogger(__name__)
+
+# Served without the token: the built-in page and its assets hold no data and
+# need the token to fetch any; load balancers probe /healthz without
+# credentials, as gRPC's health service.
+PUBLIC_PATHS = page.ASSET_PATHS | {"/favicon.ico", "/healthz"}
 
 
 class RequestTelemetry(Protocol):

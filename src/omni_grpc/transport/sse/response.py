@@ -3,18 +3,19 @@
 Starlette's StreamingResponse only watches for ``http.disconnect`` under ASGI
 spec < 2.4; on newer servers an idle stream would hold its subscription until
 the next heartbeat write fails. This one always races the stream against the
-client's disconnect and closes the generator either way, so no hub
-subscription outlives its connection.
+client's disconnect (``http_call.until_disconnect``, as Connect's streams do)
+and closes the generator either way, so no hub subscription outlives its
+connection.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Mapping
 
-import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from omni_grpc.transport.http_call import until_disconnect
 from omni_grpc.transport.sse.wire import SSE_HEADERS
 
 
@@ -36,28 +37,11 @@ class EventStreamResponse(Response):
         self.raw_headers = [(k.lower().encode(), v.encode()) for k, v in merged.items()]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async with anyio.create_task_group() as tg:
+        async def answer() -> None:
+            start = {"status": self.status_code, "headers": self.raw_headers}
+            await send({"type": "http.response.start", **start})
+            async for frame in self.frames:
+                await send({"type": "http.response.body", "body": frame, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-            async def watch_disconnect() -> None:
-                while (await receive())["type"] != "http.disconnect":
-                    pass
-                tg.cancel_scope.cancel()
-
-            tg.start_soon(watch_disconnect)
-            try:
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": self.status_code,
-                        "headers": self.raw_headers,
-                    }
-                )
-                async for frame in self.frames:
-                    await send({"type": "http.response.body", "body": frame, "more_body": True})
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-            except OSError:
-                pass  # the client went away mid-write
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await self.frames.aclose()
-                tg.cancel_scope.cancel()
+        await until_disconnect(receive, answer, self.frames.aclose)

@@ -7,6 +7,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+from small_disk import SmallDisk
+
 from omni_grpc import protocol as p
 from omni_grpc.engines.command import CommandEngine
 from omni_grpc.engines.demo import DemoEngine
@@ -21,6 +24,7 @@ from omni_grpc.runtime.resumption import (
     ResumeLimits,
     TaskOptions,
     carry_over,
+    forget_options,
     load_options,
     marks,
     refusal,
@@ -110,6 +114,27 @@ def test_the_task_s_options_round_trip_beside_its_trace(tmp_path: Path) -> None:
     assert (loaded.started, loaded.resumed) == (12.5, 2)
     missing = load_options(tmp_path / "none.jsonl", "s")
     assert (missing.started, missing.resumed, missing.request.approval_mode) == (0.0, 0, None)
+
+
+def test_options_a_full_disk_refuses_leave_neither_a_half_file_nor_the_last_task_s(
+    small_disk: SmallDisk,
+) -> None:
+    """A full disk refuses the new task's options: the write raises and leaves
+    no temporary file; forgetting the earlier task's options (the run's
+    answer to that, run_task._save_options) needs no space, and a resumption
+    then reads the defaults, never the earlier task's mode and count."""
+    shard = small_disk.path / "s_1.jsonl"
+    earlier = RunRequest(input=[], approval_mode=ApprovalMode.ASK, message_id="old")
+    save_options(shard, TaskOptions(earlier, 1.0, 2))
+    small_disk.fill()
+    now = RunRequest(input=[], approval_mode=ApprovalMode.ALLOW_ALL, message_id="new" * 2000)
+    with pytest.raises(OSError):
+        save_options(shard, TaskOptions(now, 2.0))
+    assert sorted(p.name for p in small_disk.path.iterdir()) == ["filler", "s_1.jsonl.run.json"]
+    forget_options(shard)
+    forget_options(shard)  # nothing left to forget: no error either
+    loaded = load_options(shard, "s")
+    assert (loaded.started, loaded.resumed, loaded.request.approval_mode) == (0.0, 0, None)
 
 
 def test_engines_declare_whether_they_can_be_resumed() -> None:

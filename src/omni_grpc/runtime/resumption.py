@@ -30,6 +30,7 @@ is closed as before.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -186,8 +187,22 @@ def save_options(first_shard: Path, task: TaskOptions) -> None:
     }
     path = options_path(first_shard)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def forget_options(first_shard: Path) -> None:
+    """Removes the options of an earlier task, for when this task's could not
+    be written (a full disk): a resumption then runs with the defaults and
+    counts from nothing, never with another task's options and count.
+    Removing a file needs no free space."""
+    with contextlib.suppress(FileNotFoundError):
+        options_path(first_shard).unlink()
 
 
 def load_options(first_shard: Path, session_id: str) -> TaskOptions:
@@ -299,7 +314,15 @@ class Resumption:
         )  # fmt: skip
         # Counted before the engine starts: a process lost again meanwhile
         # still counts this one (a poison prompt ends within the limit).
-        await asyncio.to_thread(save_options, first_shard, replace(task, resumed=task.resumed + 1))
+        try:
+            await asyncio.to_thread(
+                save_options, first_shard, replace(task, resumed=task.resumed + 1)
+            )
+        except OSError as exc:
+            # Uncounted, a run that kills its process would be resumed for ever.
+            reason = f"the task could not be resumed: its resumption count was not written ({exc})"
+            log.error("session %s: %s", run.session_id, reason)
+            return reason
         out = tail_bodies(caught_up, AbortKind.REPLICA_LOST)
         for msg in closing:
             body = bodies.message_body(msg)

@@ -37,7 +37,7 @@ from omni_grpc.runtime.interface import RunRequest
 from omni_grpc.runtime.observer import HubObserver
 from omni_grpc.runtime.recorder import Recorder, TraceRejected
 from omni_grpc.runtime.recovery import BACKEND_LOST_REASON, UNRECORDED_REASON, Recovery
-from omni_grpc.runtime.resumption import TaskOptions, save_options
+from omni_grpc.runtime.resumption import TaskOptions, forget_options, save_options
 from omni_grpc.runtime.run import Run
 from omni_grpc.runtime.run_lease import RENEW_DEADLINE
 from omni_grpc.runtime.session_index import session_mode
@@ -134,8 +134,7 @@ class RunTasks:
             )
             if self.resumable:
                 # What a process that resumes the task runs it with.
-                task = TaskOptions(request, time.time())
-                await asyncio.to_thread(save_options, self.traces.paths(run.record)[0], task)
+                await self._save_options(run, TaskOptions(request, time.time()))
             await self._run_engine(run, engine_input, request)
             await self._settle(run)  # a write that failed after the engine ended
         except Fenced:
@@ -368,6 +367,21 @@ class RunTasks:
         deadline = max(self.backend.leases.ttl, RENEW_DEADLINE)
         if await self.recovery.keeper.fresh(run, deadline) is None:
             raise BackendUnavailable(f"the run lease was not renewed within {deadline:g} s")
+
+    async def _save_options(self, run: Run, task: TaskOptions) -> None:
+        """Writes the task's options for a resumption. A disk that refuses them
+        does not stop the run (the trace is the record; a trace write that
+        fails stops it): the run goes on, resumable with the defaults."""
+        first_shard = self.traces.paths(run.record)[0]
+        try:
+            await asyncio.to_thread(save_options, first_shard, task)
+        except OSError as exc:
+            log.warning(
+                "session %s: the task's options were not written (%s); "
+                "a resumption would run it with the defaults", run.session_id, exc,
+            )  # fmt: skip
+            with contextlib.suppress(OSError):
+                await asyncio.to_thread(forget_options, first_shard)
 
     def hand_over(self, run: Run) -> None:
         """Stops the run's task writing nothing more, its lease no longer

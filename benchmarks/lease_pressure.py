@@ -122,7 +122,11 @@ class Cluster:
                "--redis-url", self.redis.url, "--owner-loss-timeout", str(self.owner_loss),
                "--pacing", "0.05", "--engine-opt", f"repeat={self.repeat}",
                "--drain-timeout", "30"]  # fmt: skip
-        env = dict(os.environ)
+        # Resumption off: a run taken over is then closed with the name of the
+        # replica that stopped renewing, which is how runs are classed here
+        # (lost-live / lost-dead); resumed, a live replica's lost run would
+        # pass as completed. By environment, which a baseline's older CLI ignores.
+        env = dict(os.environ, OMNI_RESUME_RUNS="0")
         if self.src is not None:  # the replicas of another checkout (a baseline)
             env["PYTHONPATH"] = os.pathsep.join([str(self.src), env.get("PYTHONPATH", "")])
         with log.open("ab") as stderr:

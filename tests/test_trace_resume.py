@@ -16,6 +16,7 @@ from omni_grpc import protocol
 from omni_grpc.convert import message_from_dict, serialize_message
 from omni_grpc.engines.demo import DemoEngine
 from omni_grpc.runtime.hub import Hub
+from omni_grpc.runtime.resumption import RESUMED_REASON, ResumeLimits
 from omni_grpc.trace.resume import (
     INTERRUPTED_REASON,
     PROCESS_EXIT_PLACEHOLDER,
@@ -218,7 +219,8 @@ async def test_restore_counts_only_whole_records_and_the_next_run_validates(tmp_
     data = tmp_path / "data"
     shard = data / "traces" / "2026-01-01" / "s1_001.jsonl"
     _write(shard, [META, protocol.user_text("q"), protocol.request_begin()], b'{"torn')
-    hub = Hub(DemoEngine(), data)
+    # Resumption off: restore closes the open run (test_resumed_runs resumes it).
+    hub = Hub(DemoEngine(), data, resume=ResumeLimits(runs=0))
     [info] = await hub.list_sessions()
     assert info.message_count == 5  # 3 records + request_end + abort; not the torn line
     from omni_grpc.runtime.hub import RunRequest
@@ -238,10 +240,14 @@ async def test_restore_counts_only_whole_records_and_the_next_run_validates(tmp_
 # ---- a real kill -9 --------------------------------------------------------------------
 
 
-def test_kill_9_mid_run_then_restart_leaves_valid_traces(tmp_path: Path) -> None:
+@pytest.mark.parametrize("resume_runs", ["0", "3"])
+def test_kill_9_mid_run_then_restart_leaves_valid_traces(tmp_path: Path, resume_runs: str) -> None:
+    """Killed mid-request and started again: with resumption off the restart
+    closes the run; on (the default), it resumes it to its end first. Either
+    way the next run works and the trace validates."""
     data = tmp_path / "data"
     cmd = [sys.executable, "-m", "omni_grpc", "serve", "--no-http", "--grpc-port", "0"]
-    cmd += ["--data-dir", str(data), "--pacing", "0.05"]
+    cmd += ["--data-dir", str(data), "--pacing", "0.05", "--resume-runs", resume_runs]
 
     def start() -> tuple[subprocess.Popen[str], str]:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -281,6 +287,14 @@ def test_kill_9_mid_run_then_restart_leaves_valid_traces(tmp_path: Path) -> None
             stub = agent_service_pb2_grpc.AgentServiceStub(channel)
             [info] = stub.ListSessions(pb.ListSessionsRequest()).sessions
             assert info.session_id == session_id
+            if resume_runs != "0":
+                # The resumed run goes on to its end; the next waits for it.
+                for response in stub.Attach(pb.AttachRequest(session_id=session_id)):
+                    event = response.event
+                    if event.HasField("task_state") and (
+                        event.task_state.state == pb.SESSION_STATE_IDLE
+                    ):
+                        break
             for _ in stub.Run(pb.RunRequest(prompt="again", session_id=session_id)):
                 pass
             history = list(stub.GetHistory(pb.GetHistoryRequest(session_id=session_id)))
@@ -297,7 +311,7 @@ def test_kill_9_mid_run_then_restart_leaves_valid_traces(tmp_path: Path) -> None
     )
     assert check.returncode == 0, check.stdout + check.stderr
     assert "0 error(s), 0 warning(s)" in check.stdout, check.stdout
-    assert INTERRUPTED_REASON in shard.read_text()
+    assert (INTERRUPTED_REASON if resume_runs == "0" else RESUMED_REASON) in shard.read_text()
 
 
 # ---- the class: any point a run can be cut at ----------------------------------------

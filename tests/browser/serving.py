@@ -11,6 +11,7 @@ import httpx
 from omni_grpc.engines.base import Engine
 from omni_grpc.engines.demo import DemoEngine
 from omni_grpc.runtime.hub import Hub
+from omni_grpc.runtime.resumption import ResumeLimits
 from omni_grpc.transport.sse.app import create_app
 from omni_grpc.transport.sse.server import HttpServer
 
@@ -20,10 +21,15 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 @asynccontextmanager
 async def page_server(
-    tmp_path: Path, engine: Engine | None = None, port: int = 0, tls: Path | None = None
+    tmp_path: Path,
+    engine: Engine | None = None,
+    port: int = 0,
+    tls: Path | None = None,
+    resume: ResumeLimits | None = None,
 ) -> AsyncIterator[tuple[Hub, str]]:
-    """``tls``: a ``certs`` directory: HTTPS with its server.pem and server.key."""
-    hub = Hub(engine or DemoEngine(pacing=0.03), tmp_path / "data")
+    """``tls``: a ``certs`` directory: HTTPS with its server.pem and server.key;
+    ``resume``: the hub's resumption limits (its default when None)."""
+    hub = Hub(engine or DemoEngine(pacing=0.03), tmp_path / "data", resume=resume)
     server = HttpServer(
         create_app(hub, token=TOKEN),
         port=port,

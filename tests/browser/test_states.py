@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from omni_grpc.engines.demo import DemoEngine
+from omni_grpc.runtime.resumption import ResumeLimits
 from tests.browser.scripted import ScriptedEngine
 from tests.browser.serving import AUTH, TOKEN, page_server, run_turns
 from tests.browser.webdriver import ENTER, Browser, chromium
@@ -107,7 +108,10 @@ async def test_the_approval_mode_belongs_to_the_session(tmp_path: Path) -> None:
 async def test_a_drain_and_a_shutdown_are_said_and_the_call_shows_not_run(
     tmp_path: Path,
 ) -> None:
-    async with page_server(tmp_path, DemoEngine()) as (hub, url), chromium() as browser:
+    # Resumption off: this is the stop that ends the run (with it on, the
+    # shutdown of a drain hands the run over to the next start instead).
+    off = ResumeLimits(runs=0)
+    async with page_server(tmp_path, DemoEngine(), resume=off) as (hub, url), chromium() as browser:
         await browser.get(f"{url}/?access_token={TOKEN}&new=1")
         await pick_mode(browser, "ask")
         await browser.type("#prompt", "before the drain" + ENTER)

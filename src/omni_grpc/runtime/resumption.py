@@ -194,15 +194,24 @@ def save_options(first_shard: Path, task: TaskOptions) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+    with contextlib.suppress(FileNotFoundError):
+        _stale(path).unlink()
 
 
 def forget_options(first_shard: Path) -> None:
-    """Removes the options of an earlier task, for when this task's could not
-    be written (a full disk): a resumption then runs with the defaults and
-    counts from nothing, never with another task's options and count.
-    Removing a file needs no free space."""
+    """Sets the options of an earlier task aside, for when this task's could
+    not be written (a full disk): a resumption then runs with the defaults and
+    counts from nothing, never with another task's options and count. Renamed,
+    not removed: a rename needs no space and frees none, so the server does
+    not change how full the disk is (the next write of options removes it;
+    a session's delete removes everything beside its trace)."""
+    path = options_path(first_shard)
     with contextlib.suppress(FileNotFoundError):
-        options_path(first_shard).unlink()
+        os.replace(path, _stale(path))
+
+
+def _stale(path: Path) -> Path:
+    return path.with_name(path.name + ".stale")
 
 
 def load_options(first_shard: Path, session_id: str) -> TaskOptions:

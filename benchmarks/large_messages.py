@@ -162,13 +162,7 @@ async def a2a_run(address: str, prompt: str, context_id: str) -> tuple[int, int]
                 if not response.artifact_update.append:
                     chunks.clear()
                 chunks.extend(part.text for part in artifact.parts)
-    shown = repr(prompt)
-    echoes = sum(
-        shown in "".join(chunks)
-        for artifact_id, chunks in texts.items()
-        if names[artifact_id] in ("text", "thinking")
-    )
-    return events, echoes
+    return events, _echoes(prompt, texts, names)
 
 
 async def a2a_http_run(url: str, via: str, prompt: str, context_id: str) -> tuple[int, int]:
@@ -215,13 +209,18 @@ async def a2a_http_run(url: str, via: str, prompt: str, context_id: str) -> tupl
             if not update.get("append"):
                 chunks.clear()
             chunks.extend(part.get("text", "") for part in artifact["parts"])
+    return events, _echoes(prompt, texts, names)
+
+
+def _echoes(prompt: str, texts: dict[str, list[str]], names: dict[str, str]) -> int:
+    """How many of the demo's text and thinking artifacts (their chunks joined)
+    hold the prompt's echo: the A2A readers' count of the message carried."""
     shown = repr(prompt)
-    echoes = sum(
+    return sum(
         shown in "".join(chunks)
         for artifact_id, chunks in texts.items()
         if names[artifact_id] in ("text", "thinking")
     )
-    return events, echoes
 
 
 # The HTTP port's URL of each server started for an --via a2a-* case.

@@ -271,7 +271,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=DRAIN_TIMEOUT,
         metavar="SECONDS",
         help="on SIGTERM or SIGINT, runs get this long to finish while new ones are "
-        "refused (UNAVAILABLE / 503, health NOT_SERVING); then the rest are aborted. "
+        "refused (UNAVAILABLE / 503, health NOT_SERVING); then the rest are handed "
+        "over to be resumed (aborted with --resume-runs 0 or an engine that cannot be "
+        "resumed). "
         "A second signal stops at once (default %(default)s, as Kubernetes' grace period)",
     )
     parser.add_argument(
@@ -303,8 +305,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--owner-loss-timeout",
         type=float,
         default=12.0,
-        help="with --redis-url: seconds within which another replica closes a run "
-        "whose replica died (default %(default)s)",
+        help="with --redis-url: seconds within which another replica takes over a run "
+        "whose replica died, to resume or close it (default %(default)s)",
     )
     parser.add_argument(
         "--resume-runs",
